@@ -1,0 +1,47 @@
+import os
+import time
+
+from jobs.process.BaseProcess import BaseProcess
+from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from toolkit.errors import ConfigError
+
+
+class Generate(BaseProcess):
+    """`type: Generate`: `model` + shared `sample` settings + `prompts` (strings, or mappings of
+    sample keys that override the shared ones) -> one file per prompt in `output_folder`."""
+
+    CONFIG_KEYS = ("device", "output_folder", "model", "sample", "prompts")
+    REQUIRED_KEYS = ("model", "prompts")
+
+    def __init__(self, process_id, job, config):
+        super().__init__(process_id, job, config)
+        self.device = str(self.get_conf("device", "cpu"))
+        self.output_folder = self.get_conf("output_folder", os.path.join("output", job.name))
+        self.model_config = ModelConfig.from_dict(config["model"], "model")
+        prompts = config["prompts"]
+        if not isinstance(prompts, list) or not prompts:
+            raise ConfigError("prompts", "must be a non-empty list")
+        shared = config.get("sample") or {}
+        if not isinstance(shared, dict):
+            raise ConfigError("sample", "must be a mapping")
+        self.gens = []
+        for i, p in enumerate(prompts):
+            item = {"prompt": p} if isinstance(p, str) else p
+            if not isinstance(item, dict):
+                raise ConfigError(f"prompts[{i}]", "must be a string or a mapping of sample keys")
+            where = f"prompts[{i}]" if not isinstance(p, str) else "sample"
+            self.gens.append(GenerateImageConfig.from_dict({**shared, **item}, self.model_config.arch, where))
+
+    def run(self):
+        from toolkit.models.registry import get_model_class
+
+        holder = get_model_class(self.model_config.arch)(
+            self.model_config, device=self.device, status_hook=lambda m, stage: print(f"[{stage}] {m}", flush=True))
+        holder.load_model()
+        os.makedirs(self.output_folder, exist_ok=True)
+        stamp = time.strftime("%Y%m%d_%H%M%S")
+        for i, gen in enumerate(self.gens):
+            gen.output_path = os.path.join(self.output_folder, f"{stamp}_{i:03d}_{gen.resolved_seed()}.{gen.output_ext}")
+            record, = holder.generate_images([gen])
+            print(f"wrote {record['path']} ({record['bytes']} bytes, seed {record['seed']})", flush=True)
+        holder.unload()

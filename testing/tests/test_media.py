@@ -1,0 +1,298 @@
+import os
+import wave
+
+import av
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from toolkit import media
+from toolkit.media import save_audio, save_image, save_media, save_video, to_uint8_frames
+
+RNG = np.random.default_rng(0)
+
+
+def _frames(n, h, w):
+    return RNG.random((n, h, w, 3), dtype=np.float32)
+
+
+def _expected_u8(x):
+    # The documented (diffusers) conversion.
+    return (np.clip(x, 0, 1) * 255).round().astype(np.uint8)
+
+
+def _expected_i16(x):
+    return np.round(np.clip(x, -1, 1) * 32767).astype(np.int16)
+
+
+def _no_temp_files(directory):
+    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")] == []
+
+
+# ----------------------------------------------------------------------------- conversion
+
+
+def test_to_uint8_frames_float_rounding_and_clipping():
+    x = np.array([-0.5, 0.0, 0.5 / 255, 1.5 / 255, 0.5, 0.999, 1.0, 2.0], dtype=np.float32)
+    img = np.broadcast_to(x[None, :, None], (2, 8, 3))
+    out = to_uint8_frames(img)
+    assert out.dtype == np.uint8 and out.shape == (2, 8, 3)
+    np.testing.assert_array_equal(out, _expected_u8(img))
+    assert out[0, :, 0].tolist() == [0, 0, 0, 2, 128, 255, 255, 255]  # round-half-even, then clip
+
+
+def test_to_uint8_frames_layouts():
+    video = _frames(3, 5, 7)  # FHWC
+    want = _expected_u8(video)
+    t = torch.from_numpy(video)
+    np.testing.assert_array_equal(to_uint8_frames(video), want)
+    np.testing.assert_array_equal(to_uint8_frames(video[None]), want)  # 1FHWC
+    np.testing.assert_array_equal(to_uint8_frames(t.permute(0, 3, 1, 2)), want)  # FCHW
+    np.testing.assert_array_equal(to_uint8_frames(t.permute(3, 0, 1, 2)[None]), want)  # BCFHW
+    np.testing.assert_array_equal(to_uint8_frames(t[0].permute(2, 0, 1)), want[0])  # CHW
+    pils = [Image.fromarray(f) for f in want]
+    np.testing.assert_array_equal(to_uint8_frames(pils), want)
+    np.testing.assert_array_equal(to_uint8_frames(pils[0]), want[0])
+    # Gray and RGBA become RGB.
+    assert to_uint8_frames(np.zeros((4, 6), np.float32)).shape == (4, 6, 3)
+    rgba = Image.fromarray(np.dstack([want[0], np.full((5, 7), 9, np.uint8)]), "RGBA")
+    np.testing.assert_array_equal(to_uint8_frames(rgba), want[0])
+
+
+def test_to_uint8_frames_rejects_batches():
+    with pytest.raises(ValueError, match="B=1"):
+        to_uint8_frames(torch.zeros(2, 3, 4, 8, 8))
+
+
+# ----------------------------------------------------------------------------- images
+
+
+def test_png_round_trip_is_pixel_exact(tmp_path):
+    img = _frames(1, 21, 37)[0]
+    info = save_image(img, tmp_path / "a" / "b" / "out.png")  # parents are created
+    assert info == {"path": str(tmp_path / "a" / "b" / "out.png"), "kind": "image", "ext": "png",
+                    "bytes": os.path.getsize(info["path"]), "width": 37, "height": 21}
+    np.testing.assert_array_equal(np.asarray(Image.open(info["path"]).convert("RGB")), _expected_u8(img))
+
+
+@pytest.mark.parametrize("ext,fmt", [("jpg", "JPEG"), ("webp", "WEBP")])
+def test_lossy_images_decode_with_right_size(tmp_path, ext, fmt):
+    info = save_image(torch.rand(3, 21, 37), tmp_path / f"out.{ext}", quality=80)
+    with Image.open(info["path"]) as im:
+        assert im.format == fmt and im.size == (37, 21)
+    assert (info["width"], info["height"], info["ext"]) == (37, 21, ext)
+
+
+def test_webp_quality_100_is_lossless(tmp_path):
+    img = (RNG.random((16, 16, 3)) * 255).astype(np.uint8)
+    info = save_image(img, tmp_path / "out.webp", quality=100)
+    np.testing.assert_array_equal(np.asarray(Image.open(info["path"]).convert("RGB")), img)
+
+
+def test_suffix_follows_ext(tmp_path):
+    info = save_image(_frames(1, 8, 8)[0], tmp_path / "out.png", ext="jpg")
+    assert info["path"] == str(tmp_path / "out.jpg") and info["ext"] == "jpg"
+    assert not (tmp_path / "out.png").exists()
+    assert Image.open(info["path"]).format == "JPEG"
+    # .jpeg is an accepted spelling of jpg and is kept.
+    assert save_image(_frames(1, 8, 8)[0], tmp_path / "x.jpeg")["path"] == str(tmp_path / "x.jpeg")
+
+
+# ----------------------------------------------------------------------------- videos
+
+
+def test_mp4_frames_fps_codec_and_padded_size(tmp_path):
+    info = save_video(_frames(9, 33, 47), tmp_path / "v.mp4", fps=24)  # odd size -> padded
+    assert (info["width"], info["height"], info["num_frames"]) == (48, 34, 9)
+    assert info["fps"] == 24.0 and info["duration"] == pytest.approx(9 / 24)
+    with av.open(info["path"]) as c:
+        s = c.streams.video[0]
+        assert s.codec_context.name == "h264"
+        assert s.frames == 9 and s.average_rate == 24
+        assert (s.width, s.height) == (48, 34)
+        assert sum(1 for _ in c.decode(s)) == 9
+
+
+def test_mp4_ntsc_rate_is_exact(tmp_path):
+    info = save_video(_frames(3, 16, 16), tmp_path / "v.mp4", fps=30000 / 1001)
+    with av.open(info["path"]) as c:
+        assert c.streams.video[0].average_rate * 1001 == 30000
+
+
+def test_mp4_is_deterministic(tmp_path):
+    frames = _frames(12, 32, 48)
+    a = save_video(frames, tmp_path / "a.mp4", fps=8)
+    b = save_video(frames, tmp_path / "b.mp4", fps=8)
+    assert open(a["path"], "rb").read() == open(b["path"], "rb").read()
+
+
+def test_animated_webp_lossless(tmp_path):
+    frames = (RNG.random((5, 15, 17, 3)) * 255).astype(np.uint8)  # distinct frames (libwebp merges repeats)
+    info = save_video(frames, tmp_path / "v.webp", fps=10, lossless=True)
+    assert (info["width"], info["height"], info["num_frames"]) == (17, 15, 5)
+    with Image.open(info["path"]) as im:
+        assert im.n_frames == 5 and im.info["loop"] == 0
+        for i in range(5):
+            im.seek(i)
+            np.testing.assert_array_equal(np.asarray(im.convert("RGB")), frames[i])
+            assert im.info["duration"] == 100
+
+
+# ----------------------------------------------------------------------------- audio
+
+
+def test_wav_exact(tmp_path):
+    audio = RNG.uniform(-1.3, 1.3, (2, 4410)).astype(np.float32)  # includes out-of-range samples
+    info = save_audio(audio, tmp_path / "a.wav", sample_rate=22050)
+    assert info["channels"] == 2 and info["num_samples"] == 4410 and info["duration"] == 0.2
+    with wave.open(info["path"]) as w:
+        assert (w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getnframes()) == (2, 2, 22050, 4410)
+        data = np.frombuffer(w.readframes(4410), "<i2").reshape(-1, 2).T
+    np.testing.assert_array_equal(data, _expected_i16(audio.astype(np.float64)))
+
+
+@pytest.mark.parametrize("shape,channels", [((100,), 1), ((1, 2, 100), 2), ((3, 100), 3)])
+def test_audio_shapes(tmp_path, shape, channels):
+    info = save_audio(torch.zeros(shape), tmp_path / "a.wav", 8000)
+    assert info["channels"] == channels and info["num_samples"] == 100
+
+
+def _decode_audio(path):
+    with av.open(path) as c:
+        s = c.streams.audio[0]
+        frames = [f.to_ndarray() for f in c.decode(s)]
+        return s.codec_context.name, s.rate, s.channels, frames
+
+
+def test_flac_is_lossless_16bit(tmp_path):
+    audio = RNG.uniform(-1, 1, (2, 16000))
+    info = save_audio(audio, tmp_path / "a.flac", 16000)
+    codec, rate, channels, frames = _decode_audio(info["path"])
+    assert (codec, rate, channels) == ("flac", 16000, 2)
+    decoded = np.concatenate(frames, axis=1).reshape(-1, 2).T  # packed s16 -> (C, T)
+    np.testing.assert_array_equal(decoded, _expected_i16(audio))
+
+
+def test_mp3_duration(tmp_path):
+    t = np.arange(24000) / 24000
+    info = save_audio(0.5 * np.sin(2 * np.pi * 440 * t), tmp_path / "a.mp3", 24000, bitrate=64000)
+    codec, rate, channels, frames = _decode_audio(info["path"])
+    assert codec.startswith("mp3") and rate == 24000 and channels == 1
+    assert sum(f.shape[-1] for f in frames) / rate == pytest.approx(1.0, abs=0.06)
+
+
+def test_mp3_rejects_unsupported_rate(tmp_path):
+    with pytest.raises(ValueError, match="sample rate 22000"):
+        save_audio(np.zeros(100), tmp_path / "a.mp3", 22000)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- atomicity
+
+
+class _ContainerFailingOnFlush:
+    """Wraps a real PyAV output container; the final (flush) mux raises, after data was written."""
+
+    def __init__(self, real):
+        self._real, self._calls = real, 0
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._real.close()
+
+    def mux(self, packets):
+        self._real.mux(packets)
+        self._calls += 1
+        if self._calls == 4:
+            raise RuntimeError("encoder exploded")
+
+
+def _break_mp4(monkeypatch):
+    real_open = av.open
+    monkeypatch.setattr(av, "open", lambda *a, **k: _ContainerFailingOnFlush(real_open(*a, **k)))
+
+
+def _break_wav(monkeypatch):
+    real = wave.Wave_write.writeframes
+
+    def writeframes(self, data):
+        real(self, data[: len(data) // 2])  # a partial file really exists on disk
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(wave.Wave_write, "writeframes", writeframes)
+
+
+def _break_png(monkeypatch):
+    def save(self, fp, *a, **k):
+        with open(fp, "wb") as f:
+            f.write(b"\x89PNG half")
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(Image.Image, "save", save)
+
+
+@pytest.mark.parametrize("name,breaker,write", [
+    ("v.mp4", _break_mp4, lambda p: save_video(_frames(3, 16, 16), p, fps=8)),
+    ("a.wav", _break_wav, lambda p: save_audio(np.zeros((2, 1000)), p, 8000)),
+    ("i.png", _break_png, lambda p: save_image(_frames(1, 8, 8)[0], p)),
+])
+def test_failed_write_leaves_no_temp_and_keeps_existing_file(tmp_path, monkeypatch, name, breaker, write):
+    final = tmp_path / name
+    final.write_bytes(b"previous good file")
+    breaker(monkeypatch)
+    with pytest.raises((RuntimeError, OSError), match="exploded|on fire"):
+        write(final)
+    assert final.read_bytes() == b"previous good file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_atomic_path_success_and_failure(tmp_path):
+    final = tmp_path / "sub" / "x.bin"
+    with media.atomic_path(final) as tmp:
+        assert tmp.parent == final.parent and tmp.name.startswith(".x.bin.") and tmp.suffix == ".tmp"
+        tmp.write_bytes(b"new")
+        assert not final.exists()
+    assert final.read_bytes() == b"new" and _no_temp_files(final.parent)
+    with pytest.raises(KeyError):
+        with media.atomic_path(final) as tmp:
+            tmp.write_bytes(b"partial")
+            raise KeyError("boom")
+    assert final.read_bytes() == b"new" and _no_temp_files(final.parent)
+
+
+# ----------------------------------------------------------------------------- validation / dispatch
+
+
+@pytest.mark.parametrize("call", [
+    lambda p: save_image(np.zeros((4, 4, 3)), p / "x.gif"),
+    lambda p: save_video(np.zeros((2, 4, 4, 3)), p / "x.gif", fps=8),
+    lambda p: save_audio(np.zeros(10), p / "x.ogg", 8000),
+    lambda p: save_media("image", np.zeros((4, 4, 3)), p / "x.png", ext="gif"),
+])
+def test_bad_ext_raises_naming_it(tmp_path, call):
+    with pytest.raises(ValueError, match=r"'(gif|ogg)'.*allowed"):
+        call(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_webp_is_image_or_video_by_kind_but_mp4_is_not_an_image(tmp_path):
+    with pytest.raises(ValueError, match="'mp4'.*png, jpg, webp"):
+        save_image(np.zeros((4, 4, 3)), tmp_path / "x.mp4")
+
+
+def test_save_media_dispatch(tmp_path):
+    assert save_media("image", _frames(1, 8, 8)[0], tmp_path / "i", ext="png")["kind"] == "image"
+    v = save_media("video", _frames(2, 8, 8), tmp_path / "v", ext="mp4", fps=4, crf=30)
+    assert v["kind"] == "video" and v["path"].endswith("v.mp4")
+    a = save_media("audio", np.zeros(800), tmp_path / "a.flac", ext="flac", sample_rate=8000)
+    assert a["kind"] == "audio" and a["duration"] == 0.1
+    with pytest.raises(ValueError, match="fps"):
+        save_media("video", _frames(2, 8, 8), tmp_path / "v.mp4", ext="mp4")
+    with pytest.raises(ValueError, match="kind"):
+        save_media("text", "hi", tmp_path / "t.txt", ext="txt")

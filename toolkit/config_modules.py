@@ -1,0 +1,173 @@
+"""ModelConfig (which model) and GenerateImageConfig (what to sample), validated against the registry.
+
+Both are built with `from_dict`, which rejects unknown keys and bad values with a
+ConfigError naming the field, and fills omitted values from the arch's registry row.
+"""
+import math
+import random
+from dataclasses import asdict, dataclass, field, fields
+
+from toolkit.errors import ConfigError, check_keys
+from toolkit.models.registry import ARCHS, ArchSpec, get_arch
+
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    arch: str
+    name_or_path: str | None = None        # diffusers folder, hub repo id, or a single .safetensors file
+    extras_name_or_path: str | None = None  # where the other components/configs come from for a single file
+    dtype: str = "auto"                    # auto: bf16 on CUDA, float32 on the CPU
+    quantize: bool = False                 # quantize the denoiser (transformer/UNet)
+    qtype: str = "qfloat8"
+    quantize_te: bool = False              # quantize the text encoder(s)
+    qtype_te: str = "qfloat8"
+    low_vram: bool = False                 # keep components on the CPU until used
+    layer_offloading: bool = False         # stream denoiser blocks to the device one group at a time
+    lora_path: str | None = None
+    lora_scale: float = 1.0
+
+    @classmethod
+    def from_dict(cls, d, where: str = "model") -> "ModelConfig":
+        if isinstance(d, ModelConfig):
+            return d
+        check_keys(d, {f.name for f in fields(cls)}, where, required=("arch",))
+        arch = d["arch"]
+        if not isinstance(arch, str) or arch not in ARCHS:
+            raise ConfigError(f"{where}.arch", f"unknown arch {arch!r} (known: {', '.join(sorted(ARCHS))})")
+        spec = get_arch(arch)
+        values = dict(d)
+        if not values.get("name_or_path"):
+            values["name_or_path"] = spec.default_name_or_path
+        for f in fields(cls):
+            if f.name in values and values[f.name] is not None:
+                values[f.name] = _coerce(values[f.name], f.type, f"{where}.{f.name}")
+        if values.get("dtype", "auto") not in DTYPES:
+            raise ConfigError(f"{where}.dtype", f"unknown dtype {values['dtype']!r} (allowed: {', '.join(DTYPES)})")
+        for q in ("qtype", "qtype_te"):
+            if values.get(q) is not None and values[q] not in QTYPES:
+                raise ConfigError(f"{where}.{q}", f"unknown qtype {values[q]!r} (allowed: {', '.join(QTYPES)})")
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+    @property
+    def spec(self) -> ArchSpec:
+        return get_arch(self.arch)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class GenerateImageConfig:
+    prompt: str = ""
+    negative_prompt: str = ""
+    width: int = 0
+    height: int = 0
+    num_inference_steps: int = 0
+    guidance_scale: float = 0.0
+    seed: int = -1                   # -1: pick one at random (the file records the one used)
+    num_frames: int = 1              # video
+    fps: int = 0                     # video
+    duration: float = 0.0            # audio, seconds
+    ctrl_img: str | None = None      # control image path, for archs that take one
+    output_ext: str = ""
+    extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
+
+    COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
+              "num_frames", "fps", "duration", "ctrl_img", "output_ext")
+
+    @classmethod
+    def from_dict(cls, d, arch: str, where: str = "sample") -> "GenerateImageConfig":
+        """Validate `d` for `arch`; omitted values come from the registry defaults."""
+        spec = get_arch(arch)
+        d = dict(d or {})
+        check_keys(d, set(cls.COMMON) | set(spec.sample_extras), where)
+        defaults = spec.defaults
+        types = {f.name: f.type for f in fields(cls)}
+        values = {}
+        for name in cls.COMMON:
+            raw = d.get(name)
+            if raw is None:
+                raw = getattr(defaults, name, None)
+            if raw is None:
+                continue
+            values[name] = _coerce(raw, types[name], f"{where}.{name}")
+        extras = {}
+        for name, default in spec.sample_extras.items():
+            raw = d.get(name, default)
+            extras[name] = _coerce(raw, type(default), f"{where}.{name}") if default is not None and raw is not None else raw
+        gen = cls(**values, extras=extras)
+        gen.validate(spec, where)
+        return gen
+
+    def validate(self, spec: ArchSpec, where: str = "sample"):
+        from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
+
+        if not isinstance(self.prompt, str):
+            raise ConfigError(f"{where}.prompt", "must be a string")
+        if self.num_inference_steps < 1:
+            raise ConfigError(f"{where}.num_inference_steps", f"must be >= 1, got {self.num_inference_steps}")
+        if not math.isfinite(self.guidance_scale) or self.guidance_scale < 0:
+            raise ConfigError(f"{where}.guidance_scale", f"must be a finite number >= 0, got {self.guidance_scale}")
+        if self.seed < -1 or self.seed >= 2**63:
+            raise ConfigError(f"{where}.seed", f"must be -1 (random) or in [0, 2^63), got {self.seed}")
+        if spec.modality in ("image", "video"):
+            for name in ("width", "height"):
+                v = getattr(self, name)
+                if v <= 0:
+                    raise ConfigError(f"{where}.{name}", f"must be > 0, got {v}")
+                if v > 16384:
+                    raise ConfigError(f"{where}.{name}", f"must be <= 16384, got {v}")
+                if v % spec.size_divisor:
+                    raise ConfigError(f"{where}.{name}", f"{v} is not a multiple of {spec.size_divisor}, "
+                                      f"which arch {spec.name} needs")
+        if spec.modality == "video":
+            if self.num_frames < 1:
+                raise ConfigError(f"{where}.num_frames", f"must be >= 1, got {self.num_frames}")
+            if self.fps <= 0:
+                raise ConfigError(f"{where}.fps", f"must be > 0, got {self.fps}")
+        if spec.modality == "audio" and not (0 < self.duration <= 600):
+            raise ConfigError(f"{where}.duration", f"must be in (0, 600] seconds, got {self.duration}")
+        allowed = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}[spec.modality]
+        if self.output_ext not in allowed:
+            raise ConfigError(f"{where}.output_ext", f"{self.output_ext!r} is not a {spec.modality} format "
+                              f"(allowed: {', '.join(allowed)})")
+        if spec.needs_ctrl_img and not self.ctrl_img:
+            raise ConfigError(f"{where}.ctrl_img", f"arch {spec.name} needs a control image")
+
+    def resolved_seed(self) -> int:
+        """Fix a random seed once, so the record and a rerun agree."""
+        if self.seed < 0:
+            self.seed = random.randrange(0, 2**31)
+        return self.seed
+
+    def to_dict(self) -> dict:
+        d = {name: getattr(self, name) for name in self.COMMON}
+        d.update(self.extras)
+        return d
+
+
+def _coerce(value, typ, key):
+    """Accept what YAML/JSON give for `typ`; reject anything else naming `key`."""
+    typ_s = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    if "bool" in typ_s:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(key, f"must be true or false, got {value!r}")
+    if typ_s.startswith("int"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise ConfigError(key, f"must be an integer, got {value!r}")
+        return int(value)
+    if typ_s.startswith("float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(key, f"must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(key, f"must be finite, got {value!r}")
+        return float(value)
+    if typ_s.startswith("str"):
+        if not isinstance(value, str):
+            raise ConfigError(key, f"must be a string, got {value!r}")
+        return value
+    return value

@@ -1,0 +1,225 @@
+"""BaseModel: a holder for one arch's model. It loads every component through the v2 funnel,
+assembles the diffusers pipeline, samples, and writes the files.
+
+Arch files subclass it and declare data: the pipeline class, the component table and, where
+the pipeline call differs from the common one, `pipeline_kwargs`/`extract_output`.
+"""
+import contextlib
+import functools
+import os
+import time
+from dataclasses import dataclass, replace
+
+import torch
+
+from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from toolkit.models.registry import get_arch
+from toolkit.models.step_hook import wrap_scheduler_step
+from toolkit.models.tiny_source import is_tiny, resolve_tiny
+from toolkit.models.v2 import LoadPolicy, aitk
+from toolkit.models.v2.policy import resolve_dtype
+from toolkit.models.v2.sources import component_present
+
+DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO = (
+    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio")
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    role: str                  # the pipeline's __init__ argument
+    cls: type                  # library class (model_index.json may name a subclass of it)
+    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO
+    subfolder: str | None = None
+    optional: bool = False     # the pipeline takes None when the model has no such component
+
+    @property
+    def folder(self) -> str:
+        return self.subfolder or self.role
+
+
+class BaseModel:
+    arch: str = ""
+    pipeline_class: type = None
+    components: tuple[ComponentSpec, ...] = ()
+    pipeline_init_kwargs: dict = {}
+
+    def __init__(self, model_config, device: str = "cpu", status_hook=None):
+        self.model_config = ModelConfig.from_dict(model_config) if isinstance(model_config, dict) else model_config
+        if is_tiny(self.model_config.name_or_path):
+            self.model_config = replace(self.model_config, name_or_path=resolve_tiny(
+                self.model_config.name_or_path, self.model_config.arch))
+        self.spec = get_arch(self.model_config.arch)
+        self.device = str(device)
+        self.dtype = resolve_dtype(self.model_config.dtype, self.device)
+        self.status_hook = status_hook          # (message, stage) -> None
+        self.sample_step_hook = None            # (step_index, num_steps, timestep, latents, x0) -> None
+        self.pipeline = None
+        self.loaded: dict = {}
+
+    # -- status -------------------------------------------------------------------------------
+    def print_and_status_update(self, message: str, stage: str = "status"):
+        if self.status_hook is not None:
+            self.status_hook(message, stage)
+
+    def _status(self, message, stage="status"):
+        self.print_and_status_update(message, stage)
+
+    # -- loading ------------------------------------------------------------------------------
+    def policy_for(self, spec: ComponentSpec) -> LoadPolicy:
+        mc = self.model_config
+        offload = "model" if mc.low_vram else None
+        if spec.kind == DENOISER:
+            return LoadPolicy(self.dtype, self.device, mc.qtype if mc.quantize else None,
+                              "layer" if mc.layer_offloading else offload)
+        if spec.kind == TEXT_ENCODER:
+            return LoadPolicy(self.dtype, self.device, mc.qtype_te if mc.quantize_te else None, offload)
+        if spec.kind in (VAE, AUDIO):
+            return LoadPolicy(self.dtype, self.device, None, offload)
+        return LoadPolicy(self.dtype, self.device)
+
+    def source_for(self, spec: ComponentSpec) -> tuple[str, str]:
+        """(source, config_source) for a component. A single-file name_or_path holds the denoiser;
+        everything else (and its config) comes from extras_name_or_path, else the arch's default repo."""
+        mc = self.model_config
+        base = mc.extras_name_or_path or self.spec.default_name_or_path
+        main = mc.name_or_path
+        if os.path.isfile(os.path.expanduser(main)):
+            return (main, base) if spec.kind == DENOISER else (base, base)
+        if mc.extras_name_or_path and os.path.isdir(main) and not os.path.isdir(os.path.join(main, spec.folder)):
+            return base, base
+        return main, main
+
+    def load_model(self):
+        """Load every component through the funnel, then build the pipeline."""
+        t0 = time.perf_counter()
+        self._status(f"loading {self.arch}", "loading")
+        for spec in self.components:
+            source, config_source = self.source_for(spec)
+            if spec.optional and not component_present(source, spec.role, spec.folder):
+                self.loaded[spec.role] = None
+                continue
+            self.loaded[spec.role] = aitk(spec.cls).load(
+                source, role=spec.role, subfolder=spec.folder, policy=self.policy_for(spec),
+                config_source=config_source, status=self._status)
+        self.pipeline = self.build_pipeline(dict(self.loaded))
+        if self.model_config.lora_path:
+            self.load_lora(self.model_config.lora_path, self.model_config.lora_scale)
+        if self.model_config.low_vram and self.device.startswith("cuda"):
+            self.pipeline.enable_model_cpu_offload(device=self.device)
+        self.load_seconds = time.perf_counter() - t0
+        self._status(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
+        return self
+
+    def build_pipeline(self, components: dict):
+        pipe = self.pipeline_class(**components, **self.pipeline_init_kwargs)
+        pipe.set_progress_bar_config(disable=True)
+        return pipe
+
+    def load_lora(self, path: str, scale: float):
+        if not hasattr(self.pipeline, "load_lora_weights"):
+            raise ValueError(f"model.lora_path: arch {self.arch} does not take LoRAs")
+        self._status(f"loading LoRA {os.path.basename(path)}", "loading")
+        self.pipeline.load_lora_weights(path, adapter_name="aitk")
+        self.pipeline.fuse_lora(lora_scale=scale, adapter_names=["aitk"])
+        self.pipeline.unload_lora_weights()
+
+    def unload(self):
+        self.pipeline = None
+        self.loaded.clear()
+
+    # -- sampling -----------------------------------------------------------------------------
+    def pipeline_kwargs(self, gen: GenerateImageConfig) -> dict:
+        """The pipeline call's arguments for `gen` (generator and output_type are added by the caller)."""
+        kw = {"prompt": gen.prompt, "num_inference_steps": gen.num_inference_steps,
+              "guidance_scale": gen.guidance_scale}
+        if self.spec.uses_negative_prompt:
+            kw["negative_prompt"] = gen.negative_prompt
+        if self.spec.modality in ("image", "video"):
+            kw.update(width=gen.width, height=gen.height)
+        if self.spec.modality == "video":
+            kw["num_frames"] = gen.num_frames
+        return kw
+
+    output_type = "pil"
+
+    def extract_output(self, out):
+        """The media the pipeline produced: a PIL image, video frames, or (audio, sample_rate)."""
+        if self.spec.modality == "image":
+            return out.images[0]
+        if self.spec.modality == "video":
+            return out.frames[0]
+        raise NotImplementedError
+
+    def media_kwargs(self, gen: GenerateImageConfig, data) -> dict:
+        return {"fps": gen.fps} if self.spec.modality == "video" else {}
+
+    def generate_single(self, gen: GenerateImageConfig):
+        generator = torch.Generator("cpu").manual_seed(gen.resolved_seed())  # a seed means one image on any device
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(wrap_scheduler_step(self.pipeline.scheduler, self.sample_step_hook))
+            stack.enter_context(self._stage_wraps())
+            out = self.pipeline(**self.pipeline_kwargs(gen), generator=generator, output_type=self.output_type)
+        return self.extract_output(out)
+
+    def generate_images(self, gens: list, output_folder: str | None = None) -> list[dict]:
+        """Sample and save each config; one record per file written (atomically)."""
+        from toolkit.media import save_media
+
+        if self.pipeline is None:
+            raise RuntimeError("load_model() first")
+        records = []
+        for i, gen in enumerate(gens):
+            if isinstance(gen, dict):
+                gen = GenerateImageConfig.from_dict(gen, self.arch)
+            seed = gen.resolved_seed()
+            data = self.generate_single(gen)
+            path = getattr(gen, "output_path", None) or os.path.join(
+                output_folder or ".", f"{int(time.time() * 1000)}_{i}_{seed}.{gen.output_ext}")
+            self._status(f"saving {os.path.basename(path)}", "saving")
+            record = save_media(self.spec.modality, data, path, ext=gen.output_ext, **self.media_kwargs(gen, data))
+            record.update(seed=seed, prompt=gen.prompt)
+            records.append(record)
+        return records
+
+    def _emit_sample_step(self, latents, step_index: int, num_steps: int, timestep=None, x0=None):
+        """For holders with a hand-written sampling loop: report one finished step."""
+        if self.sample_step_hook is not None:
+            self.sample_step_hook(step_index, num_steps, timestep, latents, x0)
+
+    @contextlib.contextmanager
+    def _stage_wraps(self):
+        """Stage messages (encoding prompt, sampling, decoding) from the pipeline's own methods,
+        only while a status hook is set."""
+        if self.status_hook is None:
+            yield
+            return
+        targets = [(self.pipeline, "encode_prompt", "encoding prompt", "encoding")]
+        vae = getattr(self.pipeline, "vae", None)
+        if vae is not None:
+            targets.append((vae, "decode", "decoding", "decoding"))
+        installed = []
+        for obj, name, message, stage in targets:
+            method = getattr(obj, name, None)
+            if method is None:
+                continue
+            setattr(obj, name, self._announce(method, message, stage))
+            installed.append((obj, name))
+        try:
+            yield
+        finally:
+            for obj, name in installed:
+                obj.__dict__.pop(name, None)
+
+    def _announce(self, method, message, stage):
+        state = {"said": False}
+
+        @functools.wraps(method)
+        def wrapper(*args, **kwargs):
+            if not state["said"]:
+                state["said"] = True
+                self._status(message, stage)
+            result = method(*args, **kwargs)
+            if stage == "encoding":
+                self._status("sampling", "sampling")
+            return result
+        return wrapper

@@ -1,0 +1,306 @@
+"""OstrisModelMixin: the single funnel every component load goes through.
+
+`aitk(SomeDiffusersOrTransformersClass).load(source, role=..., policy=...)` resolves the
+source (local folder + subfolder, single .safetensors file, or hub repo), reads it with the
+library's own loader, applies `aitk_post_load(policy)` (dtype, quantization, placement,
+offload) and tags the result with its ComponentIdentity. A load interceptor (the component
+pool) can answer a load from memory or be told about a fresh one; holders never see it.
+"""
+import json
+import os
+import shutil
+import tempfile
+
+import torch
+
+from toolkit.models.v2.identity import ComponentIdentity, fingerprint_files, weight_files_in
+from toolkit.models.v2.policy import LoadPolicy
+from toolkit.models.v2.sources import (ResolvedSource, SourceError, component_config_class, model_index_class,
+                                      resolve_source)
+
+_interceptor = None
+
+
+def _quiet_libraries():
+    """Per-load progress bars from diffusers/transformers are noise in a server log."""
+    from diffusers.utils import logging as dlog
+    from transformers.utils import logging as tlog
+    dlog.disable_progress_bar()
+    tlog.disable_progress_bar()
+
+
+_quiet_libraries()
+
+
+def set_load_interceptor(interceptor):
+    """Install (or clear with None) the object consulted on every load:
+    `lookup(identity, policy) -> module | None` and `register(identity, module, policy)`."""
+    global _interceptor
+    previous, _interceptor = _interceptor, interceptor
+    return previous
+
+
+def get_load_interceptor():
+    return _interceptor
+
+
+class ComponentLoadError(RuntimeError):
+    """A component that could not be loaded; the message names the role and source."""
+
+
+class OstrisModelMixin:
+    _aitk_base: type = None
+
+    @classmethod
+    def load(cls, source: str, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
+             config_source: str | None = None, status=None, allow_hub: bool = True, **kwargs):
+        """Load one component. `config_source` is the folder/repo whose `subfolder` holds the config
+        when `source` is a single weights file."""
+        try:
+            src = resolve_source(source, None if _is_file(source) else subfolder, allow_hub=allow_hub)
+        except SourceError as e:
+            raise ComponentLoadError(f"{role}: {e}") from None
+        load_cls = cls._class_for(src, role)
+        identity = ComponentIdentity(
+            role=role, cls=f"{load_cls._aitk_base.__module__}.{load_cls._aitk_base.__qualname__}",
+            source=src.path, subfolder=src.subfolder, weights=_weights_of(src),
+            dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
+            qtype=policy.qtype if _is_module_class(load_cls) else None,
+        )
+        if _interceptor is not None:
+            hit = _interceptor.lookup(identity, policy)
+            if hit is not None:
+                if isinstance(hit, OstrisModelMixin):
+                    hit.aitk_post_load(policy)
+                return hit
+        if status:
+            status(f"loading {role}", stage="loading")
+        try:
+            if src.kind == "file":
+                module = load_cls._read_single_file(src, role, subfolder, config_source, policy, allow_hub, kwargs)
+            else:
+                module = load_cls._read_folder(src, policy, kwargs)
+        except (SourceError, ComponentLoadError) as e:
+            raise ComponentLoadError(f"{role}: {e}") from None
+        except (OSError, ValueError, KeyError, RuntimeError) as e:
+            if isinstance(e, torch.OutOfMemoryError):
+                raise
+            raise ComponentLoadError(f"{role}: cannot load {load_cls.__name__} from {src.label}: "
+                                     f"{type(e).__name__}: {e}") from e
+        module._aitk_identity = identity
+        if isinstance(module, OstrisModelMixin):
+            if policy.qtype and status:
+                status(f"quantizing {role} ({policy.qtype})", stage="quantizing")
+            module.aitk_post_load(policy)
+        if _interceptor is not None:
+            _interceptor.register(identity, module, policy)
+        return module
+
+    # -- post-load policy -------------------------------------------------------------------
+    def aitk_post_load(self, policy: LoadPolicy):
+        """Apply dtype, quantization, placement and offload. Idempotent for an identical policy;
+        for another placement only the placement is re-applied."""
+        if not isinstance(self, torch.nn.Module):
+            self._aitk_policy = policy
+            return self
+        previous = getattr(self, "_aitk_policy", None)
+        if previous == policy:
+            return self
+        if previous is None:
+            self.eval()
+            self.requires_grad_(False)
+            if policy.qtype is None and _float_dtype(self) not in (None, policy.dtype):
+                self.to(policy.dtype)
+            if policy.qtype:
+                from toolkit.quantize import quantize_module
+                if _float_dtype(self) not in (None, policy.dtype):
+                    self.to(policy.dtype)
+                quantize_module(self, policy.qtype)
+        elif previous.value_key != policy.value_key:
+            raise ComponentLoadError("a resident component cannot change dtype or quantization in place")
+        self._aitk_place(policy, previous)
+        self._aitk_policy = policy
+        return self
+
+    def _aitk_place(self, policy: LoadPolicy, previous: LoadPolicy | None):
+        if previous is not None and previous.offload == "layer" and getattr(self, "_aitk_group_offload", False):
+            _remove_hooks(self)
+            self._aitk_group_offload = False
+        on_cpu = str(policy.device) == "cpu"
+        if policy.offload == "layer" and not on_cpu and hasattr(self, "enable_group_offload"):
+            self.to("cpu")
+            self.enable_group_offload(onload_device=torch.device(policy.device), offload_device=torch.device("cpu"),
+                                      offload_type="block_level", num_blocks_per_group=1)
+            self._aitk_group_offload = True
+        elif policy.offload == "model" and not on_cpu:
+            self.to("cpu")  # the pipeline's model offload moves it in when used
+        else:
+            self.to(policy.device)
+
+    # -- readers ----------------------------------------------------------------------------
+    @classmethod
+    def _class_for(cls, src: ResolvedSource, role: str):
+        """model_index.json may name a more specific class for this role (a scheduler, a tokenizer)."""
+        if src.kind == "file":
+            return cls
+        named = model_index_class(src.path, role) or component_config_class(src.component_dir)
+        if named is None:
+            return cls
+        real = _import_class(*named)
+        if real is None:
+            raise ComponentLoadError(f"{role}: model_index.json names {named[0]}.{named[1]}, which does not exist")
+        if real is cls._aitk_base or not issubclass(real, cls._aitk_base):
+            return cls
+        return aitk(real)
+
+    @classmethod
+    def _read_folder(cls, src: ResolvedSource, policy: LoadPolicy, kwargs):
+        sub = {"subfolder": src.subfolder} if src.subfolder else {}
+        if _is_diffusers_model(cls):
+            return cls.from_pretrained(src.path, torch_dtype=policy.dtype, local_files_only=True, **sub, **kwargs)
+        if _is_transformers_model(cls):
+            model, info = cls.from_pretrained(src.path, dtype=policy.dtype, local_files_only=True,
+                                              output_loading_info=True, **sub, **kwargs)
+            _check_loading_info(info, src)
+            return model
+        if _is_scheduler(cls):
+            return cls.from_pretrained(src.path, **sub, **kwargs)
+        return cls.from_pretrained(src.path, local_files_only=True, **sub, **kwargs)
+
+    @classmethod
+    def _read_single_file(cls, src, role, subfolder, config_source, policy, allow_hub, kwargs):
+        if not _is_module_class(cls):
+            raise ComponentLoadError(f"a {cls.__name__} cannot be read from a single weights file ({src.label})")
+        if not config_source:
+            raise ComponentLoadError(f"{src.label} is a single file: its config folder is needed "
+                                     f"(set extras_name_or_path)")
+        cfg = resolve_source(config_source, subfolder, allow_hub=allow_hub)
+        from safetensors import safe_open
+        if not src.path.endswith(".safetensors"):
+            raise ComponentLoadError(f"{src.label}: only .safetensors single files are read")
+        with safe_open(src.path, "pt") as f:
+            file_keys = set(f.keys())
+        expected = cls._expected_keys(cfg.component_dir)
+        unexpected = file_keys - expected
+        if not unexpected:
+            return cls._read_staged(src, cfg, policy, kwargs)
+        if _is_diffusers_model(cls) and hasattr(cls, "from_single_file"):
+            # an original-format (e.g. ComfyUI/LDM) checkpoint that diffusers converts
+            return cls.from_single_file(src.path, config=cfg.path, subfolder=subfolder, torch_dtype=policy.dtype,
+                                        local_files_only=True, **kwargs)
+        sample = ", ".join(sorted(unexpected)[:3])
+        raise ComponentLoadError(f"{src.label}: {len(unexpected)} keys do not belong to {cls.__name__} "
+                                 f"(e.g. {sample}) and it has no single-file converter")
+
+    @classmethod
+    def _expected_keys(cls, config_dir: str) -> set:
+        """The module's state-dict keys, from its config alone (built on the meta device)."""
+        with torch.device("meta"):
+            if _is_diffusers_model(cls):
+                model = cls.from_config(cls.load_config(config_dir))
+            else:
+                model = cls(cls.config_class.from_pretrained(config_dir))
+        return set(model.state_dict().keys())
+
+    @classmethod
+    def _read_staged(cls, src, cfg, policy, kwargs):
+        """A single file in the library's own key names: present it as a one-file folder so the
+        library's normal loader (mmap, meta init, dtype handling) reads it."""
+        stage = tempfile.mkdtemp(prefix="aitk_single_")
+        try:
+            for name in os.listdir(cfg.component_dir):
+                if name.endswith(".json") and "index" not in name:
+                    shutil.copy(os.path.join(cfg.component_dir, name), stage)
+            target = "diffusion_pytorch_model.safetensors" if _is_diffusers_model(cls) else "model.safetensors"
+            os.symlink(src.path, os.path.join(stage, target))
+            return cls._read_folder(ResolvedSource("folder", stage, None, src.label), policy, kwargs)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+_MIXED: dict[type, type] = {}
+
+
+def aitk(cls: type) -> type:
+    """`cls` with the funnel mixed in (cached). The mixed class keeps the library class's name
+    so saved configs, logs and isinstance checks see the real class."""
+    if isinstance(cls, type) and issubclass(cls, OstrisModelMixin):
+        return cls
+    mixed = _MIXED.get(cls)
+    if mixed is None:
+        mixed = type(cls.__name__, (OstrisModelMixin, cls),
+                     {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "_aitk_base": cls})
+        _MIXED[cls] = mixed
+    return mixed
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _import_class(library: str, name: str):
+    """A class named in model_index.json: a library ("diffusers", "transformers") or, as diffusers
+    writes for pipeline-local modules, a pipeline package name ("ace_step")."""
+    for module_name in (library, f"diffusers.pipelines.{library}"):
+        try:
+            module = __import__(module_name, fromlist=[name])
+        except ImportError:
+            continue
+        if hasattr(module, name):
+            return getattr(module, name)
+    return None
+
+
+def _is_file(source) -> bool:
+    return isinstance(source, str) and os.path.isfile(os.path.expanduser(source))
+
+
+def _is_diffusers_model(cls) -> bool:
+    from diffusers import ModelMixin
+    return issubclass(cls, ModelMixin)
+
+
+def _is_transformers_model(cls) -> bool:
+    from transformers import PreTrainedModel
+    return issubclass(cls, PreTrainedModel)
+
+
+def _is_scheduler(cls) -> bool:
+    from diffusers import SchedulerMixin
+    return issubclass(cls, SchedulerMixin)
+
+
+def _is_module_class(cls) -> bool:
+    return issubclass(cls, torch.nn.Module)
+
+
+def _float_dtype(module: torch.nn.Module):
+    for p in module.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return None
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _weights_of(src: ResolvedSource) -> tuple:
+    if src.kind == "file":
+        return fingerprint_files([src.path])
+    return fingerprint_files(weight_files_in(src.component_dir))
+
+
+def _check_loading_info(info: dict, src: ResolvedSource):
+    missing = list(info.get("missing_keys") or [])
+    bad = list(info.get("mismatched_keys") or [])
+    if missing or bad:
+        what = (missing + [str(b) for b in bad])[:3]
+        raise ComponentLoadError(f"{src.label}: {len(missing)} missing and {len(bad)} mismatched weights "
+                                 f"(e.g. {', '.join(what)})")
+
+
+def _remove_hooks(module):
+    from diffusers.hooks import HookRegistry
+    for m in module.modules():
+        registry = getattr(m, "_diffusers_hook", None)
+        if isinstance(registry, HookRegistry):
+            for name in list(registry.hooks.keys()) if hasattr(registry, "hooks") else []:
+                registry.remove_hook(name, recurse=False)
