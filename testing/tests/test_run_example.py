@@ -1,0 +1,81 @@
+"""`python run.py config/examples/generate_tiny.yaml` as a user runs it: a subprocess, offline."""
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from PIL import Image
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _env(tiny_root):
+    env = dict(os.environ, AITK_TINY_CACHE=str(tiny_root), HF_HUB_OFFLINE="1")
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def test_generate_tiny_example(tiny, tiny_root, tmp_path):
+    tiny("zimage")  # shared cache: the subprocess finds the model made on first use
+    example = os.path.join(ROOT, "config", "examples", "generate_tiny.yaml")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), example], cwd=tmp_path, env=_env(tiny_root),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    files = sorted(glob.glob(str(tmp_path / "output" / "generate_tiny" / "*.png")))
+    assert len(files) == 2, (files, p.stdout)
+    for f in files:
+        assert Image.open(f).size == (64, 64)
+        assert "_42." in os.path.basename(f)
+    assert "wrote" in p.stdout and "[loading]" in p.stdout
+
+
+def test_generate_makes_tiny_model_on_first_use(tmp_path):
+    """A fresh cache: the tiny model is written on first use, then generation runs."""
+    cache = tmp_path / "cache"
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(f"""job: extension
+config:
+  name: first_use
+  process:
+    - type: Generate
+      output_folder: {tmp_path / 'out'}
+      model: {{arch: sd1, name_or_path: "tiny:sd1"}}
+      sample: {{width: 64, height: 64, num_inference_steps: 2, seed: 7}}
+      prompts: [hello]
+""")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), str(cfg)], cwd=tmp_path, env=_env(cache),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (cache / "sd1-seed0" / "model_index.json").is_file()
+    assert len(glob.glob(str(tmp_path / "out" / "*.png"))) == 1
+
+
+def test_ctrl_c_stops_cleanly(tiny, tiny_root, tmp_path):
+    """SIGINT during a run: exit code 130, one line saying so, no traceback, no partial file."""
+    tiny("wan21")
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(f"""job: extension
+config:
+  name: interrupted
+  process:
+    - type: Generate
+      output_folder: {tmp_path / 'out'}
+      model: {{arch: wan21, name_or_path: "tiny:wan21"}}
+      sample: {{width: 64, height: 64, num_frames: 9, fps: 8, num_inference_steps: 2, seed: 1}}
+      prompts: [{', '.join(['x'] * 200)}]
+""")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), str(cfg)], cwd=tmp_path,
+                            env=_env(tiny_root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not glob.glob(str(tmp_path / "out" / "*.webp")) \
+            and not glob.glob(str(tmp_path / "out" / "*.mp4")):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "interrupted" in err
+    assert not [f for f in os.listdir(tmp_path / "out") if f.endswith(".tmp")]
+    shutil.rmtree(tmp_path / "out")
