@@ -65,7 +65,7 @@ def test_fidelity_hook_and_files(arch, tiny, tmp_path):
     gen.output_path = str(tmp_path / f"holder.{ext}")
     rec, = holder.generate_images([gen])
 
-    bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, torch_dtype=torch.float32)
+    bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     bare.set_progress_bar_config(disable=True)
     n_timesteps = []
     orig = bare.scheduler.step
@@ -132,7 +132,7 @@ def test_video_lossless_fidelity_and_mp4(tiny, tmp_path):
     holder = _holder("wan21", folder)
     gen = _gen("wan21", tmp_path, output_ext="mp4", fps=8)
     frames = holder.generate_single(gen)
-    bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, torch_dtype=torch.float32)
+    bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     bare.set_progress_bar_config(disable=True)
     ref = bare(**_bare_kwargs("wan21", gen), generator=torch.Generator("cpu").manual_seed(1234), output_type="np").frames[0]
     assert np.array_equal(to_uint8_frames(frames), to_uint8_frames(ref))

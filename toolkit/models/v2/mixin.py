@@ -134,7 +134,7 @@ class OstrisModelMixin:
             self._aitk_group_offload = True
         elif policy.offload == "model" and not on_cpu:
             self.to("cpu")  # the pipeline's model offload moves it in when used
-        else:
+        elif _device_of(self) != torch.device(policy.device):
             self.to(policy.device)
 
     # -- readers ----------------------------------------------------------------------------
@@ -157,7 +157,7 @@ class OstrisModelMixin:
     def _read_folder(cls, src: ResolvedSource, policy: LoadPolicy, kwargs):
         sub = {"subfolder": src.subfolder} if src.subfolder else {}
         if _is_diffusers_model(cls):
-            return cls.from_pretrained(src.path, torch_dtype=policy.dtype, local_files_only=True, **sub, **kwargs)
+            return cls.from_pretrained(src.path, dtype=policy.dtype, local_files_only=True, **sub, **kwargs)
         if _is_transformers_model(cls):
             model, info = cls.from_pretrained(src.path, dtype=policy.dtype, local_files_only=True,
                                               output_loading_info=True, **sub, **kwargs)
@@ -186,7 +186,7 @@ class OstrisModelMixin:
             return cls._read_staged(src, cfg, policy, kwargs)
         if _is_diffusers_model(cls) and hasattr(cls, "from_single_file"):
             # an original-format (e.g. ComfyUI/LDM) checkpoint that diffusers converts
-            return cls.from_single_file(src.path, config=cfg.path, subfolder=subfolder, torch_dtype=policy.dtype,
+            return cls.from_single_file(src.path, config=cfg.path, subfolder=subfolder, dtype=policy.dtype,
                                         local_files_only=True, **kwargs)
         sample = ", ".join(sorted(unexpected)[:3])
         raise ComponentLoadError(f"{src.label}: {len(unexpected)} keys do not belong to {cls.__name__} "
@@ -275,6 +275,14 @@ def _float_dtype(module: torch.nn.Module):
     for p in module.parameters():
         if p.is_floating_point():
             return p.dtype
+    return None
+
+
+def _device_of(module: torch.nn.Module):
+    for t in module.parameters():
+        return t.device
+    for t in module.buffers():
+        return t.device
     return None
 
 
