@@ -1,0 +1,110 @@
+"""The InferenceEngine job process: UI status/stop plumbing, the HTTP server's lifetime, and
+the engine loop on the main thread."""
+import json
+import os
+import secrets
+import signal
+from datetime import datetime, timezone
+
+from jobs.process.BaseProcess import BaseProcess
+from toolkit.config_modules import ModelConfig
+from toolkit.errors import ConfigError, check_keys
+from toolkit.job_status import JobStatus
+
+ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
+               "idle_unload_seconds")
+
+
+class InferenceEngine(BaseProcess):
+    CONFIG_KEYS = ("device", "sqlite_db_path", "engine")
+
+    def __init__(self, process_id, job, config):
+        super().__init__(process_id, job, config)
+        self.device = str(self.get_conf("device", "cpu"))
+        eng = self.get_conf("engine", {})
+        check_keys(eng, ENGINE_KEYS, "engine")
+        self.job_folder = os.path.abspath(eng.get("job_folder") or os.path.join("output", job.name))
+        self.output_folder = os.path.abspath(eng.get("output_folder") or os.path.join(self.job_folder, "outputs"))
+        self.assets_folder = os.path.join(self.job_folder, "assets")
+        self.port = eng.get("port", 0) or 0
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port < 65536:
+            raise ConfigError("engine.port", f"must be 0 (ephemeral) or a port number, got {self.port!r}")
+        self.token = eng.get("token") or secrets.token_urlsafe(32)
+        if not isinstance(self.token, str) or len(self.token) < 8:
+            raise ConfigError("engine.token", "must be a string of at least 8 characters")
+        self.dtype = eng.get("dtype", "auto")
+        self.keep_resident_gb = _number(eng, "keep_resident_gb")
+        self.idle_unload_seconds = _number(eng, "idle_unload_seconds")
+        self.default_model = eng.get("default_model")
+        if self.default_model is not None:
+            ModelConfig.from_dict(self.default_model, "engine.default_model")   # fail before starting anything
+        self.engine_json = os.path.join(self.job_folder, "engine.json")
+        self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
+
+    def run(self):
+        from extensions_built_in.inference_engine.engine import Engine
+        from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
+
+        status = self.job_status
+        if status:
+            status.update(status="running", info="Starting server", pid=os.getpid(), step=0)
+        os.makedirs(self.job_folder, exist_ok=True)
+        engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
+                        dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
+                        idle_unload_seconds=self.idle_unload_seconds,
+                        on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
+        previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
+        server = ServerThread(create_app(engine, self.token), bind_socket(self.port)).start()
+        failed = None
+        try:
+            self._write_engine_json(server.port)
+            print(f"inference engine listening on http://127.0.0.1:{server.port} (engine.json: {self.engine_json})",
+                  flush=True)
+            if status:
+                status.watch_stop()
+            if self.default_model is not None:
+                print(f"warm load: {self.default_model}", flush=True)
+                engine.warm_load(self.default_model)
+            engine.run_forever()
+        except Exception as e:
+            failed = f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            engine.stop()
+            server.stop()
+            _remove(self.engine_json)
+            engine.unload_all()
+            for s, h in previous.items():
+                signal.signal(s, h)
+            if status:
+                status.close()
+                status.update(status="error" if failed else "stopped", info=failed or "Stopped", force=True)
+            print("inference engine stopped", flush=True)
+
+    def _write_engine_json(self, port: int):
+        data = {"host": "127.0.0.1", "port": port, "token": self.token, "pid": os.getpid(),
+                "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")}
+        tmp = f"{self.engine_json}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.engine_json)
+
+
+def _number(d: dict, key: str) -> float:
+    v = d.get(key, 0) or 0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        raise ConfigError(f"engine.{key}", f"must be a number >= 0, got {v!r}")
+    return float(v)
+
+
+def _remove(path: str):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
