@@ -966,7 +966,29 @@ def make_shared_pair(
         raise ValueError("make_shared_pair needs two different seeds")
     a = _write_model(arch, folder_a, seed=seed_a, shared_seed=seed_a, overwrite=False)
     b = _write_model(arch, folder_b, seed=seed_b, shared_seed=seed_a, overwrite=False)
+    _link_shared(arch, a, b)
     return a, b
+
+
+def _link_shared(arch: str, a: pathlib.Path, b: pathlib.Path) -> None:
+    """Make b's shared component files hard links of a's (same files, as when two model folders
+    point at one text encoder), falling back to symlinks across filesystems."""
+    for comp in SHARED_COMPONENTS[arch]:
+        src_dir, dst_dir = a / comp, b / comp
+        if not src_dir.is_dir() or not dst_dir.is_dir():
+            continue
+        for src in sorted(src_dir.iterdir()):
+            dst = dst_dir / src.name
+            if not src.is_file() or not dst.is_file() or os.path.samefile(src, dst):
+                continue
+            if src.read_bytes() != dst.read_bytes():
+                raise RuntimeError(f"shared component file differs between the pair: {comp}/{src.name}")
+            tmp = dst.with_name(dst.name + ".link")
+            try:
+                os.link(src, tmp)
+            except OSError:
+                os.symlink(os.path.abspath(src), tmp)
+            os.replace(tmp, dst)
 
 
 def default_cache_root() -> pathlib.Path:

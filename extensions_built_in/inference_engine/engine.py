@@ -131,6 +131,7 @@ class Faults:
     sampling step (counted from 1, once each). Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1"."""
     load_oom: int = 0
     sample_oom: int = 0
+    load_delay: float = 0.0     # seconds per component load: makes "cancel during a load" testable
     _loads: int = 0
     _steps: int = 0
 
@@ -138,9 +139,12 @@ class Faults:
     def from_env(cls) -> "Faults":
         spec = os.environ.get("AITK_ENGINE_FAULTS", "")
         values = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
-        return cls(load_oom=int(values.get("load_oom", 0)), sample_oom=int(values.get("sample_oom", 0)))
+        return cls(load_oom=int(values.get("load_oom", 0)), sample_oom=int(values.get("sample_oom", 0)),
+                   load_delay=float(values.get("load_delay", 0)))
 
     def on_load(self):
+        if self.load_delay:
+            time.sleep(self.load_delay)
         if self.load_oom:
             self._loads += 1
             if self._loads == self.load_oom:

@@ -1,6 +1,7 @@
 """A component's identity: everything that decides the resident module's values."""
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
@@ -11,25 +12,55 @@ class ComponentIdentity:
     cls: str             # fully qualified class actually loaded
     source: str          # resolved local folder/file, or hub repo id
     subfolder: str | None
-    weights: tuple       # (realpath, size, mtime_ns) of every weight file read; same blob -> same tuple
+    weights: tuple       # (file id, size, mtime_ns) of every weight file read; see fingerprint_files
     dtype: str | None
     qtype: str | None
     lora: tuple = ()     # merged LoRA files (path fingerprint, scale)
+    paths: tuple = field(default=(), compare=False)   # where the weights were read (for inspection, not identity)
 
     @property
     def key(self) -> str:
-        """Stable string key: weights rather than the path that named them, so two folders that
-        point at one file share it; the config source matters only when there are no weights."""
-        what = self.weights if self.weights else (self.source, self.subfolder)
-        return repr((self.role, self.cls, what, self.dtype, self.qtype, self.lora))
+        """Stable string key: the files' identities rather than the paths that named them, so two
+        folders that point at one file share it."""
+        return repr((self.role, self.cls, self.weights, self.dtype, self.qtype, self.lora))
+
+
+HUB_BLOB = re.compile(r"[/\\]blobs[/\\]([0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def file_id(path: str, st: os.stat_result) -> str:
+    """What makes two paths the same weights: a hub cache blob is named by its content hash (two
+    repos holding one file share it); any other file by its inode, so links and other folders
+    pointing at it share it, while a separate copy, fine-tuned or not, never does."""
+    m = HUB_BLOB.search(path)
+    return f"blob:{m.group(1)}" if m else f"inode:{st.st_dev}:{st.st_ino}"
 
 
 def fingerprint_files(paths) -> tuple:
-    out = []
-    for p in sorted(set(os.path.realpath(p) for p in paths)):
-        st = os.stat(p)
-        out.append((p, st.st_size, st.st_mtime_ns))
-    return tuple(out)
+    """Sorted (file id, size, mtime_ns) of each distinct file: cheap (one stat each), and it
+    changes when a file is rewritten."""
+    out = set()
+    for p in paths:
+        real = os.path.realpath(p)
+        st = os.stat(real)
+        fid = file_id(real, st)
+        out.add((fid, st.st_size, 0 if fid.startswith("blob:") else st.st_mtime_ns))
+    return tuple(sorted(out))
+
+
+def content_fingerprint(folder: str, suffix: str = "") -> tuple:
+    """A hash of a component folder's small files (all of them, or those ending in `suffix`):
+    the whole identity of a tokenizer or scheduler, and the config part of a model's."""
+    import hashlib
+    h = hashlib.sha256()
+    if os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and name.endswith(suffix) and not name.endswith(WEIGHT_SUFFIXES):
+                h.update(name.encode() + b"\0")
+                with open(path, "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+    return (("content:" + h.hexdigest(), 0, 0),)
 
 
 def weight_files_in(folder: str) -> list[str]:

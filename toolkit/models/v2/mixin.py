@@ -13,7 +13,7 @@ import tempfile
 
 import torch
 
-from toolkit.models.v2.identity import ComponentIdentity, fingerprint_files, weight_files_in
+from toolkit.models.v2.identity import ComponentIdentity, content_fingerprint, fingerprint_files, weight_files_in
 from toolkit.models.v2.policy import LoadPolicy
 from toolkit.models.v2.sources import (ResolvedSource, SourceError, component_config_class, model_index_class,
                                       resolve_source)
@@ -61,9 +61,12 @@ class OstrisModelMixin:
         except SourceError as e:
             raise ComponentLoadError(f"{role}: {e}") from None
         load_cls = cls._class_for(src, role)
+        files = [src.path] if src.kind == "file" else weight_files_in(src.component_dir)
         identity = ComponentIdentity(
             role=role, cls=f"{load_cls._aitk_base.__module__}.{load_cls._aitk_base.__qualname__}",
-            source=src.path, subfolder=src.subfolder, weights=_weights_of(src),
+            source=src.path, subfolder=src.subfolder, paths=tuple(files),
+            weights=(fingerprint_files(files) + content_fingerprint(_config_dir(src, config_source, subfolder), ".json")
+                     if files else content_fingerprint(src.component_dir)),
             dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
             qtype=policy.qtype if _is_module_class(load_cls) else None,
         )
@@ -248,6 +251,16 @@ def _import_class(library: str, name: str):
     return None
 
 
+def _config_dir(src: ResolvedSource, config_source, subfolder) -> str:
+    """Where this component's config comes from: its own folder, or for a single file the
+    local config source's subfolder."""
+    if src.kind != "file":
+        return src.component_dir
+    if config_source and os.path.isdir(os.path.expanduser(config_source)):
+        return os.path.join(os.path.expanduser(config_source), subfolder or "")
+    return ""
+
+
 def _is_file(source) -> bool:
     return isinstance(source, str) and os.path.isfile(os.path.expanduser(source))
 
@@ -288,12 +301,6 @@ def _device_of(module: torch.nn.Module):
 
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
-
-
-def _weights_of(src: ResolvedSource) -> tuple:
-    if src.kind == "file":
-        return fingerprint_files([src.path])
-    return fingerprint_files(weight_files_in(src.component_dir))
 
 
 def _check_loading_info(info: dict, src: ResolvedSource):

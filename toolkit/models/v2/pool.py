@@ -137,7 +137,7 @@ class ComponentPool:
         return self._drop(list(self.entries.values()))
 
     def _make_room(self, identity, policy):
-        need = sum(size for _path, size, _mtime in identity.weights)
+        need = sum(size for _file, size, _mtime in identity.weights)   # weightless components: 0
         if not need:
             return
         victims = sorted((e for e in self.entries.values() if not e.touched), key=lambda e: e.last_used)

@@ -1,0 +1,635 @@
+"""Sweep the inference engine on tiny random-weight models, offline.
+
+    .venv/bin/python testing/test_inference_engine.py --arch zimage          # one arch, full frame sequence
+    .venv/bin/python testing/test_inference_engine.py --swap zimage,zimage2,zimage
+    .venv/bin/python testing/test_inference_engine.py --swap zimage,sd1,zimage
+    .venv/bin/python testing/test_inference_engine.py --cancel
+    .venv/bin/python testing/test_inference_engine.py --all                  # every arch, one subprocess each
+
+Each mode starts an engine in this process (engine loop on a thread, HTTP on its own, as
+testing/engine_client.InProcessEngine does) and talks to it over HTTP. Exit code 0 on pass, 1 on
+failure; the last line printed says PASS or FAIL and why. The checks live in importable functions
+(`run_arch`, `run_swap`, `run_cancel`, `run_all`) that return a dict with `ok` and `error`, so
+testing/tests/test_sweep.py calls them in-process.
+
+Model names (for --swap):
+    <arch>      the tiny model of that arch, seed 0 (cached_tiny(arch): the same folder `tiny:<arch>` names)
+    <arch>2     the second model of make_shared_pair(arch, <arch>, ...): seed 1 for the denoiser, but
+                text encoder(s), tokenizer(s) and VAE byte-identical to <arch>'s
+    <arch>:a / <arch>:b are accepted for the same two models.
+A name repeated back to back (e.g. zimage,zimage) is an identical request, which must load nothing;
+one such repeat of the last model is always appended to a swap sequence.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from testing.tiny_models import (ARCHS, DENOISER_COMPONENTS, SHARED_COMPONENTS, cached_tiny,  # noqa: E402
+                                 default_cache_root, make_shared_pair, sample_settings)
+
+DEFAULT_OUT = os.path.join(ROOT, "testing", ".engine_test_outputs")
+EXPECTED_LAYOUT = {"image": "BCHW", "video": "BCFHW", "audio": "BLC"}
+DENOISER_ROLES = {"transformer", "unet"}
+CONFIG_ONLY_ROLES = {"scheduler"}        # no weights: may load per model folder without being a failure
+AUDIO_LATENTS_PER_SECOND = 25            # ACE-Step: 48 kHz / 1920x downsampling
+
+
+class CheckFailed(AssertionError):
+    """A contract check that did not hold; the message is the one-line reason."""
+
+
+def check(cond, message: str):
+    if not cond:
+        raise CheckFailed(message)
+
+
+# --------------------------------------------------------------------------- models and requests
+
+
+def model_folder(name: str, root=None) -> tuple[str, str]:
+    """(arch, folder) for a sweep model name: `<arch>` (seed 0) or `<arch>2` (its shared pair)."""
+    base = name.split(":", 1)[0]
+    variant = name.split(":", 1)[1] if ":" in name else "a"
+    if base not in ARCHS and base.endswith("2") and base[:-1] in ARCHS and ":" not in name:
+        base, variant = base[:-1], "b"
+    if base not in ARCHS or variant not in ("a", "b"):
+        raise ValueError(f"unknown model name {name!r}: use <arch> or <arch>2 with arch in {', '.join(ARCHS)}")
+    a = cached_tiny(base, 0, root=root)
+    if variant == "a":
+        return base, str(a)
+    root_dir = a.parent
+    _a, b = make_shared_pair(base, a, root_dir / f"{base}-seed1-shared0", seed_a=0, seed_b=1)
+    return base, str(b)
+
+
+def sample_for(arch: str, **over) -> dict:
+    """sample_settings(arch) in the engine's terms (audio: `duration`), with a prompt and a seed."""
+    s = sample_settings(arch)
+    if "audio_duration" in s:
+        s["duration"] = s.pop("audio_duration")
+    s.update(prompt="a tiny test prompt", seed=42)
+    s.update(over)
+    return s
+
+
+def modality_of(arch: str) -> str:
+    from toolkit.models.registry import get_arch
+    return get_arch(arch).modality
+
+
+def start_engine(folder: str, **engine_kw):
+    from testing.engine_client import InProcessEngine
+    engine_dir = os.path.join(folder, "engine")
+    shutil.rmtree(engine_dir, ignore_errors=True)
+    os.makedirs(engine_dir, exist_ok=True)
+    return InProcessEngine(engine_dir, **engine_kw)
+
+
+class Timed:
+    """Collects (header, payload, t) with t in seconds since the request was sent."""
+
+    def __init__(self, on_frame=None):
+        self.t0 = None
+        self.frames = []
+        self.on_frame = on_frame
+
+    def __call__(self, header, payload):
+        self.frames.append((header, payload, time.perf_counter() - self.t0))
+        if self.on_frame is not None:
+            return self.on_frame(header, payload)
+        return None
+
+    def run(self, client, body):
+        self.t0 = time.perf_counter()
+        client.stream(body, on_frame=self)
+        self.total = time.perf_counter() - self.t0
+        return self.frames
+
+
+# --------------------------------------------------------------------------- frame checks
+
+
+def decode_latent(header: dict, payload: bytes):
+    import numpy as np
+    check(header.get("dtype") == "float16", f"latent dtype {header.get('dtype')!r}, expected 'float16'")
+    shape = header.get("shape")
+    check(isinstance(shape, list) and shape and all(isinstance(d, int) and d > 0 for d in shape),
+          f"latent shape {shape!r} is not a list of positive ints")
+    n = math.prod(shape)
+    check(len(payload) == 2 * n, f"latent payload is {len(payload)} bytes; shape {shape} float16 needs {2 * n}")
+    arr = np.frombuffer(payload, dtype="<f2").reshape(shape)
+    check(bool(np.isfinite(arr).all()), f"latent at step {header.get('step')} has non-finite values")
+    return arr
+
+
+def check_latent(header: dict, payload: bytes, arch: str, sample: dict):
+    from toolkit.models.registry import get_arch
+    spec = get_arch(arch)
+    layout = EXPECTED_LAYOUT[spec.modality]
+    check(header.get("layout") == layout, f"latent layout {header.get('layout')!r}, expected {layout} for "
+          f"{spec.modality} (arch latent_layout {spec.latent_layout})")
+    arr = decode_latent(header, payload)
+    check(arr.ndim == len(layout), f"latent shape {list(arr.shape)} has {arr.ndim} dims, layout {layout} needs "
+          f"{len(layout)}")
+    check(arr.shape[0] == 1, f"latent batch is {arr.shape[0]}, expected 1 (batch item 0 only)")
+    if spec.modality in ("image", "video"):
+        h, w = arr.shape[-2], arr.shape[-1]
+        want = (sample["height"] // spec.vae_scale, sample["width"] // spec.vae_scale)
+        check((h, w) == want, f"latent H, W = {(h, w)}, expected {want} for {sample['width']}x{sample['height']} "
+              f"(vae_scale {spec.vae_scale}; packed tokens must arrive unpacked)")
+    if spec.modality == "video":
+        frames = arr.shape[2]
+        latent_frames = (sample["num_frames"] - 1) // 4 + 1
+        check(1 <= frames <= min(4, latent_frames),
+              f"latent F = {frames}, expected 1..{min(4, latent_frames)} (max_frames 4, {latent_frames} latent frames)")
+    if spec.modality == "audio":
+        length = arr.shape[1]
+        want = sample["duration"] * AUDIO_LATENTS_PER_SECOND
+        check(abs(length - want) <= max(2, 0.1 * want), f"audio latent length {length}, expected ~{want:g} "
+              f"({sample['duration']} s at {AUDIO_LATENTS_PER_SECOND}/s)")
+    return list(arr.shape)
+
+
+def check_result_file(header: dict, arch: str, sample: dict, client=None) -> dict:
+    """The file exists, matches the header and decodes as the arch's modality."""
+    modality = modality_of(arch)
+    path = header.get("path")
+    check(header.get("kind") == modality, f"result kind {header.get('kind')!r}, expected {modality!r}")
+    check(isinstance(path, str) and os.path.isfile(path), f"result file {path!r} does not exist")
+    size = os.path.getsize(path)
+    check(size > 0 and size == header.get("bytes"), f"result file is {size} bytes, header says {header.get('bytes')}")
+    ext = header.get("ext")
+    check(path.endswith("." + str(ext)), f"result path {path!r} does not end with .{ext}")
+    info = {"ext": ext, "bytes": size}
+    if modality == "image":
+        from PIL import Image
+        with Image.open(path) as im:
+            im.load()
+            info["size"] = list(im.size)
+        check(tuple(info["size"]) == (sample["width"], sample["height"]),
+              f"image is {info['size']}, expected {[sample['width'], sample['height']]}")
+    elif modality == "video":
+        import av
+        with av.open(path) as c:
+            frames = [f for f in c.decode(video=0)]
+        check(frames, f"video {path} decodes to no frames")
+        info.update(frames=len(frames), size=[frames[0].width, frames[0].height])
+        check(tuple(info["size"]) == (sample["width"], sample["height"]),
+              f"video frames are {info['size']}, expected {[sample['width'], sample['height']]}")
+        if sample.get("num_frames"):
+            check(len(frames) == sample["num_frames"], f"video has {len(frames)} frames, expected "
+                  f"{sample['num_frames']}")
+    elif modality == "audio":
+        if ext == "wav":
+            import wave
+            with wave.open(path, "rb") as w:
+                rate, n, ch = w.getframerate(), w.getnframes(), w.getnchannels()
+        else:
+            import av
+            with av.open(path) as c:
+                n, rate, ch = 0, None, None
+                for fr in c.decode(audio=0):
+                    n += fr.samples
+                    rate, ch = fr.sample_rate, len(fr.layout.channels)
+        check(n > 0 and rate, f"audio {path} decodes to no samples")
+        info.update(sample_rate=rate, samples=n, channels=ch, seconds=n / rate)
+        want = sample.get("duration")
+        if want:
+            check(abs(n / rate - want) <= 0.1 * want + 0.05, f"audio lasts {n / rate:.3f} s, expected ~{want} s")
+    if client is not None:
+        r = client.get(header["url"])
+        check(r.status_code == 200, f"GET {header['url']} answered {r.status_code}")
+        with open(path, "rb") as f:
+            check(r.content == f.read(), f"GET {header['url']} returned other bytes than {path}")
+    return info
+
+
+def check_sequence(frames, arch: str, sample: dict, client=None) -> dict:
+    """start -> >=1 progress -> >=1 latent -> result -> end(ok); returns counts, timings and checks' info."""
+    types = [h["type"] for h, _p, _t in frames]
+    counts = {t: types.count(t) for t in ("start", "status", "progress", "latent", "result", "error", "end")}
+    summary = {"frames": counts, "sequence": _squash(types)}
+    check(frames, "the stream produced no frames")
+    rid = frames[0][0].get("request_id")
+    check(all(h.get("request_id") == rid for h, _p, _t in frames), "frames carry different request_ids")
+    errors = [h for h, _p, _t in frames if h["type"] == "error"]
+    check(not errors, f"error frame: {errors[0].get('message') if errors else ''}")
+    check(types[0] == "start", f"first frame is {types[0]!r}, expected 'start'")
+    check(counts["start"] == 1, f"{counts['start']} start frames")
+    check(types[-1] == "end" and counts["end"] == 1, f"stream must end with exactly one end frame: {summary['sequence']}")
+    end = frames[-1][0]
+    check(end.get("status") == "ok", f"end status {end.get('status')!r}, expected 'ok'")
+    check(counts["progress"] >= 1, "no progress frame")
+    check(counts["latent"] >= 1, "no latent frame")
+    check(counts["result"] >= 1, "no result frame")
+    first = {t: types.index(t) for t in counts if t in types}
+    last = {t: len(types) - 1 - types[::-1].index(t) for t in counts if t in types}
+    check(first["progress"] < first["latent"], "the first latent came before the first progress frame")
+    check(last["latent"] < first["result"], "a latent frame came after the result")
+    check(last["result"] < last["end"], "the result came after the end")
+
+    start = frames[0][0]
+    modality = modality_of(arch)
+    check(start.get("modality") == modality, f"start modality {start.get('modality')!r}, expected {modality!r}")
+    check((start.get("preview") or {}).get("layout") == EXPECTED_LAYOUT[modality],
+          f"start preview.layout {(start.get('preview') or {}).get('layout')!r}, expected {EXPECTED_LAYOUT[modality]}")
+
+    steps = [h["step"] for h, _p, _t in frames if h["type"] == "progress"]
+    totals = {h["total"] for h, _p, _t in frames if h["type"] == "progress"}
+    check(steps == sorted(steps) and len(set(steps)) == len(steps) and steps[0] >= 1,
+          f"progress steps are not strictly increasing from 1: {steps}")
+    check(len(totals) == 1 and steps[-1] == next(iter(totals)),
+          f"progress totals {sorted(totals)} / last step {steps[-1]} disagree")
+    summary["steps"] = steps[-1]
+
+    shapes = []
+    for h, p, _t in frames:
+        if h["type"] == "latent":
+            shapes.append(check_latent(h, p, arch, sample))
+    summary["latent_shape"] = shapes[-1]
+
+    results = [h for h, _p, _t in frames if h["type"] == "result"]
+    summary["result"] = check_result_file(results[0], arch, sample, client)
+    summary["result_path"] = results[0]["path"]
+
+    def at(t):
+        return round(next(tt for h, _p, tt in frames if h["type"] == t), 4) if t in types else None
+    summary["timings"] = {"first_frame_s": round(frames[0][2], 4), "first_progress_s": at("progress"),
+                          "first_latent_s": at("latent"), "result_s": at("result"), "end_s": round(frames[-1][2], 4)}
+    return summary
+
+
+def _squash(types) -> str:
+    """'start status*3 progress latent ...' -> a compact readable sequence."""
+    out = []
+    for t in types:
+        if out and out[-1][0] == t:
+            out[-1][1] += 1
+        else:
+            out.append([t, 1])
+    return " ".join(t if n == 1 else f"{t}*{n}" for t, n in out)
+
+
+def _outcome(name: str, fn) -> dict:
+    """Run fn(ctx) -> dict; a CheckFailed or any exception becomes ok=False with a one-line error.
+    What fn put into `ctx` before failing is kept in the result (partial steps, timings)."""
+    t0 = time.perf_counter()
+    ctx: dict = {}
+    res = {"name": name, "ok": False, "error": None}
+    try:
+        res.update(fn(ctx))
+        res["ok"] = True
+    except CheckFailed as e:
+        res["error"] = str(e)
+    except Exception as e:  # the engine or the harness broke: report it as a failure, with where
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        res["error"] = f"{type(e).__name__}: {e} (at {os.path.basename(tb.filename)}:{tb.lineno})"
+    for k, v in ctx.items():
+        res.setdefault(k, v)
+    res["seconds"] = round(time.perf_counter() - t0, 3)
+    return res
+
+
+# --------------------------------------------------------------------------- --arch
+
+
+def run_arch(arch: str, out: str | None = None, root=None) -> dict:
+    """One request on the tiny model of `arch`: the whole frame sequence and the file it writes."""
+    out = out or os.path.join(DEFAULT_OUT, arch)
+
+    def body(ctx):
+        _, folder = model_folder(arch, root)
+        sample = sample_for(arch)
+        eng = start_engine(out)
+        try:
+            req = {"model": {"arch": arch, "name_or_path": folder}, "sample": sample}
+            rec = Timed()
+            frames = rec.run(eng.client, req)
+            summary = check_sequence(frames, arch, sample, eng.client)
+            summary["timings"]["request_s"] = round(rec.total, 4)
+            q = eng.client.get("/queue").json()
+            done = [r for r in q["finished"] if r["request_id"] == frames[0][0]["request_id"]]
+            check(done and done[0]["status"] == "ok", f"/queue does not list the request as ok: {done}")
+            # warm (fast path): the same request again
+            rec2 = Timed()
+            frames2 = rec2.run(eng.client, req)
+            check(frames2[-1][0].get("type") == "end" and frames2[-1][0].get("status") == "ok",
+                  f"warm rerun ended with {frames2[-1][0]}")
+            summary["timings"]["warm_request_s"] = round(rec2.total, 4)
+            summary["timings"]["warm_first_frame_s"] = round(frames2[0][2], 4)
+            summary.update(arch=arch, modality=modality_of(arch), sample=sample)
+            return summary
+        finally:
+            eng.close()
+    return _outcome(f"arch {arch}", body)
+
+
+# --------------------------------------------------------------------------- --swap
+
+
+def _pool(client) -> dict:
+    return client.health()["pool"]
+
+
+def _pool_diff(before: dict, after: dict) -> dict:
+    bk = {e["key"]: e for e in before["entries"]}
+    ak = {e["key"]: e for e in after["entries"]}
+    return {
+        "loaded": [e for k, e in ak.items() if k not in bk],
+        "hit": [e for k, e in ak.items() if k in bk and e.get("hits", 0) > bk[k].get("hits", 0)],
+        "released": [e for k, e in bk.items() if k not in ak],
+        "d": {c: after[c] - before[c] for c in ("hits", "misses", "loads", "evictions")},
+    }
+
+
+def run_swap(names, out: str | None = None, root=None) -> dict:
+    """Requests for `names` in order on one engine (default pool: keep nothing unused). After each,
+    from /health's pool stats before and after:
+      - an identical request (same model back to back) makes no load and no miss;
+      - after its pair mate (<arch> <-> <arch>2) only the denoiser loads: text encoder(s), tokenizer(s)
+        and VAE are pool hits (weightless config components such as the scheduler may load);
+      - nothing is reused across archs except weightless components with identical content, and a
+        pair never shares a denoiser;
+      - exactly one denoiser (transformer/unet) is resident, the current model's; the previous
+        model's denoiser-side entries are gone.
+    A repeat of the last request is always appended."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    names = list(names)
+    out = out or os.path.join(DEFAULT_OUT, "swap")
+
+    def body(ctx):
+        check(len(names) >= 1, "--swap needs at least one model name")
+        models = [(n, *model_folder(n, root)) for n in names]
+        seq = models + [models[-1]]
+        eng = start_engine(out)
+        steps, notes = ctx.setdefault("steps", []), ctx.setdefault("notes", [])
+        owner = {}                       # pool key -> (model name, arch) of the request that first loaded it
+        try:
+            prev = None
+            for i, (name, arch, folder) in enumerate(seq):
+                sample = sample_for(arch)
+                before = _pool(eng.client)
+                rec = Timed()
+                frames = rec.run(eng.client, {"model": {"arch": arch, "name_or_path": folder}, "sample": sample})
+                after = _pool(eng.client)
+                end = frames[-1][0] if frames else {}
+                errs = [h.get("message") for h, _p, _t in frames if h["type"] == "error"]
+                d = _pool_diff(before, after)
+                for e in d["loaded"]:
+                    owner.setdefault(e["key"], (name, arch))
+                loaded = sorted(e["role"] for e in d["loaded"])
+                hit = sorted(e["role"] for e in d["hit"])
+                step = {"i": i + 1, "model": name, "arch": arch, "seconds": round(rec.total, 4),
+                        "loaded": loaded, "hit": hit, "released": sorted(e["role"] for e in d["released"]),
+                        "delta": d["d"], "entries": len(after["entries"]), "resident_bytes": after["resident_bytes"],
+                        "resident": sorted(f"{e['role']}({owner.get(e['key'], ('?',))[0]})" for e in after["entries"])}
+                steps.append(step)
+                where = f"request {i + 1} ({name} after {prev[0] if prev else 'nothing'})"
+                check(end.get("status") == "ok", f"{where} ended {end.get('status')!r}: {errs}")
+                check(d["d"]["loads"] == len(d["loaded"]),
+                      f"{where}: pool `loads` went up by {d['d']['loads']} but {len(d['loaded'])} new entries appeared")
+                before_hits = {e["key"]: e.get("hits", 0) for e in before["entries"]}
+                check(d["d"]["hits"] == sum(e["hits"] - before_hits[e["key"]] for e in d["hit"]),
+                      f"{where}: pool `hits` (+{d['d']['hits']}) does not match the entries' hit counts")
+
+                same = prev is not None and prev == (name, arch, folder)
+                if same:
+                    check(d["d"]["loads"] == 0 and d["d"]["misses"] == 0,
+                          f"{where}: identical request made {d['d']['loads']} loads / {d['d']['misses']} misses "
+                          f"(roles {loaded}), expected 0")
+                # no wrong sharing
+                for e in d["hit"]:
+                    o_name, o_arch = owner.get(e["key"], (None, None))
+                    if o_arch != arch:
+                        check(e["bytes"] == 0, f"{where}: reused {e['role']} ({e['class']}, {e['bytes']} bytes) "
+                              f"loaded for {o_name} ({o_arch}): wrong sharing across archs")
+                        notes.append(f"{where}: weightless {e['role']} ({e['class']}) of {o_name} reused "
+                                     f"(identical content)")
+                    elif o_name != name:
+                        check(e["role"] not in DENOISER_COMPONENTS[arch],
+                              f"{where}: reused {o_name}'s {e['role']}: a pair must not share its denoiser")
+                # after the pair mate: only the denoiser loads
+                if prev is not None and not same and prev[1] == arch and prev[0] != name:
+                    shared = set(SHARED_COMPONENTS[arch])
+                    wrongly = sorted(set(loaded) & shared)
+                    check(not wrongly, f"{where}: loaded {', '.join(wrongly)} again instead of reusing "
+                          f"{prev[0]}'s from the pool (the pair shares {', '.join(sorted(shared))}); "
+                          f"loaded {loaded}, hits {hit}")
+                    missing = sorted(shared - set(hit))
+                    check(not missing, f"{where}: shared {', '.join(missing)} not pool hits (hits {hit})")
+                    extra = sorted(set(loaded) - set(DENOISER_COMPONENTS[arch]) - CONFIG_ONLY_ROLES)
+                    check(not extra, f"{where}: loaded {extra} beyond the denoiser")
+                    if set(loaded) & CONFIG_ONLY_ROLES:
+                        notes.append(f"{where}: config-only {sorted(set(loaded) & CONFIG_ONLY_ROLES)} loaded again")
+                # one denoiser resident: this model's
+                den = [e for e in after["entries"] if e["role"] in DENOISER_ROLES]
+                check(len(den) == 1, f"{where}: {len(den)} denoiser entries resident "
+                      f"({[owner.get(e['key'], ('?',))[0] for e in den]}), expected 1")
+                mine = {e["key"] for e in d["loaded"] + d["hit"]} | (set(steps[-2]["_keys"]) if same else set())
+                check(den[0]["key"] in mine, f"{where}: the resident denoiser belongs to "
+                      f"{owner.get(den[0]['key'], ('?',))[0]}, not {name}")
+                step["_keys"] = sorted(mine) if not same else steps[-2]["_keys"]
+                if prev is not None and prev[0] != name:
+                    stale = [e for e in after["entries"] if e["role"] in DENOISER_COMPONENTS[prev[1]]
+                             and e["bytes"] > 0 and owner.get(e["key"], (None,))[0] == prev[0]
+                             and e["key"] not in mine]
+                    check(not stale, f"{where}: {prev[0]}'s {', '.join(e['role'] for e in stale)} still resident")
+                # weightless entries the last build did not use (kept: they count 0 bytes)
+                kept = [e for e in after["entries"] if e["key"] not in mine and e["bytes"] == 0]
+                if kept:
+                    notes.append(f"{where}: {len(kept)} unused weightless entries stay resident "
+                                 f"({', '.join(sorted(e['role'] + '/' + e['class'] for e in kept))})")
+                prev = (name, arch, folder)
+            for st in steps:
+                st.pop("_keys", None)
+            return {"names": names, "pool": {k: after[k] for k in ("hits", "misses", "loads", "evictions")}}
+        finally:
+            for st in steps:
+                st.pop("_keys", None)
+            eng.close()
+    return _outcome("swap " + ",".join(names), body)
+
+
+# --------------------------------------------------------------------------- --cancel
+
+
+def run_cancel(out: str | None = None, root=None, arch: str = "zimage", steps: int = 50,
+               cancel_at: int = 2) -> dict:
+    """A long request cancelled when progress step `cancel_at` arrives must end error(cancelled) then
+    end(cancelled), write no file, and leave the engine so that the same request afterwards is
+    byte-identical to the uncancelled run made before it."""
+    out = out or os.path.join(DEFAULT_OUT, "cancel")
+
+    def body(ctx):
+        from testing.engine_client import EngineClient
+        _, folder = model_folder(arch, root)
+        sample = sample_for(arch, num_inference_steps=steps, seed=1234)
+        model = {"arch": arch, "name_or_path": folder}
+        eng = start_engine(out)
+        side = EngineClient(eng.url, eng.client.token)
+        try:
+            ref = Timed().run(eng.client, {"model": model, "sample": sample})
+            ref_res = [h for h, _p, _t in ref if h["type"] == "result"]
+            check(ref[-1][0].get("status") == "ok" and ref_res, f"uncancelled run ended {ref[-1][0]}")
+            with open(ref_res[0]["path"], "rb") as f:
+                ref_bytes = f.read()
+
+            state = {"answer": None, "sent_at": None}
+
+            def on_frame(h, _p):
+                if h["type"] == "progress" and h["step"] == cancel_at and state["answer"] is None:
+                    state["sent_at"] = h["step"]
+                    r = side.post(f"/cancel/{h['request_id']}")
+                    state["answer"] = (r.status_code, r.json())
+                return None
+            rec = Timed(on_frame)
+            frames = rec.run(eng.client, {"model": model, "sample": sample, "request_id": "cancel-me"})
+            types = [h["type"] for h, _p, _t in frames]
+            check(state["answer"] is not None, f"progress step {cancel_at} never arrived: {_squash(types)}")
+            check(state["answer"][0] == 200, f"POST /cancel answered {state['answer']}")
+            check(types and types[-1] == "end" and types.count("end") == 1,
+                  f"cancelled stream does not end with one end frame: {_squash(types)}")
+            check(len(types) >= 2 and types[-2] == "error", f"cancelled stream: no error frame before end: "
+                  f"{_squash(types)}")
+            err, end = frames[-2][0], frames[-1][0]
+            check(err.get("cancelled") is True, f"error frame has cancelled={err.get('cancelled')!r}: {err}")
+            check(end.get("status") == "cancelled", f"end status {end.get('status')!r}, expected 'cancelled'")
+            check("result" not in types, "a cancelled request produced a result")
+            last_step = max(h["step"] for h, _p, _t in frames if h["type"] == "progress")
+            check(last_step < steps, f"the request ran all {steps} steps despite the cancel")
+            q = eng.client.get("/queue").json()
+            st = [r["status"] for r in q["finished"] if r["request_id"] == "cancel-me"]
+            check(st == ["cancelled"], f"/queue lists the cancelled request as {st}")
+            leftovers = [n for n in os.listdir(eng.engine.output_folder) if n.startswith(("cancel-me", ".cancel-me"))]
+            check(not leftovers, f"the cancelled request left files: {leftovers}")
+
+            before = _pool(eng.client)
+            rerun = Timed().run(eng.client, {"model": model, "sample": sample})
+            after = _pool(eng.client)
+            res = [h for h, _p, _t in rerun if h["type"] == "result"]
+            check(rerun[-1][0].get("status") == "ok" and res, f"the rerun after the cancel ended {rerun[-1][0]}")
+            with open(res[0]["path"], "rb") as f:
+                rerun_bytes = f.read()
+            check(after["loads"] == before["loads"], "the rerun after a cancel reloaded components")
+            check(rerun_bytes == ref_bytes, f"the rerun after the cancel differs from the uncancelled run "
+                  f"({len(rerun_bytes)} vs {len(ref_bytes)} bytes, {res[0]['path']} vs {ref_res[0]['path']})")
+            return {"cancel_sent_at_step": state["sent_at"], "last_progress_step": last_step, "total_steps": steps,
+                    "cancel_answer": state["answer"][1], "cancelled_sequence": _squash(types),
+                    "cancel_to_end_s": round(frames[-1][2] - next(t for h, _p, t in frames if h["type"] == "progress"
+                                                                  and h["step"] == cancel_at), 4),
+                    "identical_bytes": len(ref_bytes)}
+        finally:
+            side.close()
+            eng.close()
+    return _outcome("cancel", body)
+
+
+# --------------------------------------------------------------------------- --all
+
+
+def run_all(out: str | None = None, archs=ARCHS, timeout: float = 600) -> dict:
+    """One subprocess per arch (`--arch X --json`); writes report.md and report.json into `out`."""
+    out = out or DEFAULT_OUT
+    os.makedirs(out, exist_ok=True)
+    rows = []
+    for arch in archs:
+        t0 = time.perf_counter()
+        cmd = [sys.executable, os.path.abspath(__file__), "--arch", arch, "--json", "--out", os.path.join(out, arch)]
+        try:
+            p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+            row = _last_json(p.stdout) or {"name": f"arch {arch}", "ok": False,
+                                           "error": f"exit {p.returncode}, no JSON: {(p.stderr or p.stdout)[-500:]}"}
+            if row.get("ok") and p.returncode != 0:
+                row.update(ok=False, error=f"reported ok but exited {p.returncode}")
+        except subprocess.TimeoutExpired:
+            row = {"name": f"arch {arch}", "ok": False, "error": f"timed out after {timeout} s"}
+        row.update(arch=arch, wall_s=round(time.perf_counter() - t0, 2))
+        rows.append(row)
+        print(f"{'PASS' if row['ok'] else 'FAIL'} {arch} ({row['wall_s']} s)" +
+              ("" if row["ok"] else f": {row['error']}"), flush=True)
+    report = {"ok": all(r["ok"] for r in rows), "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "results": rows}
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    lines = ["# Inference engine sweep", "", f"{report['created']}: "
+             f"{sum(r['ok'] for r in rows)}/{len(rows)} archs pass", "",
+             "| arch | result | wall s | request s | first frame s | warm s | progress | latent | status | "
+             "latent shape | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t, fr = r.get("timings", {}), r.get("frames", {})
+        lines.append(f"| {r['arch']} | {'pass' if r['ok'] else 'FAIL'} | {r['wall_s']} | {t.get('request_s', '')} | "
+                     f"{t.get('first_frame_s', '')} | {t.get('warm_request_s', '')} | {fr.get('progress', '')} | "
+                     f"{fr.get('latent', '')} | {fr.get('status', '')} | {r.get('latent_shape', '')} | "
+                     f"{(r.get('error') or '').replace('|', '/')} |")
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    failed = [r["arch"] for r in rows if not r["ok"]]
+    return {"name": "all", "ok": not failed, "error": f"failed: {', '.join(failed)}" if failed else None,
+            "report": os.path.join(out, "report.md"), "results": rows}
+
+
+def _last_json(stdout: str):
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="testing/test_inference_engine.py", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__[__doc__.index("Model names"):],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--arch", choices=ARCHS, help="one request on the tiny model of ARCH; checks every frame")
+    mode.add_argument("--swap", metavar="A,B,A", help="requests for these models in order on one engine; checks "
+                      "the component pool after each (see model names below)")
+    mode.add_argument("--cancel", action="store_true", help="cancel a 50-step zimage request at step 2; the "
+                      "rerun must be byte-identical to an uncancelled run")
+    mode.add_argument("--all", action="store_true", help="--arch for every arch, one subprocess each; writes "
+                      "report.md and report.json into --out")
+    ap.add_argument("--out", help=f"output folder (default {os.path.relpath(DEFAULT_OUT, ROOT)}/<arch|swap|cancel>, "
+                    "or the folder itself for --all)")
+    ap.add_argument("--json", action="store_true", help="print the result as one JSON line (last line)")
+    args = ap.parse_args(argv)
+
+    if args.arch:
+        res = run_arch(args.arch, args.out)
+    elif args.swap:
+        res = run_swap(args.swap, args.out)
+    elif args.cancel:
+        res = run_cancel(args.out)
+    else:
+        res = run_all(args.out)
+
+    if args.json:
+        print(json.dumps(res, default=str))
+    elif not args.all:
+        print(json.dumps({k: v for k, v in res.items() if k not in ("ok", "error")}, indent=1, default=str))
+    line = f"PASS {res['name']}" if res["ok"] else f"FAIL {res['name']}: {res['error']}"
+    print(line, file=sys.stderr if args.json else sys.stdout)   # with --json the JSON stays stdout's last line
+    return 0 if res["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""The engine over real HTTP (in-process server on loopback) with tiny models."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from extensions_built_in.inference_engine.engine import Faults
+from testing.engine_client import InProcessEngine
+
+TOKEN = "test-token-123"
+
+
+@pytest.fixture(scope="module")
+def eng(tiny, tmp_path_factory):
+    e = InProcessEngine(str(tmp_path_factory.mktemp("engine")), token=TOKEN)
+    e.tiny = tiny
+    yield e
+    e.close()
+
+
+def body(eng, arch="zimage", steps=4, seed=1, size=64, **extra):
+    b = {"model": {"arch": arch, "name_or_path": eng.tiny(arch)},
+         "sample": {"prompt": "a test", "width": size, "height": size, "num_inference_steps": steps, "seed": seed}}
+    for k, v in extra.items():
+        b[k] = v
+    return b
+
+
+def types(frames):
+    return [h["type"] for h, _ in frames]
+
+
+def test_generate_stream_sequence(eng):
+    frames = eng.client.stream(body(eng))
+    t = types(frames)
+    assert t[0] == "start" and t[-1] == "end" and t.count("end") == 1
+    assert t.count("progress") == 4 and t.count("latent") == 4 and t.count("result") == 1
+    start = frames[0][0]
+    assert start["modality"] == "image" and start["preview"]["layout"] == "BCHW"
+    assert len(start["preview"]["rgb_factors"]) == 16 and len(start["preview"]["rgb_bias"]) == 3
+    lat_h, lat_p = next(f for f in frames if f[0]["type"] == "latent")
+    arr = np.frombuffer(lat_p, dtype="<f2").reshape(lat_h["shape"])
+    assert arr.shape == (1, 16, 8, 8) and np.isfinite(arr).all()
+    res = next(h for h, _ in frames if h["type"] == "result")
+    r = eng.client.get(res["url"])
+    assert r.status_code == 200 and r.content[:8] == b"\x89PNG\r\n\x1a\n" and len(r.content) == res["bytes"]
+    assert frames[-1][0]["status"] == "ok"
+
+
+def test_packed_latents_arrive_unpacked(eng):
+    frames = eng.client.stream(body(eng, "flux", steps=2))
+    lat = [h for h, _ in frames if h["type"] == "latent"]
+    assert lat and lat[0]["layout"] == "BCHW" and lat[0]["shape"] == [1, 16, 8, 8]
+
+
+def test_video_latents_subsampled(eng):
+    b = body(eng, "wan21", steps=2)
+    b["sample"].update(num_frames=17, fps=8, output_ext="webp")
+    b["stream"] = {"max_frames": 2}
+    frames = eng.client.stream(b)
+    lat = [h for h, _ in frames if h["type"] == "latent"]
+    assert lat[0]["layout"] == "BCFHW" and lat[0]["shape"][2] == 2
+    res = next(h for h, _ in frames if h["type"] == "result")
+    assert res["kind"] == "video" and res["num_frames"] == 17
+
+
+def test_latents_none_and_every_n(eng):
+    frames = eng.client.stream(body(eng, steps=4, stream={"latents": "none"}))
+    assert "latent" not in types(frames)
+    frames = eng.client.stream(body(eng, steps=5, stream={"every_n_steps": 2}))
+    assert [h["step"] for h, _ in frames if h["type"] == "latent"] == [2, 4, 5]
+
+
+def test_wait_returns_json(eng):
+    r = eng.client.post("/generate", json=body(eng, wait=True, request_id="waiter-1"))
+    j = r.json()
+    assert r.status_code == 200 and j["status"] == "ok" and j["request_id"] == "waiter-1"
+    assert r.headers["X-Request-Id"] == "waiter-1" and j["results"][0]["kind"] == "image"
+
+
+ROUTES = [("GET", "/models"), ("POST", "/generate"), ("POST", "/cancel/x"), ("GET", "/queue"), ("POST", "/unload"),
+          ("POST", "/assets?name=a.png"), ("GET", "/outputs/a.png"), ("GET", "/stream/x")]
+
+
+@pytest.mark.parametrize("method,path", ROUTES)
+def test_every_route_needs_the_token(eng, method, path):
+    import httpx
+    for headers in ({}, {"X-Engine-Token": "wrong-token"}, {"Authorization": "Bearer nope"}):
+        r = httpx.request(method, eng.url + path, headers=headers, json={} if method == "POST" else None)
+        assert r.status_code == 401, (path, headers)
+        assert "X-Request-Id" in r.headers
+
+
+def test_bearer_token_and_open_health(eng):
+    import httpx
+    assert httpx.get(eng.url + "/models", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    r = httpx.get(eng.url + "/health")
+    assert r.status_code == 200 and r.json()["ok"] is True
+    eng.client.stream(body(eng))            # something active, with pool entries
+    text = httpx.get(eng.url + "/health").text
+    assert TOKEN not in text and "/tmp" not in text and eng.tiny("zimage") not in text
+
+
+@pytest.mark.parametrize("payload,field", [
+    ({"model": {"arch": "nope"}}, "model.arch"),
+    ({"model": {"arch": "zimage", "oops": 1}}, "model.oops"),
+    ({"model": {"arch": "zimage"}, "sample": {"width": 1000}}, "sample.width"),
+    ({"model": {"arch": "zimage"}, "sample": {"num_inference_steps": 0}}, "sample.num_inference_steps"),
+    ({"model": {"arch": "zimage"}, "sample": {"colour": "red"}}, "sample.colour"),
+    ({"model": {"arch": "zimage"}, "sample": {"ctrl_img": "../../etc/passwd"}}, "sample.ctrl_img"),
+    ({"model": {"arch": "zimage"}, "request_id": "bad id!"}, "request_id"),
+])
+def test_bad_generate_input_names_the_field(eng, payload, field):
+    r = eng.client.post("/generate", json=payload)
+    assert r.status_code == 422 and field in r.text, r.text
+
+
+@pytest.mark.parametrize("payload", [{"sample": {}}, {"model": {"arch": "zimage"}, "extra": 1},
+                                     {"model": {"arch": "zimage"}, "stream": {"latents": "jpeg"}},
+                                     {"model": {"arch": "zimage"}, "stream": {"bogus": 1}}])
+def test_bad_body_shapes_are_422(eng, payload):
+    r = eng.client.post("/generate", json=payload)
+    assert r.status_code == 422, r.text
+
+
+def test_other_routes_give_clear_4xx_and_engine_keeps_serving(eng):
+    c = eng.client
+    assert c.post("/cancel/unknown-id").status_code == 404
+    assert c.get("/stream/unknown-id").status_code == 404
+    assert c.get("/outputs/nothing.png").status_code == 404
+    assert c.post("/assets?name=x.png", content=b"").status_code == 400
+    assert c.post("/assets", content=b"abc").status_code == 422      # name missing
+    assert c.post("/generate", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
+    assert types(c.stream(body(eng)))[-1] == "end"
+
+
+@pytest.mark.parametrize("path", ["/outputs/../engine.json", "/outputs/%2e%2e/%2e%2e/etc/passwd",
+                                  "/outputs//etc/passwd", "/outputs/..%2fassets%2fx"])
+def test_outputs_path_traversal(eng, path):
+    assert eng.client.get(path).status_code == 404
+
+
+@pytest.mark.parametrize("name", ["../x.png", "..", ".hidden", "a/b.png", "x" * 200])
+def test_assets_path_traversal(eng, name):
+    r = eng.client.post("/assets", params={"name": name}, content=b"data")
+    assert r.status_code in (400, 404, 422), (name, r.status_code)
+
+
+def test_asset_upload_resolves_for_ctrl_img(eng):
+    import os
+    r = eng.client.post("/assets", params={"name": "ctrl.png"}, content=b"\x89PNG fake")
+    assert r.status_code == 200
+    stored = r.json()["path"]
+    assert os.path.isfile(os.path.join(eng.engine.assets_folder, stored))
+    assert eng.engine.resolve_asset(stored).startswith(eng.engine.assets_folder)
+
+
+def _cancel_at(eng, step, seen=None):
+    def on_frame(h, _p):
+        if h["type"] == "progress" and h["step"] == step:
+            eng.client.post(f"/cancel/{h['request_id']}")
+            if seen is not None:
+                seen.append(eng.engine.get(h["request_id"]).step)   # steps done when the cancel landed
+    return on_frame
+
+
+def test_cancel_running_then_rerun_is_identical(eng):
+    ref = eng.client.stream(body(eng, steps=6, seed=5))
+    ref_file = next(h for h, _ in ref if h["type"] == "result")
+    seen = []
+    frames = eng.client.stream(body(eng, steps=60, seed=5), on_frame=_cancel_at(eng, 2, seen))
+    assert types(frames)[-2:] == ["error", "end"]
+    assert frames[-2][0]["cancelled"] is True and frames[-1][0]["status"] == "cancelled"
+    # it stops at the next step after the cancel lands
+    assert max(h["step"] for h, _ in frames if h["type"] == "progress") <= seen[0] + 1 < 60
+    again = eng.client.stream(body(eng, steps=6, seed=5))
+    again_file = next(h for h, _ in again if h["type"] == "result")
+    assert eng.client.get(again_file["url"]).content == eng.client.get(ref_file["url"]).content
+
+
+def test_cancel_queued_ends_at_once(eng):
+    started = threading.Event()
+    long_frames = []
+
+    def run_long():
+        long_frames.extend(eng.client.stream(body(eng, steps=400, request_id="long-1"),
+                                             on_frame=lambda h, p: started.set() if h["type"] == "progress" else None))
+    t = threading.Thread(target=run_long)
+    t.start()
+    assert started.wait(60)
+    queued = []
+    q = threading.Thread(target=lambda: queued.extend(eng.client.stream(body(eng, request_id="queued-1"))))
+    q.start()
+    deadline = time.time() + 10
+    while time.time() < deadline and not eng.client.get("/queue").json()["queued"]:
+        time.sleep(0.02)
+    assert eng.client.get("/queue").json()["running"]["request_id"] == "long-1"
+    r = eng.client.post("/cancel/queued-1")
+    assert r.json()["status"] == "cancelled"
+    q.join(10)
+    assert not q.is_alive() and types(queued)[-1] == "end" and queued[-1][0]["status"] == "cancelled"
+    assert "progress" not in types(queued)
+    eng.client.post("/cancel/long-1")
+    t.join(60)
+    assert long_frames[-1][0]["status"] == "cancelled"
+
+
+def test_cancel_during_load(eng):
+    eng.engine.faults.load_delay = 0.2
+    try:
+        def on_frame(h, _p):
+            if h["type"] == "status" and h["stage"] == "loading":
+                eng.client.post(f"/cancel/{h['request_id']}")
+        frames = eng.client.stream(body(eng, "sd1"), on_frame=on_frame)
+    finally:
+        eng.engine.faults.load_delay = 0
+    assert frames[-1][0]["status"] == "cancelled" and "progress" not in types(frames)
+    assert types(eng.client.stream(body(eng, "sd1", steps=2)))[-2] == "result"
+
+
+def test_disconnect_cancels_by_default(eng):
+    eng.client.stream(body(eng, steps=300, request_id="drop-1"),
+                      on_frame=lambda h, p: h["type"] == "progress" and h["step"] == 2)
+    deadline = time.time() + 20
+    while time.time() < deadline and eng.engine.get("drop-1").status == "running":
+        time.sleep(0.05)
+    assert eng.engine.get("drop-1").status == "cancelled"
+
+
+def test_detach_and_reattach(eng):
+    eng.client.stream(body(eng, steps=40, request_id="keep-1", stream={"detach": True}),
+                      on_frame=lambda h, p: h["type"] == "progress" and h["step"] == 2)
+    time.sleep(0.3)
+    assert eng.engine.get("keep-1").status in ("running", "ok")
+    frames = eng.client.stream(None, path="/stream/keep-1", method="GET")
+    t = types(frames)
+    assert t[0] == "start" and t[-1] == "end" and frames[-1][0]["status"] == "ok"
+    assert "result" in t and "latent" in t and t.count("end") == 1
+    steps = [h["step"] for h, _ in frames if h["type"] == "progress"]
+    assert steps == sorted(steps) and steps[-1] == 40 and steps[0] == 1   # replay, then live
+    # a finished request re-attaches too: its frames and newest latent, then end
+    again = eng.client.stream(None, path="/stream/keep-1", method="GET")
+    assert types(again).count("latent") == 1 and types(again)[-1] == "end"
+
+
+def test_fifo_under_concurrent_clients(eng):
+    results, ids = {}, [f"fifo-{i}" for i in range(6)]
+
+    def go(rid):
+        results[rid] = eng.client.post("/generate", json=body(eng, steps=2, request_id=rid, wait=True)).json()
+    threads = []
+    for rid in ids:
+        th = threading.Thread(target=go, args=(rid,))
+        th.start()
+        threads.append(th)
+        time.sleep(0.02)
+    for th in threads:
+        th.join(120)
+    assert all(results[r]["status"] == "ok" for r in ids)
+    reqs = [eng.engine.get(r) for r in ids]
+    by_created = sorted(reqs, key=lambda r: r.created_at)
+    by_started = sorted(reqs, key=lambda r: r.started_at)
+    assert [r.request_id for r in by_created] == [r.request_id for r in by_started]
+    assert all(a.finished_at <= b.started_at for a, b in zip(by_started, by_started[1:]))
+
+
+def test_queue_lists_finished(eng):
+    eng.client.stream(body(eng, request_id="listed-1"))
+    q = eng.client.get("/queue").json()
+    assert q["running"] is None and any(r["request_id"] == "listed-1" and r["status"] == "ok" for r in q["finished"])
+
+
+def test_injected_oom_during_load_retries(eng):
+    eng.engine.faults.load_oom = 2
+    frames = eng.client.stream(body(eng, "flux", steps=2))
+    msgs = [h.get("message", "") for h, _ in frames if h["type"] == "status"]
+    assert any("out of memory while loading" in m for m in msgs)
+    assert frames[-1][0]["status"] == "ok"
+
+
+def test_injected_oom_during_sampling_keeps_serving(eng):
+    eng.engine.faults.sample_oom = 2
+    frames = eng.client.stream(body(eng, steps=4))
+    assert frames[-2][0]["type"] == "error" and "out of memory" in frames[-2][0]["message"]
+    assert frames[-2][0]["cancelled"] is False and frames[-1][0]["status"] == "error"
+    assert eng.client.stream(body(eng))[-1][0]["status"] == "ok"
+
+
+def test_unload_conflict_and_success(eng):
+    started = threading.Event()
+    t = threading.Thread(target=lambda: eng.client.stream(
+        body(eng, steps=300, request_id="busy-1"), on_frame=lambda h, p: started.set() if h["type"] == "progress" else None))
+    t.start()
+    assert started.wait(60)
+    assert eng.client.post("/unload").status_code == 409
+    eng.client.post("/cancel/busy-1")
+    t.join(60)
+    assert eng.client.post("/unload").status_code == 200
+    deadline = time.time() + 10
+    while time.time() < deadline and eng.client.health()["pool"]["entries"]:
+        time.sleep(0.05)
+    h = eng.client.health()
+    assert h["active"] is None and h["pool"]["entries"] == [] and h["pool"]["resident_bytes"] == 0
+
+
+def test_openapi_schema(eng):
+    spec = eng.client.get("/openapi.json").json()
+    assert "/generate" in spec["paths"] and "GenerateBody" in spec["components"]["schemas"]
+
+
+def test_models_serves_registry(eng):
+    archs = {a["name"]: a for a in eng.client.get("/models").json()["archs"]}
+    assert set(archs) >= {"zimage", "flux", "sd1", "wan21", "ace_step"}
+    assert archs["wan21"]["modality"] == "video" and archs["wan21"]["preview"]["layout"] == "BCFHW"
+    assert archs["ace_step"]["preview"]["layout"] == "BLC" and archs["ace_step"]["preview"]["rgb_factors"] is None
+    assert archs["zimage"]["size_divisor"] == 16 and "holder" not in archs["zimage"]

@@ -1,0 +1,70 @@
+// Forward one request to the engine: the engine token injected, the caller's credentials
+// removed, the response body streamed through untouched (never buffered), and the client's
+// abort passed on. Request bodies (JSON, an uploaded image) are small and are read whole, so
+// the engine always gets a Content-Length.
+import { errorResponse } from './http';
+import { forgetEngineFile, resolveEngine } from './engineEndpoint';
+
+// hop-by-hop headers, and credentials that must not cross the proxy in either direction
+const DROP_REQUEST = new Set([
+  'host', 'connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade',
+  'proxy-authorization', 'proxy-connection', 'authorization', 'cookie', 'x-engine-token',
+  'accept-encoding', 'content-length', 'expect',
+]);
+const DROP_RESPONSE = new Set([
+  'connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade',
+  'proxy-authenticate', 'set-cookie', 'x-engine-token', 'content-encoding',
+]);
+
+export async function proxyToEngine(req: Request, pathSegments: string[]): Promise<Response> {
+  const url = new URL(req.url);
+  const jobParam = url.searchParams.get('job');
+  url.searchParams.delete('job');
+  const target = resolveEngine(jobParam);
+  if (!target.ok) return errorResponse(target.status, target.code, target.message);
+  const { job, engine } = target;
+
+  const headers = new Headers();
+  req.headers.forEach((value, key) => {
+    if (!DROP_REQUEST.has(key.toLowerCase())) headers.set(key, value);
+  });
+  headers.set('x-engine-token', engine.token);
+  headers.set('accept-encoding', 'identity');
+
+  const upstreamPath = pathSegments.map(encodeURIComponent).join('/');
+  const search = url.searchParams.toString();
+  const upstreamUrl = `http://${engine.host}:${engine.port}/${upstreamPath}${search ? `?${search}` : ''}`;
+  let body: ArrayBuffer | undefined;
+  if (req.method !== 'GET' && req.method !== 'HEAD' && req.body !== null) {
+    try {
+      body = await req.arrayBuffer();
+    } catch {
+      return new Response(null, { status: 499 }); // the client went away mid-upload
+    }
+  }
+
+  let upstream: Response;
+  try {
+    upstream = await fetch(upstreamUrl, {
+      method: req.method,
+      headers,
+      body,
+      signal: req.signal,
+      redirect: 'manual',
+    });
+  } catch (err) {
+    if (req.signal.aborted) return new Response(null, { status: 499 });
+    forgetEngineFile(job.name);
+    const cause = (err as { cause?: { code?: string } }).cause?.code || (err as Error).message;
+    return errorResponse(503, 'engine_unreachable', `The inference engine '${job.name}' did not answer at ${engine.host}:${engine.port} (${cause}).`);
+  }
+
+  const out = new Headers();
+  upstream.headers.forEach((value, key) => {
+    if (!DROP_RESPONSE.has(key.toLowerCase())) out.set(key, value);
+  });
+  if (!out.has('cache-control')) out.set('cache-control', 'no-store');
+  out.set('x-accel-buffering', 'no');
+  out.set('x-engine-job', job.id);
+  return new Response(upstream.body, { status: upstream.status, statusText: upstream.statusText, headers: out });
+}
