@@ -25,6 +25,7 @@ class JobStatus:
         self.min_interval = min_interval       # step/info updates are throttled; status changes are not
         self._last_write = 0.0
         self._pending = None
+        self._timer = None
         self._lock = threading.Lock()
         self._stop_watch = threading.Event()
 
@@ -56,6 +57,10 @@ class JobStatus:
             now = time.monotonic()
             if not force and status is None and now - self._last_write < self.min_interval:
                 self._pending = {**(self._pending or {}), **fields}
+                if self._timer is None:   # the last throttled value is written soon, not lost
+                    self._timer = threading.Timer(self.min_interval, self.flush)
+                    self._timer.daemon = True
+                    self._timer.start()
                 return
             fields = {**(self._pending or {}), **fields}
             self._pending = None
@@ -68,8 +73,10 @@ class JobStatus:
             print(f"job status: {e}", flush=True)
 
     def flush(self):
-        if self._pending:
-            self.update(force=True, **self._pending)
+        with self._lock:
+            pending, self._pending, self._timer = self._pending, None, None
+        if pending:
+            self.update(force=True, **pending)
 
     def stop_requested(self) -> bool:
         try:

@@ -1,6 +1,6 @@
 // Job rows: create, list, start (queue), stop, delete. The worker does the process side.
 import { randomUUID } from 'node:crypto';
-import { and, asc, desc, eq, inArray } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNotNull, or } from 'drizzle-orm';
 import { getDb } from './db';
 import { ApiError } from './http';
 import { completeJobConfig } from './jobConfig';
@@ -116,6 +116,16 @@ export function deleteJob(id: string): void {
 
 export function jobsWithStatus(statuses: string[]): JobRow[] {
   return getDb().select().from(jobTable).where(inArray(jobTable.status, statuses)).orderBy(asc(jobTable.updated_at)).all();
+}
+
+/** Rows that own a process, or should: active ones, and finished ones whose pid is still recorded. */
+export function jobsWithProcesses(): JobRow[] {
+  return getDb()
+    .select()
+    .from(jobTable)
+    .where(or(inArray(jobTable.status, ['running', 'stopping']), isNotNull(jobTable.pid)))
+    .orderBy(asc(jobTable.updated_at))
+    .all();
 }
 
 export function updateJob(id: string, patch: Partial<Omit<JobRow, 'id'>>): void {

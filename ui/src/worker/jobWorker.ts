@@ -1,7 +1,7 @@
 // The job worker: starts queued jobs, escalates stops (stop flag -> SIGTERM -> SIGKILL), and
 // settles rows whose process is gone. It adopts running jobs by pid, so a UI restart loses nothing.
 import type { ChildProcess } from 'node:child_process';
-import { findJob, jobsWithStatus, nowIso, updateJob } from '../server/jobs';
+import { findJob, jobsWithProcesses, jobsWithStatus, nowIso, updateJob } from '../server/jobs';
 import { jobLogPath, tailFile } from '../server/logTail';
 import { isPidAlive, signalJobProcess } from '../server/processes';
 import type { JobRow } from '../server/schema';
@@ -75,14 +75,25 @@ export class JobWorker {
   }
 
   private reconcileActive(): void {
-    const active = jobsWithStatus(['running', 'stopping']);
-    const activeIds = new Set(active.map((j) => j.id));
-    for (const job of active) {
-      if (!this.isAlive(job)) this.settle(job.id);
-      else if (job.status === 'stopping' || job.stop === 1) this.escalateStop(job);
+    const rows = jobsWithProcesses();
+    const seen = new Set(rows.map((j) => j.id));
+    for (const job of rows) {
+      const alive = this.isAlive(job);
+      if (job.status === 'running' || job.status === 'stopping') {
+        if (!alive) this.settle(job.id);
+        else if (job.status === 'stopping' || job.stop === 1) this.escalateStop(job);
+      } else if (!alive) {
+        // it reported stopped/completed/error and has exited: forget the pid
+        updateJob(job.id, { pid: null });
+        this.children.delete(job.id);
+        this.stops.delete(job.id);
+      } else {
+        // it reported a final status but lingers (and holds its GPU): same escalation as a stop
+        this.escalateStop(job);
+      }
     }
-    for (const id of this.stops.keys()) if (!activeIds.has(id)) this.stops.delete(id);
-    for (const [id, own] of this.children) if (own.exited && !activeIds.has(id)) this.children.delete(id);
+    for (const id of this.stops.keys()) if (!seen.has(id)) this.stops.delete(id);
+    for (const [id, own] of this.children) if (own.exited && !seen.has(id)) this.children.delete(id);
   }
 
   /** The process is gone: the row ends as stopped (a stop was asked) or error (it died silently). */
@@ -116,7 +127,8 @@ export class JobWorker {
     if (!job.pid) return;
     if (!st.termAt && now - st.since >= this.opts.graceMs) {
       st.termAt = now;
-      this.opts.log(`job ${job.name}: still alive ${Math.round((now - st.since) / 1000)} s after stop, SIGTERM`);
+      const after = job.status === 'stopping' || job.status === 'running' ? 'stop' : `reporting ${job.status}`;
+      this.opts.log(`job ${job.name}: still alive ${Math.round((now - st.since) / 1000)} s after ${after}, SIGTERM`);
       signalJobProcess(job.pid, 'SIGTERM');
     } else if (st.termAt && !st.killAt && now - st.termAt >= this.opts.killMs) {
       st.killAt = now;
@@ -126,8 +138,10 @@ export class JobWorker {
   }
 
   private busyGpuSets(): string[] {
-    const sets = jobsWithStatus(['running', 'stopping']).map((j) => j.gpu_ids);
     // a process whose row already says stopped may still be freeing its device
+    const sets = jobsWithProcesses()
+      .filter((j) => j.status === 'running' || j.status === 'stopping' || this.isAlive(j))
+      .map((j) => j.gpu_ids);
     for (const own of this.children.values()) if (!own.exited) sets.push(own.gpuIds);
     return sets;
   }

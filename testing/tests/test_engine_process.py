@@ -1,0 +1,138 @@
+"""The engine as a job process (`python run.py`): engine.json, signals, and the UI's Job row."""
+import json
+import os
+import signal
+import sqlite3
+import stat
+import threading
+import time
+
+import pytest
+
+from testing.engine_client import EngineProcess
+
+SCHEMA = """CREATE TABLE Job (id TEXT PRIMARY KEY, name TEXT UNIQUE, gpu_ids TEXT, job_config TEXT,
+status TEXT, stop INTEGER DEFAULT 0, step INTEGER DEFAULT 0, info TEXT, job_type TEXT, pid INTEGER,
+created_at TEXT, updated_at TEXT)"""
+
+
+def _env(tiny_root):
+    return {"AITK_TINY_CACHE": str(tiny_root), "HF_HUB_OFFLINE": "1"}
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_engine_json_lifecycle_and_signals(tiny, tiny_root, tmp_path, sig):
+    tiny("zimage")
+    # a stale engine.json from a killed run must not confuse a new one
+    (tmp_path / "engine.json").write_text(json.dumps({"host": "127.0.0.1", "port": 1, "token": "old", "pid": 999999}))
+    ep = EngineProcess(str(tmp_path), default_model={"arch": "zimage", "name_or_path": "tiny:zimage"},
+                       env=_env(tiny_root))
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            info = json.loads((tmp_path / "engine.json").read_text())
+            if info["pid"] == ep.proc.pid:
+                break
+            time.sleep(0.05)
+        ep.wait_ready()
+        assert ep.info["pid"] == ep.proc.pid and ep.info["host"] == "127.0.0.1" and ep.info["token"] != "old"
+        assert stat.S_IMODE(os.stat(ep.engine_json).st_mode) == 0o600
+        assert set(ep.info) == {"host", "port", "token", "pid", "started_at"}
+        while time.time() < deadline and (ep.client.health()["active"] or {}).get("arch") != "zimage":
+            time.sleep(0.1)    # the warm load of the default model
+        assert ep.client.health()["active"] == {"arch": "zimage", "name_or_path": "tiny:zimage"}
+        # a request in flight when the signal comes is cancelled and the process exits 0
+        got = []
+        body = {"model": {"arch": "zimage", "name_or_path": "tiny:zimage"},
+                "sample": {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 2000}}
+        started = threading.Event()
+
+        def read():
+            got.extend(ep.client.stream(body, on_frame=lambda h, p: started.set() if h["type"] == "progress" else None))
+        t = threading.Thread(target=read)
+        t.start()
+        assert started.wait(60)
+        ep.proc.send_signal(sig)
+        t.join(60)
+        assert got[-1][0]["type"] == "end" and got[-1][0]["status"] == "cancelled"
+        assert ep.proc.wait(60) == 0
+        assert not os.path.exists(ep.engine_json)
+        assert "inference engine listening on http://127.0.0.1:" in ep.read_log()
+    finally:
+        ep.stop()
+
+
+def test_stop_flag_in_sqlite(tiny, tiny_root, tmp_path):
+    tiny("zimage")
+    db = str(tmp_path / "aitk_db.db")
+    with sqlite3.connect(db) as c:
+        c.execute(SCHEMA)
+        c.execute("INSERT INTO Job (id, name, status, job_type, stop, created_at, updated_at) "
+                  "VALUES ('job-1', 'engine', 'queued', 'inference', 0, 'x', 'x')")
+    ep = EngineProcess(str(tmp_path / "job"), default_model={"arch": "zimage", "name_or_path": "tiny:zimage"},
+                       env={**_env(tiny_root), "AITK_JOB_ID": "job-1"}, extra_process={"sqlite_db_path": db})
+
+    def row():
+        with sqlite3.connect(db) as c:
+            return dict(zip(("status", "info", "step", "pid", "stop"),
+                            c.execute("SELECT status, info, step, pid, stop FROM Job WHERE id='job-1'").fetchone()))
+    try:
+        ep.wait_ready()
+        deadline = time.time() + 120
+        while time.time() < deadline and row()["info"] != "Idle — zimage":
+            time.sleep(0.1)
+        r = row()
+        assert r["status"] == "running" and r["info"] == "Idle — zimage" and r["pid"] == ep.proc.pid
+        frames = ep.client.stream({"model": {"arch": "zimage", "name_or_path": "tiny:zimage"},
+                                   "sample": {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 3}})
+        assert frames[-1][0]["status"] == "ok"
+        while time.time() < deadline and row()["info"] != "Idle — zimage":
+            time.sleep(0.1)
+        with sqlite3.connect(db) as c:
+            c.execute("UPDATE Job SET stop = 1, status = 'stopping' WHERE id = 'job-1'")
+        assert ep.proc.wait(60) == 0
+        r = row()
+        assert r["status"] == "stopped" and not os.path.exists(ep.engine_json)
+    finally:
+        ep.stop()
+
+
+def test_job_status_retries_when_locked(tmp_path):
+    from toolkit.job_status import JobStatus
+    db = str(tmp_path / "db.db")
+    with sqlite3.connect(db) as c:
+        c.execute(SCHEMA)
+        c.execute("INSERT INTO Job (id, name, status) VALUES ('j', 'n', 'queued')")
+    js = JobStatus(db, "j")
+    lock = sqlite3.connect(db, timeout=0)
+    lock.execute("BEGIN EXCLUSIVE")
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (js.update(status="running", info="Idle — x"), done.set()))
+    t.start()
+    time.sleep(6)            # longer than one connect timeout: the writer must retry, not fail
+    assert not done.is_set()
+    lock.rollback()
+    lock.close()
+    t.join(30)
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT status, info FROM Job").fetchone() == ("running", "Idle — x")
+
+
+def test_bad_engine_config_names_the_key(tmp_path):
+    import subprocess
+    import sys
+    from testing.engine_client import ROOT
+    cfg = tmp_path / "e.yaml"
+    cfg.write_text("job: extension\nconfig:\n  name: e\n  process:\n    - type: InferenceEngine\n"
+                   "      engine: {port: -3}\n")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), str(cfg)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode != 0 and "config.process[0].engine.port" in p.stderr

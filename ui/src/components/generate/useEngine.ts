@@ -1,0 +1,165 @@
+'use client';
+// The engine job for the chosen device: its Job row (polled), its /health (polled while it
+// runs), its /models (once it answers), and start / stop / unload.
+import { useCallback, useEffect, useState } from 'react';
+import { apiFetch, apiJson, describeError, postJson } from '@/utils/api';
+import { usePoll } from '@/utils/usePoll';
+import { useStoredState } from '@/utils/useStoredState';
+import type { Job } from '@/components/jobs/types';
+import type { Health, ModelsResponse } from './types';
+
+export interface Device {
+  id: string;
+  name: string;
+}
+
+export type EngineState = 'none' | 'stopped' | 'queued' | 'starting' | 'ready' | 'stopping' | 'error';
+
+export function engineJobName(deviceId: string): string {
+  return `inference_engine_${deviceId.replace(/,/g, '_')}`;
+}
+
+function engineJobConfig(name: string, deviceId: string) {
+  // the worker fills in sqlite_db_path and engine.job_folder
+  return {
+    job: 'extension',
+    config: { name, process: [{ type: 'InferenceEngine', device: deviceId === 'cpu' ? 'cpu' : 'cuda', engine: {} }] },
+  };
+}
+
+export function useEngine(preferredJobId: string | null) {
+  const [devices, setDevices] = useState<Device[]>([{ id: 'cpu', name: 'CPU' }]);
+  const [deviceId, setDeviceId, deviceLoaded] = useStoredState<string>('aitk.generate.device', 'cpu');
+  const [jobs, setJobs] = useState<Job[] | null>(null);
+  const [health, setHealth] = useState<Health | null>(null);
+  const [healthError, setHealthError] = useState<string | null>(null);
+  const [models, setModels] = useState<ModelsResponse | null>(null);
+  const [modelsError, setModelsError] = useState<string | null>(null);
+  const [actionError, setActionError] = useState<string | null>(null);
+  const [acting, setActing] = useState(false);
+
+  useEffect(() => {
+    apiJson<{ devices: Device[] }>('/api/gpus')
+      .then((r) => setDevices(r.devices))
+      .catch(() => undefined);
+  }, []);
+
+  usePoll(async () => {
+    setJobs((await apiJson<{ jobs: Job[] }>('/api/jobs?job_type=inference')).jobs);
+  }, 1500);
+
+  // a link from the jobs page (?job=) picks that engine's device
+  useEffect(() => {
+    if (!preferredJobId || !jobs || !deviceLoaded) return;
+    const j = jobs.find((x) => x.id === preferredJobId);
+    if (j && j.gpu_ids !== deviceId) setDeviceId(j.gpu_ids);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [preferredJobId, jobs === null, deviceLoaded]);
+
+  const forDevice = (jobs ?? []).filter((j) => j.gpu_ids === deviceId);
+  const job = forDevice.find((j) => j.status === 'running' || j.status === 'stopping' || j.status === 'queued') ?? forDevice[0] ?? null;
+  const running = job?.status === 'running';
+
+  usePoll(
+    async () => {
+      if (!job) return;
+      const res = await apiFetch(`/api/inference/health?job=${job.id}`);
+      if (res.ok) {
+        setHealth((await res.json()) as Health);
+        setHealthError(null);
+      } else {
+        setHealth(null);
+        setHealthError((await describeError(res)).message);
+      }
+    },
+    2000,
+    running,
+    [job?.id],
+  );
+
+  useEffect(() => {
+    if (!running) {
+      setHealth(null);
+      setHealthError(null);
+    }
+  }, [running]);
+
+  const engineUp = running && !!health?.ok;
+  useEffect(() => {
+    if (!engineUp || !job) return;
+    let cancelled = false;
+    apiJson<ModelsResponse>(`/api/inference/models?job=${job.id}`)
+      .then((m) => {
+        if (!cancelled) {
+          setModels(m);
+          setModelsError(null);
+        }
+      })
+      .catch((err) => !cancelled && setModelsError((err as Error).message));
+    return () => {
+      cancelled = true;
+    };
+  }, [engineUp, job?.id]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  let state: EngineState = 'none';
+  if (job) {
+    if (job.status === 'running') state = engineUp ? 'ready' : 'starting';
+    else if (job.status === 'queued') state = 'queued';
+    else if (job.status === 'stopping') state = 'stopping';
+    else if (job.status === 'error') state = 'error';
+    else state = 'stopped';
+  }
+
+  const act = useCallback(async (fn: () => Promise<unknown>) => {
+    setActing(true);
+    setActionError(null);
+    try {
+      await fn();
+      setJobs((await apiJson<{ jobs: Job[] }>('/api/jobs?job_type=inference')).jobs);
+    } catch (err) {
+      setActionError((err as Error).message);
+    } finally {
+      setActing(false);
+    }
+  }, []);
+
+  const start = () =>
+    act(async () => {
+      let target = job;
+      if (!target) {
+        const name = engineJobName(deviceId);
+        target = (
+          await postJson<{ job: Job }>('/api/jobs', {
+            name,
+            gpu_ids: deviceId,
+            job_type: 'inference',
+            job_config: engineJobConfig(name, deviceId),
+          })
+        ).job;
+      }
+      await postJson(`/api/jobs/${target.id}/start`);
+    });
+
+  const stop = () => act(async () => job && postJson(`/api/jobs/${job.id}/stop`));
+
+  const unload = () => act(async () => job && postJson(`/api/inference/unload?job=${job.id}`));
+
+  return {
+    devices,
+    deviceId,
+    setDeviceId,
+    job,
+    state,
+    health,
+    healthError,
+    models,
+    modelsError,
+    actionError,
+    acting,
+    start,
+    stop,
+    unload,
+  };
+}
+
+export type EngineHandle = ReturnType<typeof useEngine>;

@@ -1,0 +1,118 @@
+'use client';
+// The job list: status, info and step, polled; start, stop, delete; inference engines link to /generate.
+import Link from 'next/link';
+import { useState } from 'react';
+import { apiJson, postJson } from '@/utils/api';
+import { formatTime } from '@/utils/format';
+import { usePoll } from '@/utils/usePoll';
+import StatusBadge from './StatusBadge';
+import { isActive, type Job } from './types';
+
+export default function JobsTable() {
+  const [jobs, setJobs] = useState<Job[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState<string | null>(null);
+
+  const refresh = async () => {
+    try {
+      setJobs((await apiJson<{ jobs: Job[] }>('/api/jobs')).jobs);
+      setError(null);
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  usePoll(refresh, 1500);
+
+  const act = async (job: Job, action: 'start' | 'stop' | 'delete') => {
+    if (action === 'delete' && !window.confirm(`Delete job '${job.name}'? Its folder and files stay on disk.`)) return;
+    setBusy(job.id);
+    try {
+      if (action === 'delete') await apiJson(`/api/jobs/${job.id}`, { method: 'DELETE' });
+      else await postJson(`/api/jobs/${job.id}/${action}`);
+      await refresh();
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      setBusy(null);
+    }
+  };
+
+  return (
+    <section>
+      {error && (
+        <div className="alert error" role="alert">
+          {error}
+        </div>
+      )}
+      {jobs === null ? (
+        <p className="muted">Loading jobs…</p>
+      ) : jobs.length === 0 ? (
+        <p className="muted">
+          No jobs yet. Start an inference engine on the <Link href="/generate">Generate</Link> page.
+        </p>
+      ) : (
+        <table className="jobs" data-testid="jobs-table">
+          <thead>
+            <tr>
+              <th>Job</th>
+              <th>GPU</th>
+              <th>Status</th>
+              <th>Step</th>
+              <th>Info</th>
+              <th>Created</th>
+              <th aria-label="Actions" />
+            </tr>
+          </thead>
+          <tbody>
+            {jobs.map((job) => (
+              <tr key={job.id} data-testid={`job-row-${job.name}`} data-status={job.status}>
+                <td>
+                  {job.job_type === 'inference' ? (
+                    <>
+                      <Link href={`/generate?job=${job.id}`}>Inference engine</Link>
+                      <div className="muted small">{job.name}</div>
+                    </>
+                  ) : (
+                    <>
+                      {job.name}
+                      <div className="muted small">{job.job_type}</div>
+                    </>
+                  )}
+                </td>
+                <td>{job.gpu_ids}</td>
+                <td>
+                  <StatusBadge status={job.status} />
+                </td>
+                <td>{job.step || ''}</td>
+                <td className="info" title={job.info}>
+                  {job.info.split('\n')[0]}
+                </td>
+                <td className="small">{formatTime(job.created_at)}</td>
+                <td className="actions">
+                  {!isActive(job) && (
+                    <button disabled={busy === job.id} onClick={() => act(job, 'start')}>
+                      Start
+                    </button>
+                  )}
+                  {(job.status === 'running' || job.status === 'queued') && (
+                    <button disabled={busy === job.id} onClick={() => act(job, 'stop')}>
+                      Stop
+                    </button>
+                  )}
+                  {!isActive(job) && (
+                    <button className="danger" disabled={busy === job.id} onClick={() => act(job, 'delete')}>
+                      Delete
+                    </button>
+                  )}
+                  <Link className="button" href={`/jobs/${job.id}`}>
+                    Log
+                  </Link>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

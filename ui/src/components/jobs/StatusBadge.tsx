@@ -1,0 +1,3 @@
+export default function StatusBadge({ status }: { status: string }) {
+  return <span className={`badge badge-${status}`}>{status}</span>;
+}
