@@ -4,6 +4,7 @@ Both are built with `from_dict`, which rejects unknown keys and bad values with 
 ConfigError naming the field, and fills omitted values from the arch's registry row.
 """
 import math
+import os
 import random
 from dataclasses import asdict, dataclass, field, fields
 
@@ -49,6 +50,9 @@ class ModelConfig:
         for q in ("qtype", "qtype_te"):
             if values.get(q) is not None and values[q] not in QTYPES:
                 raise ConfigError(f"{where}.{q}", f"unknown qtype {values[q]!r} (allowed: {', '.join(QTYPES)})")
+        lora = values.get("lora_path")
+        if lora and not os.path.isfile(os.path.expanduser(lora)):
+            raise ConfigError(f"{where}.lora_path", f"no such file: {lora}")
         return cls(**{k: v for k, v in values.items() if v is not None})
 
     @property

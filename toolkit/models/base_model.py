@@ -13,10 +13,12 @@ from dataclasses import dataclass, replace
 import torch
 
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from toolkit.errors import ConfigError
 from toolkit.models.registry import get_arch
 from toolkit.models.step_hook import wrap_scheduler_step
 from toolkit.models.tiny_source import is_tiny, resolve_tiny
 from toolkit.models.v2 import LoadPolicy, aitk
+from toolkit.models.v2.identity import fingerprint_files
 from toolkit.models.v2.policy import resolve_dtype
 from toolkit.models.v2.sources import component_present
 
@@ -93,6 +95,7 @@ class BaseModel:
         """Load every component through the funnel, then build the pipeline."""
         t0 = time.perf_counter()
         self._status(f"loading {self.arch}", "loading")
+        lora_roles, lora_id = self._lora_plan()
         for spec in self.components:
             source, config_source = self.source_for(spec)
             if spec.optional and not component_present(source, spec.role, spec.folder):
@@ -100,28 +103,54 @@ class BaseModel:
                 continue
             self.loaded[spec.role] = aitk(spec.cls).load(
                 source, role=spec.role, subfolder=spec.folder, policy=self.policy_for(spec),
-                config_source=config_source, status=self._status)
+                config_source=config_source, status=self._status, lora=lora_id if spec.role in lora_roles else ())
         self.pipeline = self.build_pipeline(dict(self.loaded))
-        if self.model_config.lora_path:
-            self.load_lora(self.model_config.lora_path, self.model_config.lora_scale)
+        if lora_roles:
+            self._merge_lora(lora_roles, lora_id)
         if self.model_config.low_vram and self.device.startswith("cuda"):
             self.pipeline.enable_model_cpu_offload(device=self.device)
         self.load_seconds = time.perf_counter() - t0
         self._status(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
 
+    # -- LoRA: merged at load, part of the touched components' identity ---------------------------
+    def _lora_plan(self) -> tuple[set, tuple]:
+        """Which components the LoRA touches (from diffusers' own key conversion) and its identity."""
+        mc = self.model_config
+        if not mc.lora_path:
+            return set(), ()
+        path = os.path.expanduser(mc.lora_path)
+        if not os.path.isfile(path):
+            raise ConfigError("model.lora_path", f"no such file: {mc.lora_path}")
+        if not hasattr(self.pipeline_class, "lora_state_dict"):
+            raise ConfigError("model.lora_path", f"arch {self.arch} does not take LoRAs")
+        state = self.pipeline_class.lora_state_dict(path)
+        state = state[0] if isinstance(state, tuple) else state
+        roles = {k.split(".", 1)[0] for k in state} & {s.role for s in self.components}
+        if not roles:
+            raise ConfigError("model.lora_path", f"no weights in {os.path.basename(path)} match arch {self.arch}")
+        quantized = {s.role for s in self.components if self.policy_for(s).qtype} & roles
+        if quantized:
+            raise ConfigError("model.lora_path", f"a LoRA cannot be merged into quantized {', '.join(sorted(quantized))} "
+                              "(turn quantization off for it)")
+        return roles, (fingerprint_files([path]), mc.lora_scale)
+
+    def _merge_lora(self, roles: set, lora_id: tuple):
+        """Merge into the components loaded fresh; pool hits already carry this LoRA."""
+        fresh = sorted(r for r in roles if getattr(self.loaded[r], "_aitk_lora", None) != lora_id)
+        if not fresh:
+            return
+        self._status(f"merging LoRA {os.path.basename(self.model_config.lora_path)}", "loading")
+        self.pipeline.load_lora_weights(os.path.expanduser(self.model_config.lora_path), adapter_name="aitk")
+        self.pipeline.fuse_lora(components=fresh, lora_scale=self.model_config.lora_scale, adapter_names=["aitk"])
+        self.pipeline.unload_lora_weights()
+        for r in fresh:
+            self.loaded[r]._aitk_lora = lora_id
+
     def build_pipeline(self, components: dict):
         pipe = self.pipeline_class(**components, **self.pipeline_init_kwargs)
         pipe.set_progress_bar_config(disable=True)
         return pipe
-
-    def load_lora(self, path: str, scale: float):
-        if not hasattr(self.pipeline, "load_lora_weights"):
-            raise ValueError(f"model.lora_path: arch {self.arch} does not take LoRAs")
-        self._status(f"loading LoRA {os.path.basename(path)}", "loading")
-        self.pipeline.load_lora_weights(path, adapter_name="aitk")
-        self.pipeline.fuse_lora(lora_scale=scale, adapter_names=["aitk"])
-        self.pipeline.unload_lora_weights()
 
     def unload(self):
         self.pipeline = None

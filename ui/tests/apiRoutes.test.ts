@@ -27,7 +27,7 @@ function routeFiles(dir: string): string[] {
   });
 }
 
-const ctx = (params: Record<string, unknown>) => ({ params: Promise.resolve(params) });
+const ctx = <T,>(params: T) => ({ params: Promise.resolve(params) });
 const req = (method: string, url: string, body?: unknown, headers: Record<string, string> = {}) =>
   new Request(`http://localhost${url}`, {
     method,

@@ -53,9 +53,10 @@ class OstrisModelMixin:
 
     @classmethod
     def load(cls, source: str, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
-             config_source: str | None = None, status=None, allow_hub: bool = True, **kwargs):
+             config_source: str | None = None, status=None, allow_hub: bool = True, lora: tuple = (), **kwargs):
         """Load one component. `config_source` is the folder/repo whose `subfolder` holds the config
-        when `source` is a single weights file."""
+        when `source` is a single weights file. `lora` names a LoRA the caller will merge into the
+        module: it is part of the identity, so a merged module never stands in for the plain one."""
         try:
             src = resolve_source(source, None if _is_file(source) else subfolder, allow_hub=allow_hub)
         except SourceError as e:
@@ -68,7 +69,7 @@ class OstrisModelMixin:
             weights=(fingerprint_files(files) + content_fingerprint(_config_dir(src, config_source, subfolder), ".json")
                      if files else content_fingerprint(src.component_dir)),
             dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
-            qtype=policy.qtype if _is_module_class(load_cls) else None,
+            qtype=policy.qtype if _is_module_class(load_cls) else None, lora=tuple(lora),
         )
         if _interceptor is not None:
             hit = _interceptor.lookup(identity, policy)

@@ -4,17 +4,17 @@ import path from 'node:path';
 
 /** The repository root (the folder holding run.py). The launcher sets AITK_REPO_ROOT; else ui/.. */
 export function repoRoot(): string {
-  return path.resolve(process.env.AITK_REPO_ROOT || path.join(process.cwd(), '..'));
+  return path.resolve(/*turbopackIgnore: true*/ process.env.AITK_REPO_ROOT || path.join(process.cwd(), '..'));
 }
 
 /** The SQLite file shared with the Python jobs. */
 export function dbPath(): string {
-  return path.resolve(process.env.AITK_DB_PATH || path.join(repoRoot(), 'aitk_db.db'));
+  return path.resolve(/*turbopackIgnore: true*/ process.env.AITK_DB_PATH || path.join(repoRoot(), 'aitk_db.db'));
 }
 
 /** Where job folders go: <training folder>/<job name>/. */
 export function trainingFolder(): string {
-  return path.resolve(process.env.AITK_TRAINING_FOLDER || path.join(repoRoot(), 'output'));
+  return path.resolve(/*turbopackIgnore: true*/ process.env.AITK_TRAINING_FOLDER || path.join(repoRoot(), 'output'));
 }
 
 export function jobFolder(jobName: string): string {
@@ -25,7 +25,7 @@ export function jobFolder(jobName: string): string {
 export function pythonPath(): string {
   if (process.env.AITK_PYTHON) return process.env.AITK_PYTHON;
   const venv = process.platform === 'win32' ? ['.venv', 'Scripts', 'python.exe'] : ['.venv', 'bin', 'python'];
-  return path.join(repoRoot(), ...venv);
+  return path.join(/*turbopackIgnore: true*/ repoRoot(), ...venv);
 }
 
 /** Job names become folder names: keep them to one safe path segment. */
@@ -35,7 +35,7 @@ export function isSafeJobName(name: string): boolean {
 
 /** Resolve `rel` inside `base`, or null when it would escape it. */
 export function resolveInside(base: string, rel: string): string | null {
-  const full = path.resolve(base, rel);
+  const full = path.resolve(/*turbopackIgnore: true*/ base, rel);
   const relative = path.relative(base, full);
   if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative)) return null;
   return full;

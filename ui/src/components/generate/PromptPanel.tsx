@@ -113,7 +113,7 @@ export default function PromptPanel({ arch, sample, jobId, onChange }: Props) {
       <div className="row">
         <NumberField label="Seed (-1 = random)" value={sample.seed} min={-1} onChange={(v) => onChange({ seed: v })} testId="seed" />
         <button type="button" onClick={() => onChange({ seed: randomSeed() })} title="Pick a random seed">
-          🎲 random
+          Random
         </button>
       </div>
       {arch.modality === 'video' && (

@@ -1,0 +1,301 @@
+"""The inference engine against the bare diffusers pipeline, side by side, on tiny zimage (CPU).
+
+    .venv/bin/python testing/bench_engine.py [--repeat 9] [--quick]
+
+The engine runs as `run.py` does (testing/engine_client.EngineProcess: its own process, HTTP on
+127.0.0.1); the bare pipeline (DiffusionPipeline.from_pretrained of the same folder) runs in this
+process. Runs are interleaved and medians taken. Prints a table and writes
+testing/.bench/bench_engine.json.
+
+Figures and targets:
+  request vs bare call, 20 steps, a latent streamed every step   64x64 <= 1.10, 512x512 <= 1.03
+  swap: serve B after A (shared TE+VAE) / cold B (empty pool)    <= denoiser share of B's bytes + 0.05
+  fast path (identical request): loads                            == 0, added time vs bare < 10 ms
+  time to first frame (warm), p50 of 20                           < 20 ms
+  /health latency while a generation runs, p99                    < 50 ms
+  engine RSS after 20 A/B swaps vs after 2                        <= +5%
+"""
+import argparse
+import io
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from testing.engine_client import EngineClient, EngineProcess  # noqa: E402
+from testing.tiny_models import DENOISER_COMPONENTS, cached_tiny, make_shared_pair  # noqa: E402
+
+ARCH = "zimage"
+PROMPT = "a fox in the snow"
+GUIDANCE = 4.0            # sample_settings("zimage"): CFG on, on both sides
+SEED = 7
+
+
+def pct(values, q):
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    k = (len(v) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def med(values):
+    return statistics.median(values)
+
+
+def weight_bytes(folder, components=None):
+    total = 0
+    for comp in sorted(os.listdir(folder)):
+        d = os.path.join(folder, comp)
+        if not os.path.isdir(d) or (components is not None and comp not in components):
+            continue
+        total += sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
+                     if f.endswith((".safetensors", ".bin")))
+    return total
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.a = str(cached_tiny(ARCH, 0))
+        _a, b = make_shared_pair(ARCH, self.a, os.path.join(os.path.dirname(self.a), f"{ARCH}-seed1-shared0"))
+        self.b = str(b)
+        job = os.path.join(ROOT, "testing", ".bench", "engine_job")
+        import shutil
+        shutil.rmtree(job, ignore_errors=True)
+        self.ep = EngineProcess(job, name="bench_engine").wait_ready()
+        self.client = self.ep.client
+        import psutil
+        self.proc = psutil.Process(self.ep.proc.pid)
+        self.bare = None
+
+    def close(self):
+        self.ep.stop()
+
+    # -- requests ---------------------------------------------------------------------------------
+    def body(self, folder, size=64, steps=20, latents="raw", seed=SEED):
+        return {"model": {"arch": ARCH, "name_or_path": folder},
+                "sample": {"prompt": PROMPT, "width": size, "height": size, "num_inference_steps": steps,
+                           "guidance_scale": GUIDANCE, "seed": seed},
+                "stream": {"latents": latents, "every_n_steps": 1}}
+
+    def request(self, body):
+        """(seconds from POST to the end frame, seconds to the first frame, frames)."""
+        t0 = time.perf_counter()
+        first = []
+
+        def on_frame(h, _p):
+            if not first:
+                first.append(time.perf_counter() - t0)
+        frames = self.client.stream(body, on_frame=on_frame)
+        total = time.perf_counter() - t0
+        end = frames[-1][0]
+        if end.get("type") != "end" or end.get("status") != "ok":
+            errs = [h.get("message") for h, _p in frames if h["type"] == "error"]
+            raise RuntimeError(f"engine request failed: {end} {errs}")
+        return total, first[0], frames
+
+    def pool(self):
+        return self.client.health()["pool"]
+
+    # -- the bare pipeline ------------------------------------------------------------------------
+    def bare_call(self, size, steps):
+        if self.bare is None:
+            from diffusers import DiffusionPipeline
+            self.bare = DiffusionPipeline.from_pretrained(self.a, local_files_only=True, dtype=torch.float32)
+            self.bare.set_progress_bar_config(disable=True)
+        t0 = time.perf_counter()
+        out = self.bare(prompt=PROMPT, negative_prompt="", width=size, height=size, num_inference_steps=steps,
+                        guidance_scale=GUIDANCE, generator=torch.Generator("cpu").manual_seed(SEED),
+                        output_type="pil")
+        return time.perf_counter() - t0, out.images[0]
+
+    # -- 1. request vs bare call ------------------------------------------------------------------
+    def versus_bare(self, size, repeat, latents="raw"):
+        body = self.body(self.a, size=size, latents=latents)
+        self.request(body), self.bare_call(size, 20)            # warm both (model load, allocator)
+        before = self.pool()
+        eng, bare, latent_counts, results, ids, png = [], [], [], [], [], []
+        for _ in range(repeat):
+            t, _first, frames = self.request(body)
+            eng.append(t)
+            ids.append(frames[0][0]["request_id"])
+            latent_counts.append(sum(1 for h, _p in frames if h["type"] == "latent"))
+            results.append(next(h for h, _p in frames if h["type"] == "result"))
+            tb, image = self.bare_call(size, 20)
+            bare.append(tb)
+            t0 = time.perf_counter()
+            image.save(io.BytesIO(), format="png")
+            png.append(time.perf_counter() - t0)
+        after = self.pool()
+        # the engine's own view: Req.started_at -> finished_at (holder call, latents, file write)
+        finished = {r["request_id"]: r for r in self.client.get("/queue").json()["finished"]}
+        inside = [finished[i]["finished_at"] - finished[i]["started_at"] for i in ids if i in finished]
+        import numpy as np
+        from PIL import Image
+        with Image.open(results[-1]["path"]) as im:
+            same = bool(np.array_equal(np.asarray(im.convert("RGB")), np.asarray(image.convert("RGB"))))
+        return {"size": size, "steps": 20, "latents": latents, "engine_s": med(eng), "bare_s": med(bare),
+                "ratio": med(eng) / med(bare), "added_ms": (med(eng) - med(bare)) * 1e3,
+                "engine_inside_s": med(inside), "inside_ratio": med(inside) / med(bare),
+                "http_ms": (med(eng) - med(inside)) * 1e3, "bare_png_encode_ms": med(png) * 1e3,
+                "engine_runs_s": eng, "bare_runs_s": bare, "latent_frames": min(latent_counts),
+                "loads": after["loads"] - before["loads"], "misses": after["misses"] - before["misses"],
+                "same_pixels_as_bare": same}
+
+    # -- 2. swap cost -----------------------------------------------------------------------------
+    def swap_cost(self, repeat):
+        """1-step 64x64 requests: B after A (only the denoiser should load), B on an empty pool
+        (/unload), and B warm (fast path); load cost = request - warm request."""
+        b_body, a_body = self.body(self.b, steps=1, latents="none"), self.body(self.a, steps=1, latents="none")
+        swap, cold, warm, swap_loads, cold_loads = [], [], [], [], []
+        for _ in range(repeat):
+            r = self.client.post("/unload")
+            assert r.status_code == 200, r.text
+            p0 = self.pool()
+            cold.append(self.request(b_body)[0])
+            p1 = self.pool()
+            warm.append(self.request(b_body)[0])
+            self.request(a_body)
+            p2 = self.pool()
+            swap.append(self.request(b_body)[0])
+            p3 = self.pool()
+            cold_loads.append(p1["loads"] - p0["loads"])
+            swap_loads.append(p3["loads"] - p2["loads"])
+        total = weight_bytes(self.b)
+        den = weight_bytes(self.b, DENOISER_COMPONENTS[ARCH])
+        share = den / total
+        w = med(warm)
+        return {"swap_s": med(swap), "cold_s": med(cold), "warm_s": w, "request_ratio": med(swap) / med(cold),
+                "load_ratio": (med(swap) - w) / (med(cold) - w), "denoiser_share": share,
+                "target": share + 0.05, "bytes_total": total, "bytes_denoiser": den,
+                "loads_swap": med(swap_loads), "loads_cold": med(cold_loads),
+                "swap_runs_s": swap, "cold_runs_s": cold, "warm_runs_s": warm}
+
+    # -- 3. time to first frame -------------------------------------------------------------------
+    def first_frame(self, n):
+        body = self.body(self.a, steps=2)
+        self.request(body)
+        ttff = [self.request(body)[1] for _ in range(n)]
+        return {"p50_ms": pct(ttff, 50) * 1e3, "p90_ms": pct(ttff, 90) * 1e3, "max_ms": max(ttff) * 1e3, "n": n}
+
+    # -- 4. /health while generating --------------------------------------------------------------
+    def health_under_load(self, size, steps):
+        body = self.body(self.a, size=size, steps=steps)
+        self.request(self.body(self.a, size=size, steps=1))     # warm at this size
+        done = threading.Event()
+        gen = {}
+
+        def run():
+            try:
+                gen["s"] = self.request(body)[0]
+            finally:
+                done.set()
+        hc = EngineClient(self.ep.client.base_url, self.ep.client.token, timeout=30)
+        th = threading.Thread(target=run)
+        th.start()
+        lat, busy = [], 0
+        while not self.client.health().get("busy") and not done.is_set():
+            time.sleep(0.002)
+        while not done.is_set():
+            t0 = time.perf_counter()
+            r = hc.get("/health")
+            lat.append(time.perf_counter() - t0)
+            busy += bool(r.json().get("busy"))
+        th.join()
+        hc.close()
+        return {"n": len(lat), "busy_answers": busy, "p50_ms": pct(lat, 50) * 1e3, "p99_ms": pct(lat, 99) * 1e3,
+                "max_ms": max(lat) * 1e3 if lat else float("nan"), "generation_s": gen.get("s"),
+                "size": size, "steps": steps}
+
+    # -- 5. RSS over swaps ------------------------------------------------------------------------
+    def rss_over_swaps(self, swaps):
+        bodies = [self.body(self.a, steps=1, latents="none"), self.body(self.b, steps=1, latents="none")]
+        self.request(bodies[0])
+        rss = {}
+        for i in range(1, swaps + 1):
+            self.request(bodies[i % 2])
+            if i in (2, swaps):
+                time.sleep(0.2)
+                rss[i] = self.proc.memory_info().rss
+        return {"rss_after_2": rss[2], "rss_after_n": rss[swaps], "swaps": swaps, "ratio": rss[swaps] / rss[2]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=9, help="interleaved pairs per comparison (medians)")
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
+    args = ap.parse_args()
+    rep = 3 if args.quick else args.repeat
+    t_start = time.perf_counter()
+    res = {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+           "loadavg_start": os.getloadavg()}
+    bench = Bench(args)
+    try:
+        res["vs_bare_64"] = bench.versus_bare(64, rep * 2)
+        res["vs_bare_512"] = bench.versus_bare(512, max(3, rep // 2 + 1))
+        res["fast_path"] = bench.versus_bare(64, rep * 2, latents="none")
+        res["swap"] = bench.swap_cost(rep)
+        res["first_frame"] = bench.first_frame(20)
+        res["health"] = bench.health_under_load(512, 30 if args.quick else 100)
+        res["rss"] = bench.rss_over_swaps(20)
+    finally:
+        bench.close()
+    res["loadavg_end"] = os.getloadavg()
+    res["wall_s"] = time.perf_counter() - t_start
+
+    v64, v512, fp, sw, ff, hl, rs = (res[k] for k in ("vs_bare_64", "vs_bare_512", "fast_path", "swap",
+                                                      "first_frame", "health", "rss"))
+    rows = [
+        ("request/bare 64x64, 20 steps, latents every step", f"{v64['ratio']:.3f}  ({v64['engine_s']*1e3:.1f} vs "
+         f"{v64['bare_s']*1e3:.1f} ms)", "<= 1.10", v64["ratio"] <= 1.10),
+        ("request/bare 512x512, 20 steps, latents every step", f"{v512['ratio']:.3f}  ({v512['engine_s']*1e3:.0f} vs "
+         f"{v512['bare_s']*1e3:.0f} ms)", "<= 1.03", v512["ratio"] <= 1.03),
+        ("  same, engine-side (Req started_at -> finished_at)", f"{v64['inside_ratio']:.3f}  (HTTP/stream "
+         f"{v64['http_ms']:.1f} ms)", "(info)", None),
+        ("  same, engine-side, 512x512", f"{v512['inside_ratio']:.3f}  (HTTP/stream {v512['http_ms']:.1f} ms; "
+         f"PNG encode {v512['bare_png_encode_ms']:.1f} ms)", "(info)", None),
+        ("swap B after A / cold B: load time (request - warm)", f"{sw['load_ratio']:.3f}  (share "
+         f"{sw['denoiser_share']:.3f})", f"<= {sw['target']:.3f}", sw["load_ratio"] <= sw["target"]),
+        ("swap B after A / cold B: whole 1-step request", f"{sw['request_ratio']:.3f}  ({sw['swap_s']*1e3:.0f} vs "
+         f"{sw['cold_s']*1e3:.0f} ms; loads {sw['loads_swap']:g} vs {sw['loads_cold']:g})", "(info)", None),
+        ("fast path: loads / misses over identical requests", f"{fp['loads']} / {fp['misses']}", "0 / 0",
+         fp["loads"] == 0 and fp["misses"] == 0),
+        ("fast path: added time vs bare (64x64, 20 steps, no latents)", f"{fp['added_ms']:.1f} ms  (ratio "
+         f"{fp['ratio']:.3f})", "< 10 ms", fp["added_ms"] < 10),
+        ("  same, engine-side", f"{fp['engine_inside_s']*1e3 - fp['bare_s']*1e3:.1f} ms", "(info)", None),
+        ("time to first frame, warm, p50 of 20", f"{ff['p50_ms']:.1f} ms  (p90 {ff['p90_ms']:.1f})", "< 20 ms",
+         ff["p50_ms"] < 20),
+        ("/health during a generation, p50 / p99", f"{hl['p50_ms']:.1f} / {hl['p99_ms']:.1f} ms  (n={hl['n']})",
+         "p99 < 50 ms", hl["p99_ms"] < 50),
+        ("engine RSS after 20 A/B swaps vs after 2", f"{rs['ratio']:.3f}  ({rs['rss_after_2']/2**20:.0f} -> "
+         f"{rs['rss_after_n']/2**20:.0f} MiB)", "<= 1.05", rs["ratio"] <= 1.05),
+        ("engine output == bare output (pixels, 64 / 512)", f"{v64['same_pixels_as_bare']} / "
+         f"{v512['same_pixels_as_bare']}", "(info)", None),
+    ]
+    res["table"] = [{"figure": f, "value": v, "target": t, "met": m} for f, v, t, m in rows]
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=2, default=str)
+    w = max(len(r[0]) for r in rows)
+    print(f"tiny {ARCH}, CPU, torch {res['threads']} threads, {res['cpus']} cpus, load avg "
+          f"{res['loadavg_start'][0]:.2f} -> {res['loadavg_end'][0]:.2f}, {res['wall_s']:.0f} s")
+    print(f"{'figure':<{w}}  {'value':<44} {'target':<12} met")
+    for fig, val, tgt, met in rows:
+        print(f"{fig:<{w}}  {val:<44} {tgt:<12} {'-' if met is None else ('yes' if met else 'NO')}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

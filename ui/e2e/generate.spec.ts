@@ -1,0 +1,178 @@
+// The Generate page end to end, against the real engine on the tiny zimage model:
+// start the engine from the page, generate with a live latent preview, find the result in the
+// gallery, cancel a second run mid-way, stop the engine.
+import fs from 'node:fs';
+import path from 'node:path';
+import { expect, test, type Page } from '@playwright/test';
+import { SCREENSHOTS, TRAINING_FOLDER } from './env';
+
+const ENGINE_JOB = 'inference_engine_cpu';
+const ENGINE_START_MS = 90_000;
+
+interface CanvasSample {
+  step: string;
+  width: number;
+  height: number;
+  pixels: number[];
+}
+
+interface JobRow {
+  id: string;
+  name: string;
+  status: string;
+  info: string;
+}
+
+async function shot(page: Page, name: string) {
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+async function engineJob(page: Page): Promise<JobRow | undefined> {
+  const res = await page.request.get('/api/jobs?job_type=inference');
+  expect(res.ok()).toBe(true);
+  return ((await res.json()).jobs as JobRow[]).find((j) => j.name === ENGINE_JOB);
+}
+
+/** Record the canvas pixels each time the page draws a new latent step (data-step changes). */
+async function recordCanvas(page: Page) {
+  await page.evaluate(() => {
+    const canvas = document.querySelector('[data-testid=preview-canvas]') as HTMLCanvasElement;
+    const w = window as unknown as { __canvasSamples: unknown[]; __canvasObserver?: MutationObserver };
+    w.__canvasObserver?.disconnect();
+    w.__canvasSamples = [];
+    w.__canvasObserver = new MutationObserver(() => {
+      const ctx = canvas.getContext('2d') as CanvasRenderingContext2D;
+      const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+      w.__canvasSamples.push({ step: canvas.dataset.step, width: canvas.width, height: canvas.height, pixels: Array.from(data) });
+    });
+    w.__canvasObserver.observe(canvas, { attributes: true, attributeFilter: ['data-step'] });
+  });
+}
+
+async function canvasSamples(page: Page): Promise<CanvasSample[]> {
+  return page.evaluate(() => (window as unknown as { __canvasSamples: CanvasSample[] }).__canvasSamples);
+}
+
+async function fillNumber(page: Page, testId: string, value: number) {
+  const input = page.getByTestId(testId);
+  await input.fill(String(value));
+  await input.blur();
+}
+
+test('Generate page: engine start, live preview, gallery, cancel, engine stop', async ({ page }) => {
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') console.log(`[browser] ${msg.text()}`);
+  });
+
+  await test.step('1. start the engine from the page; its job row turns running', async () => {
+    await page.goto('/generate');
+    const strip = page.getByTestId('engine-strip');
+    await expect(strip).toHaveAttribute('data-state', 'none');
+    await expect(page.getByTestId('models-missing')).toBeVisible();
+    await page.getByTestId('engine-start').click();
+    await expect(strip).toHaveAttribute('data-state', /queued|starting|ready/);
+    await shot(page, '01-engine-starting');
+    await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
+    await expect(page.getByTestId('engine-health')).toContainText('Pool:');
+    expect((await engineJob(page))?.status).toBe('running');
+    expect(fs.existsSync(path.join(TRAINING_FOLDER, ENGINE_JOB, 'engine.json'))).toBe(true);
+
+    // the jobs page shows it as the inference engine, linking to /generate
+    await page.goto('/jobs');
+    const row = page.getByTestId(`job-row-${ENGINE_JOB}`);
+    await expect(row).toHaveAttribute('data-status', 'running');
+    await expect(row).toContainText('Inference engine');
+    await shot(page, '02-jobs-page-running');
+    await row.getByRole('link', { name: 'Inference engine' }).click();
+    await expect(page).toHaveURL(/\/generate\?job=/);
+    await expect(page.getByTestId('engine-strip')).toHaveAttribute('data-state', 'ready');
+  });
+
+  await test.step('2. generate: the canvas pixels change between latent frames', async () => {
+    // the arch list comes from the engine's /models
+    const models = await (await page.request.get('/api/inference/models')).json();
+    const archNames = (models.archs as { name: string }[]).map((a) => a.name);
+    const select = page.getByTestId('arch-select');
+    await expect(select).toBeVisible();
+    await expect(select.locator('option')).toHaveCount(archNames.length);
+    await select.selectOption('zimage');
+    await page.getByTestId('name-or-path').fill('tiny:zimage');
+    await page.getByTestId('prompt').fill('a red fox in fresh snow');
+    await fillNumber(page, 'width', 70); // snaps to the arch's divisor (16) on blur
+    await expect(page.getByTestId('width')).toHaveValue('64');
+    await fillNumber(page, 'height', 64);
+    await fillNumber(page, 'steps', 6);
+    await fillNumber(page, 'seed', 42);
+    await recordCanvas(page);
+    await page.getByTestId('generate-button').click();
+    const progress = page.getByTestId('progress-text');
+    await expect(progress).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
+    await expect(page.getByTestId('gen-message')).toContainText('Done');
+    await expect(progress).toContainText('Step 6/6');
+
+    const samples = await canvasSamples(page);
+    const steps = samples.map((s) => s.step);
+    expect(new Set(steps).size, `latent steps drawn: ${steps}`).toBeGreaterThanOrEqual(2);
+    expect(samples.every((s) => s.width === 8 && s.height === 8)).toBe(true); // 64 px / VAE scale 8
+    const changed = samples.slice(1).filter((s, i) => s.pixels.some((v, k) => v !== samples[i].pixels[k]));
+    expect(changed.length, 'canvas pixels changed between latent frames').toBeGreaterThanOrEqual(1);
+    const opaque = samples[samples.length - 1].pixels.filter((_, k) => k % 4 === 3).every((a) => a === 255);
+    expect(opaque).toBe(true);
+    await shot(page, '03-generated');
+  });
+
+  await test.step('3. the result is in the gallery and its file loads', async () => {
+    const item = page.getByTestId('gallery-item').first();
+    await expect(item).toBeVisible();
+    await expect(item).toHaveAttribute('data-kind', 'image');
+    await expect(item).toContainText('a red fox in fresh snow');
+    await expect(item).toContainText('seed 42');
+    const img = item.getByTestId('gallery-media');
+    await expect.poll(() => img.evaluate((el) => (el as HTMLImageElement).naturalWidth)).toBe(64);
+    const src = (await img.getAttribute('src')) as string;
+    const file = await page.request.get(src);
+    expect(file.status()).toBe(200);
+    expect(file.headers()['content-type']).toBe('image/png');
+    expect((await file.body()).subarray(1, 4).toString()).toBe('PNG');
+    // the gallery survives a reload
+    await page.reload();
+    await expect(page.getByTestId('gallery-item')).toHaveCount(1);
+    await shot(page, '04-gallery');
+  });
+
+  await test.step('4. a second generation is cancelled mid-run, and the page says so', async () => {
+    await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
+    await fillNumber(page, 'steps', 200);
+    await page.getByTestId('generate-button').click();
+    const progress = page.getByTestId('progress-text');
+    await expect(progress).toContainText(/Step ([2-9]|\d\d+)\/200/, { timeout: 120_000 });
+    await page.getByTestId('cancel-button').click();
+    await expect(progress).toHaveAttribute('data-phase', 'cancelled', { timeout: 60_000 });
+    const message = page.getByTestId('gen-message');
+    await expect(message).toContainText(/Cancelled at step \d+\/200/);
+    const stoppedAt = Number(/step (\d+)\/200/.exec((await message.textContent()) ?? '')?.[1]);
+    expect(stoppedAt).toBeGreaterThanOrEqual(2);
+    expect(stoppedAt).toBeLessThan(200);
+    // the engine agrees, and nothing was added to the gallery
+    const queue = await (await page.request.get('/api/inference/queue')).json();
+    expect(queue.finished[0].status).toBe('cancelled');
+    expect(queue.running).toBeNull();
+    await expect(page.getByTestId('gallery-item')).toHaveCount(1);
+    await shot(page, '05-cancelled');
+  });
+
+  await test.step('5. stop the engine from the page: engine.json is gone, the row is stopped', async () => {
+    await page.getByTestId('engine-stop').click();
+    const strip = page.getByTestId('engine-strip');
+    await expect(strip).toHaveAttribute('data-state', 'stopped', { timeout: 60_000 });
+    expect((await engineJob(page))?.status).toBe('stopped');
+    expect(fs.existsSync(path.join(TRAINING_FOLDER, ENGINE_JOB, 'engine.json'))).toBe(false);
+    // with the engine gone, the proxy answers with a readable 503, and the page says so
+    const res = await page.request.get('/api/inference/health');
+    expect(res.status()).toBe(503);
+    await page.getByTestId('generate-button').click();
+    await expect(page.getByTestId('gen-message')).toContainText('not running');
+    await shot(page, '06-engine-stopped');
+  });
+});

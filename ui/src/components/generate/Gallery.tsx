@@ -1,0 +1,94 @@
+'use client';
+// Finished results: image, video or audio, with the settings that made them; open, reuse, delete.
+import { useState } from 'react';
+import { formatBytes } from '@/utils/format';
+import type { GalleryItem } from './types';
+import { fileUrl } from './useGallery';
+import { useMediaUrl } from './useMediaUrl';
+
+interface Props {
+  items: GalleryItem[];
+  onReuse: (item: GalleryItem) => void;
+  onDelete: (item: GalleryItem) => Promise<string | null>;
+}
+
+function settingsLine(item: GalleryItem): string {
+  const s = item.sample;
+  const r = item.result;
+  const parts = [
+    `${item.model.arch ?? '?'}`,
+    r.width && r.height ? `${r.width}×${r.height}` : null,
+    s.num_inference_steps !== undefined ? `${s.num_inference_steps} steps` : null,
+    s.guidance_scale !== undefined ? `cfg ${s.guidance_scale}` : null,
+    `seed ${r.seed}`,
+    r.num_frames ? `${r.num_frames} frames @ ${r.fps} fps` : null,
+    r.duration ? `${Number(r.duration).toFixed(1)} s` : null,
+    `${r.ext}, ${formatBytes(r.bytes)}`,
+  ];
+  return parts.filter(Boolean).join(' · ');
+}
+
+function Media({ item, src, error }: { item: GalleryItem; src: string | null; error: string | null }) {
+  const [broken, setBroken] = useState(false);
+  if (error || broken) return <div className="media-missing">The file is not available{error ? ` (${error})` : ''}.</div>;
+  if (!src) return <div className="media-missing muted">loading…</div>;
+  const kind = item.result.kind;
+  if (kind === 'video') return <video src={src} controls loop muted playsInline onError={() => setBroken(true)} data-testid="gallery-media" />;
+  if (kind === 'audio') return <audio src={src} controls onError={() => setBroken(true)} data-testid="gallery-media" />;
+  return (
+    <a href={src} target="_blank" rel="noreferrer" title="Open the file">
+      {/* eslint-disable-next-line @next/next/no-img-element */}
+      <img src={src} alt={String(item.sample.prompt ?? 'result')} onError={() => setBroken(true)} data-testid="gallery-media" />
+    </a>
+  );
+}
+
+function ItemCard({ item, onReuse, onDelete }: { item: GalleryItem; onReuse: () => void; onDelete: () => void }) {
+  const { src, error } = useMediaUrl(fileUrl(item));
+  return (
+    <figure className="gallery-item" data-testid="gallery-item" data-kind={item.result.kind} data-request={item.requestId}>
+      <Media item={item} src={src} error={error} />
+      <figcaption>
+        <div className="prompt" title={String(item.sample.prompt ?? '')}>
+          {String(item.sample.prompt ?? '') || <i>no prompt</i>}
+        </div>
+        <div className="muted small">{settingsLine(item)}</div>
+        <div className="row">
+          <a className="button" href={src ?? undefined} target="_blank" rel="noreferrer" aria-disabled={!src}>
+            Open
+          </a>
+          <button onClick={onReuse} title="Load these settings into the form">
+            Reuse
+          </button>
+          <button className="danger" onClick={onDelete}>
+            Delete
+          </button>
+        </div>
+      </figcaption>
+    </figure>
+  );
+}
+
+export default function Gallery({ items, onReuse, onDelete }: Props) {
+  const [error, setError] = useState<string | null>(null);
+  return (
+    <section className="card" aria-label="Results">
+      <h3>Results</h3>
+      {error && <div className="alert error">{error}</div>}
+      {items.length === 0 && <p className="muted">Finished images, videos and audio appear here.</p>}
+      <div className="gallery">
+        {items.map((item) => (
+          <ItemCard
+            key={item.key}
+            item={item}
+            onReuse={() => onReuse(item)}
+            onDelete={async () => {
+              if (!window.confirm('Delete this result and its file?')) return;
+              setError(await onDelete(item));
+            }}
+          />
+        ))}
+      </div>
+    </section>
+  );
+}

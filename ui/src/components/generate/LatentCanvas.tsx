@@ -1,0 +1,82 @@
+'use client';
+// The live preview: the projected latent on a canvas. Video latents get a frame scrubber
+// and auto-play; audio latents are a channel x time heatmap.
+import { useEffect, useRef, useState } from 'react';
+import type { PreviewImage } from '@/utils/engineStream';
+
+interface Props {
+  image: PreviewImage | null;
+  step: number | null;
+  modality: string | null;
+}
+
+export default function LatentCanvas({ image, step, modality }: Props) {
+  const canvas = useRef<HTMLCanvasElement>(null);
+  const [frame, setFrame] = useState(0);
+  const [playing, setPlaying] = useState(true);
+  const frames = image?.frames.length ?? 0;
+  const shown = frames ? Math.min(frame, frames - 1) : 0;
+
+  useEffect(() => {
+    if (!playing || frames < 2) return;
+    const t = setInterval(() => setFrame((f) => (f + 1) % frames), 300);
+    return () => clearInterval(t);
+  }, [playing, frames]);
+
+  useEffect(() => {
+    const c = canvas.current;
+    if (!c) return;
+    if (!image) {
+      c.removeAttribute('data-step');
+      const ctx = c.getContext('2d');
+      ctx?.clearRect(0, 0, c.width, c.height);
+      return;
+    }
+    if (c.width !== image.width) c.width = image.width;
+    if (c.height !== image.height) c.height = image.height;
+    const ctx = c.getContext('2d');
+    if (!ctx) return;
+    ctx.putImageData(new ImageData(new Uint8ClampedArray(image.frames[shown]), image.width, image.height), 0, 0);
+    // which latent step the pixels show (set after drawing, so a reader sees both together)
+    c.dataset.step = String(step ?? '');
+    c.dataset.frame = String(shown);
+  }, [image, shown, step]);
+
+  const heat = image?.mode === 'heatmap';
+  return (
+    <div className="latent">
+      <canvas
+        ref={canvas}
+        width={64}
+        height={64}
+        data-testid="preview-canvas"
+        className={!image ? 'empty' : heat ? 'heatmap' : 'picture'}
+        style={image && !heat ? { aspectRatio: `${image.width} / ${image.height}` } : undefined}
+        aria-label={heat ? 'Audio latent: channels by time' : 'Latent preview'}
+      />
+      {!image && <div className="canvas-empty muted small">{modality ? 'Waiting for the first latent…' : 'The preview appears here while a generation runs.'}</div>}
+      {heat && <div className="muted small">channels (rows) × time (columns)</div>}
+      {frames > 1 && (
+        <div className="row">
+          <label className="small">
+            <input type="checkbox" checked={playing} onChange={(e) => setPlaying(e.target.checked)} /> play
+          </label>
+          <input
+            type="range"
+            min={0}
+            max={frames - 1}
+            value={shown}
+            onChange={(e) => {
+              setPlaying(false);
+              setFrame(Number(e.target.value));
+            }}
+            aria-label="Video frame"
+          />
+          <span className="small">
+            frame {shown + 1}/{frames}
+          </span>
+        </div>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,78 @@
+'use client';
+// Generate / Cancel, the live latent canvas, step i/N with elapsed time and ETA, status lines,
+// and the outcome in words.
+import { useEffect, useState } from 'react';
+import { formatSeconds } from '@/utils/format';
+import LatentCanvas from './LatentCanvas';
+import { etaSeconds, type GenView } from './useGeneration';
+
+interface Props {
+  view: GenView;
+  canGenerate: boolean;
+  whyNot: string | null;
+  onGenerate: () => void;
+  onCancel: () => void;
+  onDismiss: () => void;
+}
+
+const ACTIVE = new Set(['submitting', 'running', 'reattaching']);
+const MESSAGE_CLASS: Record<string, string> = { done: 'ok', cancelled: 'warn', error: 'error', lost: 'error' };
+
+export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss }: Props) {
+  const active = ACTIVE.has(view.phase);
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    if (!active) return;
+    const t = setInterval(() => setNow(Date.now()), 250);
+    return () => clearInterval(t);
+  }, [active]);
+
+  const elapsed = view.startedAt ? ((view.finishedAt ?? now) - view.startedAt) / 1000 : null;
+  const eta = active ? etaSeconds(view) : null;
+
+  return (
+    <section className="card preview" aria-label="Preview">
+      <div className="row">
+        <button className="primary" onClick={onGenerate} disabled={!canGenerate || active} data-testid="generate-button" title="Ctrl/Cmd+Enter">
+          Generate
+        </button>
+        {active && (
+          <button onClick={onCancel} disabled={view.cancelling} data-testid="cancel-button">
+            {view.cancelling ? 'Cancelling…' : 'Cancel'}
+          </button>
+        )}
+        <span className="muted small">Ctrl/Cmd+Enter</span>
+        {!active && view.phase !== 'idle' && (
+          <button className="link" onClick={onDismiss}>
+            clear
+          </button>
+        )}
+      </div>
+      {whyNot && !active && <div className="muted small">{whyNot}</div>}
+      <LatentCanvas image={view.image} step={view.latentStep} modality={view.modality} />
+      {(active || view.total > 0) && (
+        <div className="progress" data-testid="progress-text" data-phase={view.phase}>
+          <progress max={view.total || 1} value={view.step} />
+          <span>
+            {view.total ? `Step ${view.step}/${view.total}` : view.phase === 'reattaching' ? 'Re-attaching…' : 'Starting…'}
+            {elapsed !== null && ` · ${formatSeconds(elapsed)} elapsed`}
+            {eta !== null && ` · ETA ${formatSeconds(eta)}`}
+          </span>
+        </div>
+      )}
+      {view.previewNote && <div className="muted small">{view.previewNote}</div>}
+      {view.message && (
+        <div className={`alert ${MESSAGE_CLASS[view.phase] ?? 'info'}`} role="status" data-testid="gen-message">
+          {view.message}
+        </div>
+      )}
+      {view.statusLines.length > 0 && (
+        <ul className="status-lines small" data-testid="status-lines">
+          {view.statusLines.map((line, i) => (
+            <li key={i}>{line}</li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
