@@ -33,6 +33,7 @@ class ComponentSpec:
     kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO
     subfolder: str | None = None
     optional: bool = False     # the pipeline takes None when the model has no such component
+    reader: object = None      # for single files in a non-library format: reader(path, component=, policy=)
 
     @property
     def folder(self) -> str:
@@ -103,7 +104,8 @@ class BaseModel:
                 continue
             self.loaded[spec.role] = aitk(spec.cls).load(
                 source, role=spec.role, subfolder=spec.folder, policy=self.policy_for(spec),
-                config_source=config_source, status=self._status, lora=lora_id if spec.role in lora_roles else ())
+                config_source=config_source, status=self._status, lora=lora_id if spec.role in lora_roles else (),
+                reader=spec.reader)
         self.pipeline = self.build_pipeline(dict(self.loaded))
         if lora_roles:
             self._merge_lora(lora_roles, lora_id)

@@ -16,13 +16,14 @@ class ComponentIdentity:
     dtype: str | None
     qtype: str | None
     lora: tuple = ()     # merged LoRA files (path fingerprint, scale)
+    fmt: str = "native"  # storage format read: "native" (diffusers/transformers) or a reader's format_name
     paths: tuple = field(default=(), compare=False)   # where the weights were read (for inspection, not identity)
 
     @property
     def key(self) -> str:
         """Stable string key: the files' identities rather than the paths that named them, so two
         folders that point at one file share it."""
-        return repr((self.role, self.cls, self.weights, self.dtype, self.qtype, self.lora))
+        return repr((self.role, self.cls, self.weights, self.dtype, self.qtype, self.lora, self.fmt))
 
 
 HUB_BLOB = re.compile(r"[/\\]blobs[/\\]([0-9a-f]{40}|[0-9a-f]{64})$")

@@ -53,10 +53,13 @@ class OstrisModelMixin:
 
     @classmethod
     def load(cls, source: str, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
-             config_source: str | None = None, status=None, allow_hub: bool = True, lora: tuple = (), **kwargs):
+             config_source: str | None = None, status=None, allow_hub: bool = True, lora: tuple = (),
+             reader=None, **kwargs):
         """Load one component. `config_source` is the folder/repo whose `subfolder` holds the config
         when `source` is a single weights file. `lora` names a LoRA the caller will merge into the
-        module: it is part of the identity, so a merged module never stands in for the plain one."""
+        module: it is part of the identity, so a merged module never stands in for the plain one.
+        `reader(path, component=role, policy=policy) -> module` reads a single file stored in a format
+        the libraries do not (e.g. ComfyUI scaled FP8); its `format_name` joins the identity."""
         try:
             src = resolve_source(source, None if _is_file(source) else subfolder, allow_hub=allow_hub)
         except SourceError as e:
@@ -70,6 +73,7 @@ class OstrisModelMixin:
                      if files else content_fingerprint(src.component_dir)),
             dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
             qtype=policy.qtype if _is_module_class(load_cls) else None, lora=tuple(lora),
+            fmt=getattr(reader, "format_name", "native") if src.kind == "file" else "native",
         )
         if _interceptor is not None:
             hit = _interceptor.lookup(identity, policy)
@@ -80,7 +84,9 @@ class OstrisModelMixin:
         if status:
             status(f"loading {role}", stage="loading")
         try:
-            if src.kind == "file":
+            if src.kind == "file" and reader is not None:
+                module = reader(src.path, component=role, policy=policy)
+            elif src.kind == "file":
                 module = load_cls._read_single_file(src, role, subfolder, config_source, policy, allow_hub, kwargs)
             else:
                 module = load_cls._read_folder(src, policy, kwargs)
@@ -113,7 +119,9 @@ class OstrisModelMixin:
         if previous is None:
             self.eval()
             self.requires_grad_(False)
-            if policy.qtype is None and _float_dtype(self) not in (None, policy.dtype):
+            if _has_fp8_storage(self):
+                pass   # its reader set every tensor's dtype: a whole-module cast would expand the FP8 weights
+            elif policy.qtype is None and _float_dtype(self) not in (None, policy.dtype):
                 self.to(policy.dtype)
             if policy.qtype:
                 from toolkit.quantize import quantize_module
@@ -283,6 +291,13 @@ def _is_scheduler(cls) -> bool:
 
 def _is_module_class(cls) -> bool:
     return issubclass(cls, torch.nn.Module)
+
+
+_FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
+
+
+def _has_fp8_storage(module: torch.nn.Module) -> bool:
+    return any(p.dtype in _FP8 for p in module.parameters())
 
 
 def _float_dtype(module: torch.nn.Module):
