@@ -319,16 +319,22 @@ def run_arch(arch: str, out: str | None = None, root=None) -> dict:
             req = {"model": {"arch": arch, "name_or_path": folder}, "sample": sample}
             rec = Timed()
             frames = rec.run(eng.client, req)
+            types = [h["type"] for h, _p, _t in frames]
+            ctx.update(arch=arch, sequence=_squash(types), request_s=round(rec.total, 4))
             summary = check_sequence(frames, arch, sample, eng.client)
             summary["timings"]["request_s"] = round(rec.total, 4)
             q = eng.client.get("/queue").json()
             done = [r for r in q["finished"] if r["request_id"] == frames[0][0]["request_id"]]
             check(done and done[0]["status"] == "ok", f"/queue does not list the request as ok: {done}")
             # warm (fast path): the same request again
+            before = _pool(eng.client)
             rec2 = Timed()
             frames2 = rec2.run(eng.client, req)
+            after = _pool(eng.client)
             check(frames2[-1][0].get("type") == "end" and frames2[-1][0].get("status") == "ok",
                   f"warm rerun ended with {frames2[-1][0]}")
+            check(after["loads"] == before["loads"] and after["misses"] == before["misses"],
+                  f"the identical warm rerun made {after['loads'] - before['loads']} loads")
             summary["timings"]["warm_request_s"] = round(rec2.total, 4)
             summary["timings"]["warm_first_frame_s"] = round(frames2[0][2], 4)
             summary.update(arch=arch, modality=modality_of(arch), sample=sample)

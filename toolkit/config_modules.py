@@ -29,11 +29,17 @@ class ModelConfig:
     layer_offloading: bool = False         # stream denoiser blocks to the device one group at a time
     lora_path: str | None = None
     lora_scale: float = 1.0
+    variant: str | None = None             # arch variant (krea2: turbo | raw); default: the arch's first
+    components: dict = field(default_factory=dict)   # role -> local file/folder, overriding name_or_path per component
+    profile: str | None = None             # the profile this config came from (display only)
+    local_only: bool = False               # never consult a hub, even for a repo-looking name
 
     @classmethod
     def from_dict(cls, d, where: str = "model") -> "ModelConfig":
         if isinstance(d, ModelConfig):
             return d
+        if isinstance(d, dict) and isinstance(d.get("components"), dict):
+            d = {**d, "components": dict(d["components"])}
         check_keys(d, {f.name for f in fields(cls)}, where, required=("arch",))
         arch = d["arch"]
         if not isinstance(arch, str) or arch not in ARCHS:
@@ -42,6 +48,24 @@ class ModelConfig:
         values = dict(d)
         if not values.get("name_or_path"):
             values["name_or_path"] = spec.default_name_or_path
+        if not values["name_or_path"] and not values.get("components"):
+            raise ConfigError(f"{where}.name_or_path", f"arch {arch} has no public repo: give a local diffusers "
+                              "folder, component paths, or a profile")
+        if spec.variants:
+            variant = values.get("variant") or spec.default_variant
+            if variant not in spec.variants:
+                raise ConfigError(f"{where}.variant", f"unknown variant {variant!r} for arch {arch} "
+                                  f"(known: {', '.join(spec.variants)})")
+            values["variant"] = variant
+        elif values.get("variant"):
+            raise ConfigError(f"{where}.variant", f"arch {arch} has no variants")
+        comps = values.get("components") or {}
+        if not isinstance(comps, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                                  for k, v in comps.items()):
+            raise ConfigError(f"{where}.components", "must map component names to paths")
+        for role, path in comps.items():
+            if not os.path.exists(os.path.expanduser(path)):
+                raise ConfigError(f"{where}.components.{role}", f"no such file or folder: {path}")
         for f in fields(cls):
             if f.name in values and values[f.name] is not None:
                 values[f.name] = _coerce(values[f.name], f.type, f"{where}.{f.name}")
@@ -78,30 +102,36 @@ class GenerateImageConfig:
     ctrl_img: str | None = None      # control image path, for archs that take one
     output_ext: str = ""
     extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
+    warnings: list = field(default_factory=list)  # adjustments made while validating (shown to the user)
 
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
               "num_frames", "fps", "duration", "ctrl_img", "output_ext")
 
     @classmethod
-    def from_dict(cls, d, arch: str, where: str = "sample") -> "GenerateImageConfig":
-        """Validate `d` for `arch`; omitted values come from the registry defaults."""
+    def from_dict(cls, d, arch, where: str = "sample", variant: str | None = None) -> "GenerateImageConfig":
+        """Validate `d` for `arch` (a name, or a ModelConfig whose variant applies); omitted values
+        come from the registry: the variant's defaults, then the arch's."""
+        if isinstance(arch, ModelConfig):
+            arch, variant = arch.arch, arch.variant
         spec = get_arch(arch)
         d = dict(d or {})
         check_keys(d, set(cls.COMMON) | set(spec.sample_extras), where)
-        defaults = spec.defaults
+        defaults = spec.sample_defaults(variant)
         types = {f.name: f.type for f in fields(cls)}
         values = {}
         for name in cls.COMMON:
             raw = d.get(name)
             if raw is None:
-                raw = getattr(defaults, name, None)
+                raw = defaults.get(name)
             if raw is None:
                 continue
             values[name] = _coerce(raw, types[name], f"{where}.{name}")
         extras = {}
-        for name, default in spec.sample_extras.items():
-            raw = d.get(name, default)
-            extras[name] = _coerce(raw, type(default), f"{where}.{name}") if default is not None and raw is not None else raw
+        for name, extra in spec.sample_extras.items():
+            raw = d.get(name)
+            if raw is None:
+                raw = defaults.get(name)
+            extras[name] = None if raw is None else _coerce(raw, extra.type, f"{where}.{name}")
         gen = cls(**values, extras=extras)
         gen.validate(spec, where)
         return gen
@@ -124,7 +154,12 @@ class GenerateImageConfig:
                     raise ConfigError(f"{where}.{name}", f"must be > 0, got {v}")
                 if v > 16384:
                     raise ConfigError(f"{where}.{name}", f"must be <= 16384, got {v}")
-                if v % spec.size_divisor:
+                if v % spec.size_divisor and spec.round_size:
+                    rounded = -(-v // spec.size_divisor) * spec.size_divisor
+                    setattr(self, name, rounded)
+                    self.warnings.append(f"{where}.{name} {v} rounded up to {rounded} "
+                                         f"(a multiple of {spec.size_divisor})")
+                elif v % spec.size_divisor:
                     raise ConfigError(f"{where}.{name}", f"{v} is not a multiple of {spec.size_divisor}, "
                                       f"which arch {spec.name} needs")
         if spec.modality == "video":
@@ -155,7 +190,7 @@ class GenerateImageConfig:
 
 def _coerce(value, typ, key):
     """Accept what YAML/JSON give for `typ`; reject anything else naming `key`."""
-    typ_s = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    typ_s = typ if isinstance(typ, str) else getattr(typ, "__name__", None) or str(typ)
     if "bool" in typ_s:
         if isinstance(value, bool):
             return value

@@ -10,27 +10,32 @@ class Generate(BaseProcess):
     """`type: Generate`: `model` + shared `sample` settings + `prompts` (strings, or mappings of
     sample keys that override the shared ones) -> one file per prompt in `output_folder`."""
 
-    CONFIG_KEYS = ("device", "output_folder", "model", "sample", "prompts")
+    CONFIG_KEYS = ("device", "output_folder", "model", "sample", "prompts", "profiles_file", "offline")
     REQUIRED_KEYS = ("model", "prompts")
 
     def __init__(self, process_id, job, config):
         super().__init__(process_id, job, config)
         self.device = str(self.get_conf("device", "cpu"))
         self.output_folder = self.get_conf("output_folder", os.path.join("output", job.name))
-        self.model_config = ModelConfig.from_dict(config["model"], "model")
+        from toolkit.profiles import EMPTY, load_profiles
+        profiles = load_profiles(config["profiles_file"]) if config.get("profiles_file") else EMPTY
+        model = config["model"]
+        model, profile_defaults = profiles.resolve_model({"profile": model} if isinstance(model, str) else model)
+        self.model_config = ModelConfig.from_dict(model, "model")
         prompts = config["prompts"]
         if not isinstance(prompts, list) or not prompts:
             raise ConfigError("prompts", "must be a non-empty list")
         shared = config.get("sample") or {}
         if not isinstance(shared, dict):
             raise ConfigError("sample", "must be a mapping")
+        shared = {**profile_defaults, **shared}
         self.gens = []
         for i, p in enumerate(prompts):
             item = {"prompt": p} if isinstance(p, str) else p
             if not isinstance(item, dict):
                 raise ConfigError(f"prompts[{i}]", "must be a string or a mapping of sample keys")
             where = f"prompts[{i}]" if not isinstance(p, str) else "sample"
-            self.gens.append(GenerateImageConfig.from_dict({**shared, **item}, self.model_config.arch, where))
+            self.gens.append(GenerateImageConfig.from_dict({**shared, **item}, self.model_config, where))
 
     def run(self):
         from toolkit.models.registry import get_model_class
@@ -41,6 +46,8 @@ class Generate(BaseProcess):
         os.makedirs(self.output_folder, exist_ok=True)
         stamp = time.strftime("%Y%m%d_%H%M%S")
         for i, gen in enumerate(self.gens):
+            for warning in gen.warnings:
+                print(f"warning: {warning}", flush=True)
             gen.output_path = os.path.join(self.output_folder, f"{stamp}_{i:03d}_{gen.resolved_seed()}.{gen.output_ext}")
             record, = holder.generate_images([gen])
             print(f"wrote {record['path']} ({record['bytes']} bytes, seed {record['seed']})", flush=True)

@@ -10,13 +10,14 @@ from jobs.process.BaseProcess import BaseProcess
 from toolkit.config_modules import ModelConfig
 from toolkit.errors import ConfigError, check_keys
 from toolkit.job_status import JobStatus
+from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
-               "idle_unload_seconds")
+               "idle_unload_seconds", "profiles_file", "compat_port")
 
 
 class InferenceEngine(BaseProcess):
-    CONFIG_KEYS = ("device", "sqlite_db_path", "engine")
+    CONFIG_KEYS = ("device", "sqlite_db_path", "engine", "offline")
 
     def __init__(self, process_id, job, config):
         super().__init__(process_id, job, config)
@@ -35,9 +36,17 @@ class InferenceEngine(BaseProcess):
         self.dtype = eng.get("dtype", "auto")
         self.keep_resident_gb = _number(eng, "keep_resident_gb")
         self.idle_unload_seconds = _number(eng, "idle_unload_seconds")
-        self.default_model = eng.get("default_model")
-        if self.default_model is not None:
-            ModelConfig.from_dict(self.default_model, "engine.default_model")   # fail before starting anything
+        self.profiles = load_profiles(eng["profiles_file"]) if eng.get("profiles_file") else EMPTY_PROFILES
+        self.default_model = eng.get("default_model", self.profiles.default_model)
+        if isinstance(self.default_model, str):
+            self.default_model = {"profile": self.default_model}
+        if self.default_model is not None:   # fail before starting anything
+            try:
+                model, _ = self.profiles.resolve_model(self.default_model, "engine.default_model")
+                ModelConfig.from_dict(model, "engine.default_model")
+            except ConfigError as e:
+                raise e if e.key.startswith(("engine.", "model_profiles")) else ConfigError(
+                    f"engine.default_model.{e.key.split('.', 1)[-1]}", e.message) from None
         self.engine_json = os.path.join(self.job_folder, "engine.json")
         self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
 
@@ -51,7 +60,7 @@ class InferenceEngine(BaseProcess):
         os.makedirs(self.job_folder, exist_ok=True)
         engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
-                        idle_unload_seconds=self.idle_unload_seconds,
+                        idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         server = ServerThread(create_app(engine, self.token), bind_socket(self.port)).start()

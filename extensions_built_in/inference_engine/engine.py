@@ -18,7 +18,9 @@ from extensions_built_in.inference_engine import latent_preview
 from extensions_built_in.inference_engine.protocol import encode_frame
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError, check_keys
-from toolkit.models.registry import get_arch, get_model_class
+from toolkit.models.registry import ARCHS as ARCHS_BY_NAME, get_model_class
+from toolkit.profiles import EMPTY as EMPTY_PROFILES
+from toolkit.request import resolve_request
 from toolkit.models.v2.pool import ComponentPool
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -162,7 +164,7 @@ class Faults:
 class Engine:
     def __init__(self, *, device: str = "cpu", output_folder: str, assets_folder: str | None = None,
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
-                 on_info=None, faults: Faults | None = None, pool: ComponentPool | None = None):
+                 on_info=None, faults: Faults | None = None, pool: ComponentPool | None = None, profiles=None):
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
@@ -171,6 +173,7 @@ class Engine:
         self.pool = pool or ComponentPool(int(keep_resident_gb * (1 << 30)))
         self.on_info = on_info or (lambda info, step=None: None)
         self.faults = faults or Faults.from_env()
+        self.profiles = profiles or EMPTY_PROFILES
         self.holder = None
         self.active_config: ModelConfig | None = None
         self.current: Request | None = None
@@ -189,10 +192,7 @@ class Engine:
         """Validate and queue a request. Raises ConfigError naming the bad field."""
         if self._stopping.is_set():
             raise EngineBusy("the engine is stopping")
-        if isinstance(model, dict) and self.dtype != "auto" and "dtype" not in model:
-            model = {**model, "dtype": self.dtype}
-        mc = ModelConfig.from_dict(model, "model")
-        gen = GenerateImageConfig.from_dict(sample, mc.arch, "sample")
+        mc, gen = self.resolve(model, sample)
         if gen.ctrl_img:
             gen.ctrl_img = self.resolve_asset(gen.ctrl_img)
         opts = parse_stream(stream)
@@ -211,8 +211,33 @@ class Engine:
             self._cv.notify_all()
         req.publish({"type": "start", "model": mc.to_dict(), "sample": gen.to_dict(),
                      "modality": mc.spec.modality, "preview": latent_preview.preview_block(mc.spec)})
+        for warning in gen.warnings:
+            req.publish({"type": "status", "message": f"warning: {warning}", "stage": "warning"})
         req.publish({"type": "status", "message": f"queued ({position} in queue)", "stage": "queued"})
         return req
+
+    def resolve(self, model, sample) -> tuple[ModelConfig, GenerateImageConfig]:
+        """A request's model (a config or `{profile: NAME}`) and sample settings, with the precedence
+        request > [generation] > profile > variant > arch."""
+        return resolve_request(model, sample, self.profiles, self.dtype)
+
+    def model_for_name(self, name: str | None) -> dict:
+        """A model named by a client that knows names only (compat APIs): a profile, an arch, or
+        None for the active model (else the default)."""
+        if name in (None, ""):
+            if self.active_config is not None:
+                return self.active_config.to_dict()
+            if self.default_model is not None:
+                return self.default_model if isinstance(self.default_model, dict) else {"profile": self.default_model}
+            raise ConfigError("model", "no model is loaded and none was named")
+        if name in self.profiles.profiles:
+            return {"profile": name}
+        if name in ARCHS_BY_NAME:
+            return {"arch": name}
+        raise ConfigError("model", f"unknown model {name!r} (profiles: {', '.join(self.model_names()) or 'none'})")
+
+    def model_names(self) -> list[str]:
+        return sorted(self.profiles.profiles) + sorted(ARCHS_BY_NAME)
 
     def resolve_asset(self, path: str) -> str:
         """ctrl_img must name a file under the assets folder (an upload)."""
@@ -251,7 +276,8 @@ class Engine:
     def health(self) -> dict:
         mc = self.active_config
         return {"ok": True, "busy": self.busy(), "queue": len(self._queue),
-                "active": {"arch": mc.arch, "name_or_path": display_name(mc.name_or_path)} if mc else None,
+                "active": {"arch": mc.arch, "name_or_path": mc.profile or display_name(mc.name_or_path),
+                           "profile": mc.profile, "variant": mc.variant} if mc else None,
                 "memory": memory_info(self.device), "pool": self.pool.stats(),
                 "uptime": time.time() - self.started_at}
 
@@ -315,8 +341,11 @@ class Engine:
         self.active_config = None
         self.pool.unload_all()
 
-    def warm_load(self, model: dict):
-        mc = ModelConfig.from_dict(model, "engine.default_model")
+    default_model = None
+
+    def warm_load(self, model):
+        self.default_model = model
+        mc, _gen = self.resolve(model, {})
         self._ensure_holder(mc, None)
         self._set_idle()
 

@@ -40,7 +40,8 @@ class StreamOptions(BaseModel):
 class GenerateBody(BaseModel):
     """`model` and `sample` are validated by ModelConfig / GenerateImageConfig, which name the bad field."""
     model_config = ConfigDict(extra="forbid")
-    model: dict = Field(description="ModelConfig: {arch, name_or_path, quantize, ...}")
+    model: dict | str = Field(description="ModelConfig {arch, name_or_path, quantize, ...}, or a profile: "
+                                      "{profile: NAME, ...overrides} or \"NAME\"")
     sample: dict = Field(default_factory=dict, description="GenerateImageConfig: {prompt, width, height, ...}")
     stream: StreamOptions | None = None
     request_id: str | None = None
@@ -81,7 +82,8 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
             row["output_exts"] = list(OUTPUT_EXTS[spec.modality])
             row["preview"] = latent_preview.preview_block(spec)
             archs.append(row)
-        return {"archs": archs, "profiles": []}
+        return {"archs": archs, "profiles": [p.public() for p in engine.profiles.profiles.values()],
+                "default_model": engine.profiles.default_model}
 
     @app.post("/generate", dependencies=[Depends(require_token)])
     async def generate(body: GenerateBody, request: HttpRequest):

@@ -36,9 +36,10 @@ def test_model_config_errors_name_the_field(d, key):
 def test_sample_defaults_come_from_registry():
     for arch, spec in ARCHS.items():
         gen = GenerateImageConfig.from_dict({"prompt": "x"}, arch)
-        assert gen.num_inference_steps == spec.defaults.num_inference_steps
-        assert gen.output_ext == spec.defaults.output_ext
-        assert gen.extras == spec.sample_extras
+        d = spec.sample_defaults()
+        assert gen.num_inference_steps == d["num_inference_steps"]
+        assert gen.output_ext == d["output_ext"]
+        assert gen.extras == {k: d[k] for k in spec.sample_extras}
 
 
 @pytest.mark.parametrize("arch,d,key", [
@@ -58,6 +59,52 @@ def test_sample_errors_name_the_field(arch, d, key):
     with pytest.raises(ConfigError) as e:
         GenerateImageConfig.from_dict(d, arch)
     assert e.value.key == key
+
+
+def test_krea2_variant_defaults_and_precedence():
+    turbo = GenerateImageConfig.from_dict({}, "krea2")
+    assert (turbo.num_inference_steps, turbo.guidance_scale, turbo.extras["mu"]) == (8, 0.0, 1.15)
+    assert (turbo.width, turbo.height) == (1024, 1024)
+    raw = GenerateImageConfig.from_dict({}, ModelConfig.from_dict({"arch": "krea2", "variant": "raw",
+                                                                   "name_or_path": "."}))
+    assert (raw.num_inference_steps, raw.guidance_scale, raw.extras["mu"]) == (52, 3.5, None)
+    assert raw.extras["shift_y1"] == 0.5 and raw.extras["shift_y2"] == 1.15
+    over = GenerateImageConfig.from_dict({"num_inference_steps": 4, "mu": 0.9}, "krea2", variant="raw")
+    assert over.num_inference_steps == 4 and over.extras["mu"] == 0.9 and over.guidance_scale == 3.5
+
+
+def test_krea2_rounds_sizes_up_with_a_warning():
+    gen = GenerateImageConfig.from_dict({"width": 1000, "height": 1024}, "krea2")
+    assert gen.width == 1008 and gen.height == 1024
+    assert gen.warnings == ["sample.width 1000 rounded up to 1008 (a multiple of 16)"]
+
+
+@pytest.mark.parametrize("d,key", [({"mu": "high"}, "sample.mu"), ({"shift_y1": None, "shift_y2": "x"}, "sample.shift_y2")])
+def test_krea2_override_types(d, key):
+    with pytest.raises(ConfigError) as e:
+        GenerateImageConfig.from_dict(d, "krea2")
+    assert e.value.key == key
+
+
+@pytest.mark.parametrize("arch", ["zimage", "flux", "sd1", "wan21"])
+def test_shift_overrides_are_rejected_where_not_understood(arch):
+    for key in ("mu", "shift_y1", "shift_y2"):
+        with pytest.raises(ConfigError) as e:
+            GenerateImageConfig.from_dict({key: 1.0}, arch)
+        assert e.value.key == f"sample.{key}" and "unknown key" in e.value.message
+
+
+def test_variants_are_validated():
+    with pytest.raises(ConfigError) as e:
+        ModelConfig.from_dict({"arch": "krea2", "variant": "distilled", "name_or_path": "."})
+    assert e.value.key == "model.variant"
+    with pytest.raises(ConfigError) as e:
+        ModelConfig.from_dict({"arch": "zimage", "variant": "turbo"})
+    assert e.value.key == "model.variant"
+    with pytest.raises(ConfigError) as e:
+        ModelConfig.from_dict({"arch": "krea2"})
+    assert e.value.key == "model.name_or_path"
+    assert ModelConfig.from_dict({"arch": "krea2", "name_or_path": "."}).variant == "turbo"
 
 
 def test_arch_extras_are_accepted_where_declared():

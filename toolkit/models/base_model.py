@@ -86,6 +86,8 @@ class BaseModel:
         mc = self.model_config
         base = mc.extras_name_or_path or self.spec.default_name_or_path
         main = mc.name_or_path
+        if spec.role in mc.components:
+            return mc.components[spec.role], base
         if os.path.isfile(os.path.expanduser(main)):
             return (main, base) if spec.kind == DENOISER else (base, base)
         if mc.extras_name_or_path and os.path.isdir(main) and not os.path.isdir(os.path.join(main, spec.folder)):
@@ -99,13 +101,13 @@ class BaseModel:
         lora_roles, lora_id = self._lora_plan()
         for spec in self.components:
             source, config_source = self.source_for(spec)
-            if spec.optional and not component_present(source, spec.role, spec.folder):
+            if spec.optional and isinstance(source, str) and not component_present(source, spec.role, spec.folder):
                 self.loaded[spec.role] = None
                 continue
             self.loaded[spec.role] = aitk(spec.cls).load(
                 source, role=spec.role, subfolder=spec.folder, policy=self.policy_for(spec),
                 config_source=config_source, status=self._status, lora=lora_id if spec.role in lora_roles else (),
-                reader=spec.reader)
+                reader=spec.reader, allow_hub=not self.model_config.local_only)
         self.pipeline = self.build_pipeline(dict(self.loaded))
         if lora_roles:
             self._merge_lora(lora_roles, lora_id)

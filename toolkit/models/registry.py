@@ -20,11 +20,25 @@ class SampleDefaults:
 
 
 @dataclass(frozen=True)
+class Extra:
+    """A per-arch sample key: its type ("str" | "float" | "int") and default (None = unset)."""
+    type: str
+    default: object = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named flavour of an arch (e.g. krea2 turbo/raw): sample defaults and extras that differ."""
+    defaults: dict = field(default_factory=dict)      # SampleDefaults fields
+    extras: dict = field(default_factory=dict)        # sample_extras defaults
+
+
+@dataclass(frozen=True)
 class ArchSpec:
     name: str
     holder: str                    # "module:Class", imported on first use
     modality: str                  # image | video | audio
-    default_name_or_path: str      # the real hub repo
+    default_name_or_path: str      # the real hub repo ("" when there is none: local files only)
     defaults: SampleDefaults
     size_divisor: int = 16         # width/height (image/video) must be multiples of this
     needs_ctrl_img: bool = False
@@ -33,14 +47,34 @@ class ArchSpec:
     vae_scale: int = 8             # pixels per latent pixel (spatial)
     preview_family: str | None = None
     uses_negative_prompt: bool = True
-    # per-arch sample keys beyond GenerateImageConfig's common ones: name -> default
+    # per-arch sample keys beyond GenerateImageConfig's common ones: name -> Extra
     sample_extras: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)      # name -> Variant; the first is the default
+    round_size: bool = False       # round width/height up to size_divisor (with a warning) instead of refusing
     description: str = ""
+
+    @property
+    def default_variant(self) -> str | None:
+        return next(iter(self.variants), None)
+
+    def sample_defaults(self, variant: str | None = None) -> dict:
+        """SampleDefaults fields and extras' defaults, with the variant's on top."""
+        d = asdict(self.defaults)
+        d.update({k: e.default for k, e in self.sample_extras.items()})
+        v = self.variants.get(variant or self.default_variant) if self.variants else None
+        if v is not None:
+            d.update(v.defaults)
+            d.update(v.extras)
+        return d
 
     def public(self) -> dict:
         """The row as served to clients (no import paths)."""
         d = asdict(self)
         d.pop("holder")
+        d["sample_extras"] = {k: e.default for k, e in self.sample_extras.items()}
+        d["sample_extra_types"] = {k: e.type for k, e in self.sample_extras.items()}
+        d["variants"] = {name: self.sample_defaults(name) for name in self.variants}
+        d["default_variant"] = self.default_variant
         return d
 
 
@@ -60,8 +94,16 @@ _ROWS = (
     ArchSpec("ace_step", "toolkit.models.archs.ace_step:AceStepModel", "audio",
              "ACE-Step/acestep-v15-xl-turbo-diffusers",
              SampleDefaults(0, 0, 8, 1.0, duration=30.0, output_ext="wav"), size_divisor=1,
-             latent_layout="BLC", preview_family=None, uses_negative_prompt=False, sample_extras={"lyrics": ""},
+             latent_layout="BLC", preview_family=None, uses_negative_prompt=False,
+             sample_extras={"lyrics": Extra("str", "")},
              description="ACE-Step 1.5 text-to-music"),
+    ArchSpec("krea2", "toolkit.models.archs.krea2:Krea2Model", "image", "",   # no public repo: local files only
+             SampleDefaults(1024, 1024, 8, 0.0), size_divisor=16, round_size=True, latent_layout="packed",
+             latent_patch=2, preview_family="wan21",
+             sample_extras={"mu": Extra("float"), "shift_y1": Extra("float", 0.5), "shift_y2": Extra("float", 1.15)},
+             variants={"turbo": Variant({"num_inference_steps": 8, "guidance_scale": 0.0}, {"mu": 1.15}),
+                       "raw": Variant({"num_inference_steps": 52, "guidance_scale": 3.5}, {"mu": None})},
+             description="Krea 2 (Qwen3-VL text encoder, Qwen Image VAE); turbo or raw"),
 )
 
 ARCHS: dict[str, ArchSpec] = {row.name: row for row in _ROWS}

@@ -21,6 +21,7 @@ interface JobRow {
   name: string;
   status: string;
   info: string;
+  pid: number | null;
 }
 
 async function shot(page: Page, name: string) {
@@ -141,12 +142,68 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await shot(page, '04-gallery');
   });
 
-  await test.step('4. a second generation is cancelled mid-run, and the page says so', async () => {
+  await test.step('3b. video and audio: frame scrubber, heatmap, players; delete and reuse', async () => {
+    page.on('dialog', (d) => d.accept());
+    // video: wan21 with 9 frames -> a BCFHW latent with several frames and a scrubber
+    await page.getByTestId('arch-select').selectOption('wan21');
+    await page.getByTestId('name-or-path').fill('tiny:wan21');
+    await fillNumber(page, 'width', 64);
+    await fillNumber(page, 'height', 64);
+    await fillNumber(page, 'steps', 2);
+    await page.getByLabel('Frames', { exact: true }).fill('9');
+    await page.getByTestId('generate-button').click();
+    await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
+    await expect(page.getByLabel('Video frame')).toBeVisible();
+    const video = page.getByTestId('gallery-item').first();
+    await expect(video).toHaveAttribute('data-kind', 'video');
+    await expect.poll(() => video.locator('video').evaluate((el) => (el as HTMLVideoElement).readyState)).toBeGreaterThanOrEqual(1);
+    await shot(page, '04b-video');
+
+    // audio: ace_step -> a BLC latent drawn as a channel x time heatmap
+    await page.getByTestId('arch-select').selectOption('ace_step');
+    await page.getByTestId('name-or-path').fill('tiny:ace_step');
+    await fillNumber(page, 'steps', 2);
+    await page.getByLabel('Duration (s)').fill('2');
+    await page.getByTestId('generate-button').click();
+    await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
+    await expect(page.getByTestId('preview-canvas')).toHaveClass(/heatmap/);
+    const audio = page.getByTestId('gallery-item').first();
+    await expect(audio).toHaveAttribute('data-kind', 'audio');
+    await expect.poll(() => audio.locator('audio').evaluate((el) => (el as HTMLAudioElement).readyState)).toBeGreaterThanOrEqual(1);
+    await expect(page.getByTestId('gallery-item')).toHaveCount(3);
+    await shot(page, '04c-audio');
+
+    // delete the video: gone from the gallery and from disk
+    const videoSrc = (await page.locator('[data-kind=video] video').getAttribute('src')) as string;
+    expect((await page.request.get(videoSrc)).status()).toBe(200);
+    await page.locator('[data-kind=video]').getByRole('button', { name: 'Delete' }).click();
+    await expect(page.getByTestId('gallery-item')).toHaveCount(2);
+    expect((await page.request.get(videoSrc)).status()).toBe(404);
+
+    // reuse the image's settings: arch, model and seed come back into the forms
+    await page.locator('[data-kind=image]').getByRole('button', { name: 'Reuse' }).click();
+    await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
+    await expect(page.getByTestId('name-or-path')).toHaveValue('tiny:zimage');
+    await expect(page.getByTestId('seed')).toHaveValue('42');
+    await expect(page.getByTestId('steps')).toHaveValue('6');
+    await expect(page.getByTestId('width')).toHaveValue('64');
+  });
+
+  await test.step('4. a second generation survives a reload (re-attached), then is cancelled mid-run', async () => {
     await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
     await fillNumber(page, 'steps', 200);
     await page.getByTestId('generate-button').click();
     const progress = page.getByTestId('progress-text');
     await expect(progress).toContainText(/Step ([2-9]|\d\d+)\/200/, { timeout: 120_000 });
+    const before = Number(/Step (\d+)\/200/.exec((await progress.textContent()) ?? '')?.[1]);
+    // a reload drops the stream; the page re-attaches through /stream/{request_id} and follows on
+    await page.reload();
+    await expect(progress).toHaveAttribute('data-phase', 'running', { timeout: 30_000 });
+    await expect
+      .poll(async () => Number(/Step (\d+)\/200/.exec((await progress.textContent()) ?? '')?.[1] ?? 0), { timeout: 60_000 })
+      .toBeGreaterThan(before);
+    await expect(page.getByTestId('preview-canvas')).toHaveAttribute('data-step', /\d+/);
+    await shot(page, '05a-reattached');
     await page.getByTestId('cancel-button').click();
     await expect(progress).toHaveAttribute('data-phase', 'cancelled', { timeout: 60_000 });
     const message = page.getByTestId('gen-message');
@@ -158,8 +215,8 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     const queue = await (await page.request.get('/api/inference/queue')).json();
     expect(queue.finished[0].status).toBe('cancelled');
     expect(queue.running).toBeNull();
-    await expect(page.getByTestId('gallery-item')).toHaveCount(1);
-    await shot(page, '05-cancelled');
+    await expect(page.getByTestId('gallery-item')).toHaveCount(2);
+    await shot(page, '05b-cancelled');
   });
 
   await test.step('5. stop the engine from the page: engine.json is gone, the row is stopped', async () => {
@@ -168,6 +225,8 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await expect(strip).toHaveAttribute('data-state', 'stopped', { timeout: 60_000 });
     expect((await engineJob(page))?.status).toBe('stopped');
     expect(fs.existsSync(path.join(TRAINING_FOLDER, ENGINE_JOB, 'engine.json'))).toBe(false);
+    // and its process is gone (the worker clears the pid once it has exited)
+    await expect.poll(async () => (await engineJob(page))?.pid ?? null, { timeout: 30_000 }).toBeNull();
     // with the engine gone, the proxy answers with a readable 503, and the page says so
     const res = await page.request.get('/api/inference/health');
     expect(res.status()).toBe(503);
@@ -175,4 +234,30 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await expect(page.getByTestId('gen-message')).toContainText('not running');
     await shot(page, '06-engine-stopped');
   });
+});
+
+test('the engine dies mid-run: the page says the stream was lost, the row turns error', async ({ page }) => {
+  await page.goto('/generate');
+  const strip = page.getByTestId('engine-strip');
+  await page.getByTestId('engine-start').click();
+  await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
+  await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
+  await fillNumber(page, 'steps', 200);
+  await page.getByTestId('generate-button').click();
+  const progress = page.getByTestId('progress-text');
+  await expect(progress).toContainText(/Step ([2-9]|\d\d+)\/200/, { timeout: 120_000 });
+
+  const engineFile = path.join(TRAINING_FOLDER, ENGINE_JOB, 'engine.json');
+  const { pid } = JSON.parse(fs.readFileSync(engineFile, 'utf8')) as { pid: number };
+  process.kill(pid, 'SIGKILL');
+
+  await expect(progress).toHaveAttribute('data-phase', 'lost', { timeout: 60_000 });
+  await expect(page.getByTestId('gen-message')).toContainText(/Lost the (connection|stream)/);
+  // the worker notices the silent death; the killed engine's engine.json is left behind and ignored
+  await expect(strip).toHaveAttribute('data-state', 'error', { timeout: 30_000 });
+  await expect(page.getByTestId('engine-info')).toContainText('Process ended without reporting a status');
+  expect(fs.existsSync(engineFile)).toBe(true);
+  const res = await page.request.get('/api/inference/health');
+  expect(res.status()).toBe(503);
+  await shot(page, '07-engine-killed');
 });

@@ -60,6 +60,8 @@ class OstrisModelMixin:
         module: it is part of the identity, so a merged module never stands in for the plain one.
         `reader(path, component=role, policy=policy) -> module` reads a single file stored in a format
         the libraries do not (e.g. ComfyUI scaled FP8); its `format_name` joins the identity."""
+        if isinstance(source, dict):
+            return cls._from_code_config(source, role, policy)
         try:
             src = resolve_source(source, None if _is_file(source) else subfolder, allow_hub=allow_hub)
         except SourceError as e:
@@ -102,6 +104,30 @@ class OstrisModelMixin:
             if policy.qtype and status:
                 status(f"quantizing {role} ({policy.qtype})", stage="quantizing")
             module.aitk_post_load(policy)
+        if _interceptor is not None:
+            _interceptor.register(identity, module, policy)
+        return module
+
+    @classmethod
+    def _from_code_config(cls, config: dict, role: str, policy: LoadPolicy):
+        """A weightless component (a scheduler) from an in-code config, identified by that config."""
+        import hashlib
+        if not _is_scheduler(cls):
+            raise ComponentLoadError(f"{role}: only a scheduler can be built from an in-code config")
+        config = dict(config)
+        name = config.pop("_class_name", None)
+        load_cls = aitk(_import_class("diffusers", name)) if name else cls
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+        identity = ComponentIdentity(role=role, cls=f"{load_cls._aitk_base.__module__}.{load_cls._aitk_base.__qualname__}",
+                                     source="<in-code config>", subfolder=None, weights=((f"content:{digest}", 0, 0),),
+                                     dtype=None, qtype=None)
+        if _interceptor is not None:
+            hit = _interceptor.lookup(identity, policy)
+            if hit is not None:
+                return hit
+        module = load_cls.from_config(config)
+        module._aitk_identity = identity
+        module.aitk_post_load(policy)
         if _interceptor is not None:
             _interceptor.register(identity, module, policy)
         return module
@@ -176,7 +202,7 @@ class OstrisModelMixin:
             _check_loading_info(info, src)
             return model
         if _is_scheduler(cls):
-            return cls.from_pretrained(src.path, **sub, **kwargs)
+            return cls.from_pretrained(src.path, local_files_only=True, **sub, **kwargs)
         return cls.from_pretrained(src.path, local_files_only=True, **sub, **kwargs)
 
     @classmethod

@@ -24,6 +24,13 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   const [sample, setSample, sampleLoaded] = useStoredState<SampleForm | null>('aitk.generate.sample', null);
   const [detach, setDetach] = useStoredState<boolean>('aitk.generate.detach', true);
 
+  // the strip's health (active model, pool) changes with each request: refresh it when one ends
+  const phase = gen.view.phase;
+  const { refreshHealth } = engine;
+  useEffect(() => {
+    if (phase !== 'running') refreshHealth().catch(() => undefined);
+  }, [phase, refreshHealth]);
+
   const archs = useMemo(() => engine.models?.archs ?? [], [engine.models]);
   const arch = archs.find((a) => a.name === model?.arch) ?? null;
 

@@ -60,22 +60,19 @@ export function useEngine(preferredJobId: string | null) {
   const job = forDevice.find((j) => j.status === 'running' || j.status === 'stopping' || j.status === 'queued') ?? forDevice[0] ?? null;
   const running = job?.status === 'running';
 
-  usePoll(
-    async () => {
-      if (!job) return;
-      const res = await apiFetch(`/api/inference/health?job=${job.id}`);
-      if (res.ok) {
-        setHealth((await res.json()) as Health);
-        setHealthError(null);
-      } else {
-        setHealth(null);
-        setHealthError((await describeError(res)).message);
-      }
-    },
-    2000,
-    running,
-    [job?.id],
-  );
+  const jobId = job?.id ?? null;
+  const refreshHealth = useCallback(async () => {
+    if (!jobId) return;
+    const res = await apiFetch(`/api/inference/health?job=${jobId}`);
+    if (res.ok) {
+      setHealth((await res.json()) as Health);
+      setHealthError(null);
+    } else {
+      setHealth(null);
+      setHealthError((await describeError(res)).message);
+    }
+  }, [jobId]);
+  usePoll(refreshHealth, 2000, running, [jobId]);
 
   useEffect(() => {
     if (!running) {
@@ -142,7 +139,11 @@ export function useEngine(preferredJobId: string | null) {
 
   const stop = () => act(async () => job && postJson(`/api/jobs/${job.id}/stop`));
 
-  const unload = () => act(async () => job && postJson(`/api/inference/unload?job=${job.id}`));
+  const unload = () =>
+    act(async () => {
+      if (job) await postJson(`/api/inference/unload?job=${job.id}`);
+      await refreshHealth();
+    });
 
   return {
     devices,
@@ -159,6 +160,7 @@ export function useEngine(preferredJobId: string | null) {
     start,
     stop,
     unload,
+    refreshHealth,
   };
 }
 

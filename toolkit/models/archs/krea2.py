@@ -1,0 +1,132 @@
+"""Krea 2 (turbo / raw): a diffusers Krea2 folder, or local ComfyUI files (scaled-FP8 diffusion model
+and Qwen3-VL text encoder, original-key Qwen Image VAE, a Qwen2 tokenizer folder) given as
+`model.components` or through a profile.
+
+Sampling follows seed 003 / the official recipe: the exponential timestep shift
+shifted(t) = e^mu / (e^mu + (1/t - 1)) on a uniform grid from 1 to 0, with mu pinned at 1.15 for
+turbo and interpolated from the image-token count for raw (y1 = shift_y1 at 256 tokens,
+y2 = shift_y2 at 6400); guidance v = v_c + g * (v_c - v_u), on only when g > 0, so turbo at
+CFG 0 encodes the positive prompt alone. The template, the 12 hidden-state taps and the prefix
+strip are diffusers' Krea2Pipeline's.
+"""
+import contextlib
+import functools
+import json
+import os
+
+from diffusers import AutoencoderKLQwenImage, Krea2Pipeline, Krea2Transformer2DModel, SchedulerMixin
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from toolkit.models.base_model import DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, BaseModel, ComponentSpec
+
+DEFAULT_TAPS = (2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32, 35)
+BASE_SEQ_LEN, MAX_SEQ_LEN = 256, 6400      # image tokens at 256^2 and 1280^2 (16 px per token)
+TURBO_MU = 1.15
+SCHEDULER_CONFIG = {"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 1.0,
+                    "use_dynamic_shifting": True, "base_shift": 0.5, "max_shift": 1.15,
+                    "base_image_seq_len": BASE_SEQ_LEN, "max_image_seq_len": MAX_SEQ_LEN,
+                    "time_shift_type": "exponential"}
+
+
+def _reader(name):
+    """The ComfyUI-format readers, imported when a single file is actually read."""
+    def read(path, *, component, policy):
+        from toolkit.models.formats import comfy
+        return getattr(comfy, name)(path, component=component, policy=policy)
+    read.format_name = "comfy_scaled_fp8"
+    return read
+
+
+def image_tokens(width: int, height: int, vae_scale: int = 8, patch: int = 2) -> int:
+    return (height // (vae_scale * patch)) * (width // (vae_scale * patch))
+
+
+def krea2_mu(width: int, height: int, variant: str, mu=None, y1: float = 0.5, y2: float = 1.15) -> float:
+    """The timestep-shift mu: an explicit value wins; turbo pins 1.15; raw interpolates linearly in
+    the image-token count between (256, y1) and (6400, y2)."""
+    if mu is not None:
+        return float(mu)
+    if variant == "turbo":
+        return TURBO_MU
+    seq = image_tokens(width, height)
+    slope = (y2 - y1) / (MAX_SEQ_LEN - BASE_SEQ_LEN)
+    return y1 + slope * (seq - BASE_SEQ_LEN)
+
+
+def shifted_timesteps(steps: int, mu: float) -> list[float]:
+    """The sigma schedule: a uniform grid 1 -> 0 with steps+1 points, shifted by mu."""
+    import math
+    grid = [1 - i / steps for i in range(steps + 1)]
+    return [0.0 if t <= 0 else math.exp(mu) / (math.exp(mu) + (1 / t - 1)) for t in grid]
+
+
+class Krea2Model(BaseModel):
+    arch = "krea2"
+    pipeline_class = Krea2Pipeline
+    components = (
+        ComponentSpec("scheduler", SchedulerMixin, SCHEDULER),
+        ComponentSpec("tokenizer", PreTrainedTokenizerBase, TOKENIZER),
+        ComponentSpec("text_encoder", PreTrainedModel, TEXT_ENCODER, reader=_reader("read_qwen3vl_text_encoder")),
+        ComponentSpec("vae", AutoencoderKLQwenImage, VAE, reader=_reader("read_qwen_image_vae")),
+        ComponentSpec("transformer", Krea2Transformer2DModel, DENOISER, reader=_reader("read_krea2_transformer")),
+    )
+
+    def source_for(self, spec):
+        if spec.kind == SCHEDULER and spec.role not in self.model_config.components and not self._folder():
+            return dict(SCHEDULER_CONFIG), None          # ComfyUI files carry no scheduler: the recipe's, in code
+        return super().source_for(spec)
+
+    def _folder(self) -> str | None:
+        path = os.path.expanduser(self.model_config.name_or_path or "")
+        return path if os.path.isdir(path) else None
+
+    def build_pipeline(self, components):
+        pipe = Krea2Pipeline(**components, text_encoder_select_layers=self._taps(components),
+                             is_distilled=self.model_config.variant == "turbo")
+        pipe.set_progress_bar_config(disable=True)
+        return pipe
+
+    def _taps(self, components) -> tuple:
+        """The folder's own taps when it has them; else every third hidden state from 2, as many
+        as the transformer fuses (the real 36-layer encoder gives DEFAULT_TAPS)."""
+        folder = self._folder()
+        if folder and os.path.isfile(os.path.join(folder, "model_index.json")):
+            with open(os.path.join(folder, "model_index.json")) as f:
+                taps = json.load(f).get("text_encoder_select_layers")
+            if taps:
+                return tuple(taps)
+        n = components["transformer"].config.num_text_layers
+        depth = components["text_encoder"].config.num_hidden_layers
+        taps = tuple(2 + 3 * i for i in range(n))
+        if taps[-1] > depth:
+            raise ValueError(f"text_encoder: {depth} layers cannot give the transformer's {n} hidden-state taps")
+        return taps
+
+    def pipeline_kwargs(self, gen):
+        kw = {"prompt": gen.prompt, "width": gen.width, "height": gen.height,
+              "num_inference_steps": gen.num_inference_steps, "guidance_scale": gen.guidance_scale}
+        if gen.guidance_scale > 0:          # at CFG 0 the negative prompt is never encoded
+            kw["negative_prompt"] = gen.negative_prompt
+        return kw
+
+    def generate_single(self, gen):
+        mu = krea2_mu(gen.width, gen.height, self.model_config.variant, gen.extras.get("mu"),
+                      gen.extras.get("shift_y1", 0.5), gen.extras.get("shift_y2", 1.15))
+        with self._force_mu(mu):
+            return super().generate_single(gen)
+
+    @contextlib.contextmanager
+    def _force_mu(self, mu: float):
+        """The pipeline derives mu from the variant/scheduler config; the request's overrides win."""
+        scheduler = self.pipeline.scheduler
+        original = scheduler.set_timesteps
+
+        @functools.wraps(original)
+        def set_timesteps(*args, **kwargs):
+            kwargs["mu"] = mu
+            return original(*args, **kwargs)
+        scheduler.set_timesteps = set_timesteps
+        try:
+            yield
+        finally:
+            scheduler.__dict__.pop("set_timesteps", None)
