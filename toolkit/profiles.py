@@ -160,7 +160,7 @@ def _validate(data: dict, path: str) -> Profiles:
         if not comps and not checkpoint:
             raise ConfigError(where, "has no components: give diffusion_model/text_encoder/vae/tokenizer paths "
                               "or a checkpoint")
-        if checkpoint and not comps and os.path.isfile(os.path.expanduser(checkpoint)) and arch == "krea2":
+        if checkpoint and not comps and arch == "krea2" and not os.path.isdir(_abs(checkpoint, base)):
             raise ConfigError(f"{where}.checkpoint", "an all-in-one Krea 2 checkpoint is not supported: give "
                               "separate diffusion_model, text_encoder, vae and tokenizer files")
         defaults = _sample_table(p.get("defaults") or {}, f"{where}.defaults", arch)
