@@ -160,9 +160,9 @@ def _validate(data: dict, path: str) -> Profiles:
         if not comps and not checkpoint:
             raise ConfigError(where, "has no components: give diffusion_model/text_encoder/vae/tokenizer paths "
                               "or a checkpoint")
-        if checkpoint and not comps and arch == "krea2" and not os.path.isdir(_abs(checkpoint, base)):
-            raise ConfigError(f"{where}.checkpoint", "an all-in-one Krea 2 checkpoint is not supported: give "
-                              "separate diffusion_model, text_encoder, vae and tokenizer files")
+        if checkpoint and os.path.isfile(_abs(checkpoint, base)):
+            raise ConfigError(f"{where}.checkpoint", "an all-in-one single-file checkpoint is not supported: give "
+                              "a diffusers folder, or separate diffusion_model, text_encoder, vae and tokenizer files")
         defaults = _sample_table(p.get("defaults") or {}, f"{where}.defaults", arch)
         options = {k: p[k] for k in ("dtype", "quantize", "qtype", "quantize_te", "qtype_te", "low_vram",
                                     "layer_offloading") if k in p}
