@@ -85,10 +85,13 @@ class Profiles:
         return {**self.get(name).defaults, **self.generation}
 
     def resolve_model(self, model: dict, where: str = "model") -> tuple[dict, dict]:
-        """`{profile: NAME, ...overrides}` -> (ModelConfig dict, sample defaults); other dicts pass through."""
-        if not isinstance(model, dict) or not model.get("profile") or model.get("arch"):
+        """`{profile: NAME, ...overrides}` -> (ModelConfig dict, sample defaults); other dicts pass through.
+        A resolved config (with `arch`) that came from a profile keeps that profile's sample defaults."""
+        if not isinstance(model, dict) or not model.get("profile"):
             return model, {}
         name = model["profile"]
+        if model.get("arch"):
+            return model, self.sample_defaults(name) if name in self.profiles else {}
         if name not in self.profiles:
             raise ConfigError(f"{where}.profile", f"unknown model profile {name!r} "
                               f"(known: {', '.join(sorted(self.profiles)) or 'none'})")

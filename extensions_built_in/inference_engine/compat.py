@@ -40,7 +40,7 @@ from toolkit.models.registry import ARCHS
 MAX_IMAGES = 16                  # per A1111 call (batch_size * n_iter)
 OPENAI_MAX_N = 10                # OpenAI's own limit for n
 PREVIEW_MAX_SIDE = 512           # /progress current_image
-WAIT_POLL = 0.5                  # seconds between "did the client go away?" checks while waiting
+WAIT_POLL = 0.5                  # seconds per wait on a worker thread (a cancelled wait frees it this soon)
 REALM = 'Basic realm="aitk-engine", charset="UTF-8"'
 
 # engine field -> the client's field, so a 422/400 names what the client sent
@@ -262,8 +262,7 @@ class Compat:
             return model
         if isinstance(model, dict):
             return model.get("profile") or model.get("arch") or ""
-        names = self.list_models()
-        return names[0] if names else ""
+        return ""                                       # no model loaded and no default: none to name
 
     def sampler_label(self, mc=None) -> tuple[str, str | None]:
         """(label, scheduler class) of the model that runs (or ran) `mc`, else the active one."""
@@ -305,13 +304,21 @@ class Compat:
 
     async def wait_all(self, reqs, http_request: HttpRequest | None):
         """Wait (on a worker thread) until every request ends; a client that goes away cancels them."""
-        try:
+        async def all_done():
             for r in reqs:
                 while not await asyncio.to_thread(r.done_event.wait, WAIT_POLL):
-                    if http_request is not None and await http_request.is_disconnected():
-                        self.cancel_all(reqs)
-                        return
+                    pass
+        waiter = asyncio.ensure_future(all_done())
+        gone = asyncio.ensure_future(_disconnected(http_request)) if http_request is not None else None
+        try:
+            done, _pending = await asyncio.wait([waiter] + ([gone] if gone else []),
+                                                return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:
+                self.cancel_all(reqs)
         finally:
+            for task in (waiter, gone):
+                if task is not None and not task.done():
+                    task.cancel()
             with self.lock:
                 for r in reqs:
                     self.batches.pop(r.request_id, None)
@@ -434,7 +441,7 @@ class Compat:
 
     def progress(self, skip_current_image: bool = False):
         req = self.engine.current
-        queued = len(getattr(self.engine, "_queue", ()))
+        queued = self.engine.queue_length()
         if req is None or req.status != "running":
             return {"progress": 0.0, "eta_relative": 0.0,
                     "state": {"skipped": False, "interrupted": False, "job": "", "job_count": queued,
@@ -451,7 +458,7 @@ class Compat:
         image = None if skip_current_image else self._current_image(req)
         return {"progress": round(progress, 4), "eta_relative": round(eta, 3),
                 "state": {"skipped": False, "interrupted": req.cancel_event.is_set(), "job": req.request_id,
-                          "job_count": len(batch) - index + queued,
+                          "job_count": len(batch) + max(0, queued - sum(r.status == "queued" for r in batch)),
                           "job_timestamp": time.strftime("%Y%m%d%H%M%S", time.localtime(t0)),
                           "job_no": index, "sampling_step": step, "sampling_steps": total},
                 "current_image": image,
@@ -560,6 +567,15 @@ class Compat:
             raise openai_error(404, f"model {model_id!r} does not exist", param="model", code="model_not_found")
         return {"id": model_id, "object": "model", "created": int(getattr(self.engine, "started_at", 0)),
                 "owned_by": "aitk-engine"}
+
+
+async def _disconnected(request: HttpRequest):
+    """Returns when the client goes away. The body has been read, so the next ASGI message is the
+    disconnect (Request.is_disconnected cannot see it through an @app.middleware("http") layer)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
 
 
 async def _json_object(request: HttpRequest, err) -> dict:

@@ -270,6 +270,9 @@ class Engine:
                     "queued": [r.summary() for r in self._queue],
                     "finished": [r.summary() for r in reversed(self._finished)]}
 
+    def queue_length(self) -> int:
+        return len(self._queue)
+
     def busy(self) -> bool:
         return self.current is not None or bool(self._queue)
 

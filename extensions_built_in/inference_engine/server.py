@@ -50,6 +50,7 @@ class GenerateBody(BaseModel):
 
 def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
     app = FastAPI(title="AI Toolkit inference engine", version="1")
+    app.state.engine = engine
 
     def require_token(request: HttpRequest):
         given = request.headers.get("x-engine-token")

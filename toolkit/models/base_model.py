@@ -221,38 +221,45 @@ class BaseModel:
 
     @contextlib.contextmanager
     def _stage_wraps(self):
-        """Stage messages (encoding prompt, sampling, decoding) from the pipeline's own methods,
-        only while a status hook is set."""
+        """Stage messages from the pipeline's own methods, only while a status hook is set:
+        encoding (encode_prompt), sampling (the scheduler's set_timesteps, which every pipeline
+        calls once before its loop) and decoding (vae.decode)."""
         if self.status_hook is None:
             yield
             return
-        targets = [(self.pipeline, "encode_prompt", "encoding prompt", "encoding")]
+        targets = [(self.pipeline, "encode_prompt", "encoding prompt", "encoding", False),
+                   (self.pipeline.scheduler, "set_timesteps", "sampling", "sampling", True)]
         vae = getattr(self.pipeline, "vae", None)
         if vae is not None:
-            targets.append((vae, "decode", "decoding", "decoding"))
+            targets.append((vae, "decode", "decoding", "decoding", False))
         installed = []
-        for obj, name, message, stage in targets:
+        for obj, name, message, stage, after in targets:
             method = getattr(obj, name, None)
             if method is None:
                 continue
-            setattr(obj, name, self._announce(method, message, stage))
-            installed.append((obj, name))
+            installed.append((obj, name, obj.__dict__.get(name)))
+            setattr(obj, name, self._announce(method, message, stage, after))
         try:
             yield
         finally:
-            for obj, name in installed:
-                obj.__dict__.pop(name, None)
+            for obj, name, previous in reversed(installed):
+                if previous is None:
+                    obj.__dict__.pop(name, None)
+                else:
+                    obj.__dict__[name] = previous   # another wrap (e.g. an arch's) was there first
 
-    def _announce(self, method, message, stage):
+    def _announce(self, method, message, stage, after: bool):
+        """Say `message` once: before `method` runs, or after it returns."""
         state = {"said": False}
 
         @functools.wraps(method)
         def wrapper(*args, **kwargs):
-            if not state["said"]:
+            if not after and not state["said"]:
                 state["said"] = True
                 self._status(message, stage)
             result = method(*args, **kwargs)
-            if stage == "encoding":
-                self._status("sampling", "sampling")
+            if after and not state["said"]:
+                state["said"] = True
+                self._status(message, stage)
             return result
         return wrapper
