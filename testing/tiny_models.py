@@ -67,7 +67,7 @@ __all__ = [
     "main",
 ]
 
-ARCHS: tuple[str, ...] = ("zimage", "flux", "sd1", "wan21", "ace_step")
+ARCHS: tuple[str, ...] = ("zimage", "flux", "sd1", "wan21", "ace_step", "krea2")
 
 # Written last, inside the temp folder, before the folder is renamed into place.
 MARKER_NAME = ".tiny_complete"
@@ -90,6 +90,7 @@ DENOISER_COMPONENTS: dict[str, tuple[str, ...]] = {
     "sd1": ("unet",),
     "wan21": ("transformer",),
     "ace_step": ("transformer", "condition_encoder", "audio_tokenizer", "audio_token_detokenizer"),
+    "krea2": ("transformer",),
 }
 
 # Components that are byte-identical between the two models of make_shared_pair.
@@ -99,6 +100,7 @@ SHARED_COMPONENTS: dict[str, tuple[str, ...]] = {
     "sd1": ("text_encoder", "tokenizer", "vae"),
     "wan21": ("text_encoder", "tokenizer", "vae"),
     "ace_step": ("text_encoder", "tokenizer", "vae"),
+    "krea2": (),     # krea2's builder takes one seed: its pair shares nothing (swap tests use ComfyUI files)
 }
 
 _SAMPLE_SETTINGS: dict[str, dict[str, Any]] = {
@@ -114,6 +116,8 @@ _SAMPLE_SETTINGS: dict[str, dict[str, Any]] = {
     # 1 s at 25 latents/s = 25 latent frames; guidance > 1 runs APG with the
     # condition encoder's learned null embedding (the tiny DiT is not turbo).
     "ace_step": {"audio_duration": 1.0, "num_inference_steps": 2, "guidance_scale": 7.0},
+    # CFG on: exercises the Krea guidance equation and the negative-prompt encoding.
+    "krea2": {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 2.0},
 }
 
 
@@ -796,7 +800,15 @@ def _build_ace_step(seed: int, shared_seed: int) -> tuple[type, dict]:
     )
 
 
+def _build_krea2(seed: int, shared_seed: int) -> tuple[type, dict]:
+    """Krea 2's builder lives in testing/tiny_krea2.py (it also writes the ComfyUI-format files)."""
+    from testing.tiny_krea2 import _build
+    pipe, _tokenizer = _build(seed)
+    return (lambda: pipe), {}
+
+
 _BUILDERS: dict[str, Callable[[int, int], tuple[type, dict]]] = {
+    "krea2": _build_krea2,
     "zimage": _build_zimage,
     "flux": _build_flux,
     "sd1": _build_sd1,

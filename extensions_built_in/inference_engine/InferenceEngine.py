@@ -33,6 +33,11 @@ class InferenceEngine(BaseProcess):
         self.token = eng.get("token") or secrets.token_urlsafe(32)
         if not isinstance(self.token, str) or len(self.token) < 8:
             raise ConfigError("engine.token", "must be a string of at least 8 characters")
+        self.compat_port = eng.get("compat_port") or None
+        if self.compat_port is not None and (isinstance(self.compat_port, bool) or not isinstance(self.compat_port, int)
+                                             or not 0 < self.compat_port < 65536 or self.compat_port == self.port):
+            raise ConfigError("engine.compat_port", f"must be a port number other than engine.port, "
+                              f"got {self.compat_port!r}")
         self.dtype = eng.get("dtype", "auto")
         self.keep_resident_gb = _number(eng, "keep_resident_gb")
         self.idle_unload_seconds = _number(eng, "idle_unload_seconds")
@@ -51,6 +56,7 @@ class InferenceEngine(BaseProcess):
         self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
 
     def run(self):
+        from extensions_built_in.inference_engine.compat import compat_routes, serve_compat_on_port
         from extensions_built_in.inference_engine.engine import Engine
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
 
@@ -63,9 +69,16 @@ class InferenceEngine(BaseProcess):
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
-        server = ServerThread(create_app(engine, self.token), bind_socket(self.port)).start()
+        compat = compat_routes(engine=engine)
+        server = ServerThread(create_app(engine, self.token, extra_routes=[compat, inspect_route(engine)]),
+                              bind_socket(self.port)).start()
+        compat_server = None
         failed = None
         try:
+            if self.compat_port:
+                compat_server = serve_compat_on_port(engine, self.token, compat, self.compat_port)
+                print(f"compatibility API (A1111 /sdapi/v1, OpenAI /v1) on http://127.0.0.1:{compat_server.port}",
+                      flush=True)
             self._write_engine_json(server.port)
             print(f"inference engine listening on http://127.0.0.1:{server.port} (engine.json: {self.engine_json})",
                   flush=True)
@@ -80,6 +93,8 @@ class InferenceEngine(BaseProcess):
             raise
         finally:
             engine.stop()
+            if compat_server is not None:
+                compat_server.stop()
             server.stop()
             _remove(self.engine_json)
             engine.unload_all()
@@ -101,6 +116,20 @@ class InferenceEngine(BaseProcess):
             os.fsync(f.fileno())
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.engine_json)
+
+
+def inspect_route(engine):
+    """GET /inspect/{profile}: the profile's component files, read from their headers only."""
+    def route(app, require_token):
+        from fastapi import Depends, HTTPException
+
+        @app.get("/inspect/{profile}", dependencies=[Depends(require_token)])
+        def inspect_profile(profile: str):
+            from toolkit.inspect import inspect_profile as run
+            if profile not in engine.profiles.profiles:
+                raise HTTPException(404, f"unknown profile {profile!r}")
+            return run(engine.profiles.get(profile))
+    return route
 
 
 def _number(d: dict, key: str) -> float:

@@ -104,8 +104,9 @@ class BaseModel:
             if spec.optional and isinstance(source, str) and not component_present(source, spec.role, spec.folder):
                 self.loaded[spec.role] = None
                 continue
+            given = spec.role in self.model_config.components     # an explicit path is the component itself
             self.loaded[spec.role] = aitk(spec.cls).load(
-                source, role=spec.role, subfolder=spec.folder, policy=self.policy_for(spec),
+                source, role=spec.role, subfolder=None if given else spec.folder, policy=self.policy_for(spec),
                 config_source=config_source, status=self._status, lora=lora_id if spec.role in lora_roles else (),
                 reader=spec.reader, allow_hub=not self.model_config.local_only)
         self.pipeline = self.build_pipeline(dict(self.loaded))
