@@ -70,7 +70,7 @@ class InferenceEngine(BaseProcess):
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)
-        server = ServerThread(create_app(engine, self.token, extra_routes=[compat, inspect_route(engine)]),
+        server = ServerThread(create_app(engine, self.token, extra_routes=[compat]),
                               bind_socket(self.port)).start()
         compat_server = None
         failed = None
@@ -116,20 +116,6 @@ class InferenceEngine(BaseProcess):
             os.fsync(f.fileno())
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.engine_json)
-
-
-def inspect_route(engine):
-    """GET /inspect/{profile}: the profile's component files, read from their headers only."""
-    def route(app, require_token):
-        from fastapi import Depends, HTTPException
-
-        @app.get("/inspect/{profile}", dependencies=[Depends(require_token)])
-        def inspect_profile(profile: str):
-            from toolkit.inspect import inspect_profile as run
-            if profile not in engine.profiles.profiles:
-                raise HTTPException(404, f"unknown profile {profile!r}")
-            return run(engine.profiles.get(profile))
-    return route
 
 
 def _number(d: dict, key: str) -> float:

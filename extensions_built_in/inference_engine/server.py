@@ -86,6 +86,14 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
         return {"archs": archs, "profiles": [p.public() for p in engine.profiles.profiles.values()],
                 "default_model": engine.profiles.default_model}
 
+    @app.get("/inspect/{profile}", dependencies=[Depends(require_token)])
+    def inspect_profile(profile: str):
+        """A profile's component files, from their safetensors headers only."""
+        from toolkit.inspect import inspect_profile as inspect
+        if profile not in engine.profiles.profiles:
+            raise HTTPException(404, f"unknown profile {profile!r}")
+        return inspect(engine.profiles.get(profile))
+
     @app.post("/generate", dependencies=[Depends(require_token)])
     async def generate(body: GenerateBody, request: HttpRequest):
         stream = body.stream.model_dump() if body.stream else None
