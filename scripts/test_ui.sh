@@ -17,6 +17,9 @@ npx vitest run
 e2e_dir=$(mktemp -d "${TMPDIR:-/tmp}/aitk-e2e-XXXXXX")
 trap 'rm -rf "$e2e_dir"' EXIT
 rm -rf test-results/screenshots
-AITK_E2E_DIR="$e2e_dir" \
-AITK_E2E_PORT=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})") \
-  npx playwright test
+# two free ports (both held open while asking, so they differ): the UI, and a UI with AI_TOOLKIT_AUTH
+read -r port auth_port < <(node -e "
+const net = require('net'); const a = net.createServer(), b = net.createServer();
+a.listen(0, '127.0.0.1', () => b.listen(0, '127.0.0.1', () => {
+  console.log(a.address().port, b.address().port); a.close(); b.close(); }));")
+AITK_E2E_DIR="$e2e_dir" AITK_E2E_PORT=$port AITK_E2E_AUTH_PORT=$auth_port npx playwright test

@@ -8,8 +8,11 @@ import { defineConfig } from '@playwright/test';
 // set once in the main process; the test workers inherit them
 process.env.AITK_E2E_DIR ||= fs.mkdtempSync(path.join(os.tmpdir(), 'aitk-e2e-'));
 process.env.AITK_E2E_PORT ||= '8695';
+process.env.AITK_E2E_AUTH_PORT ||= '8696';
+process.env.AITK_E2E_AUTH_TOKEN ||= 'e2e-secret-token';
 const dir = process.env.AITK_E2E_DIR;
 const port = process.env.AITK_E2E_PORT;
+const authPort = process.env.AITK_E2E_AUTH_PORT;
 
 export default defineConfig({
   testDir: 'e2e',
@@ -39,20 +42,38 @@ export default defineConfig({
       ],
     },
   },
-  webServer: {
-    command: 'node scripts/start.mjs',
-    url: `http://127.0.0.1:${port}/api/jobs`,
-    timeout: 60_000,
-    reuseExistingServer: false,
-    stdout: 'pipe',
-    stderr: 'pipe',
-    gracefulShutdown: { signal: 'SIGTERM', timeout: 10_000 },
-    env: {
-      PORT: port,
-      AITK_UI_HOST: '127.0.0.1',
-      AITK_DB_PATH: path.join(dir, 'aitk_db.db'),
-      AITK_TRAINING_FOLDER: path.join(dir, 'output'),
-      NEXT_TELEMETRY_DISABLED: '1',
+  webServer: [
+    {
+      command: 'node scripts/start.mjs',
+      url: `http://127.0.0.1:${port}/api/jobs`,
+      timeout: 60_000,
+      reuseExistingServer: false,
+      stdout: 'pipe',
+      stderr: 'pipe',
+      gracefulShutdown: { signal: 'SIGTERM', timeout: 10_000 },
+      env: {
+        PORT: port,
+        AITK_UI_HOST: '127.0.0.1',
+        AITK_DB_PATH: path.join(dir, 'aitk_db.db'),
+        AITK_TRAINING_FOLDER: path.join(dir, 'output'),
+        NEXT_TELEMETRY_DISABLED: '1',
+      },
     },
-  },
+    {
+      // a second UI with AI_TOOLKIT_AUTH set (its own DB), for auth.spec.ts
+      command: 'node scripts/start.mjs',
+      url: `http://127.0.0.1:${authPort}/generate`,
+      timeout: 60_000,
+      reuseExistingServer: false,
+      gracefulShutdown: { signal: 'SIGTERM', timeout: 10_000 },
+      env: {
+        PORT: authPort,
+        AITK_UI_HOST: '127.0.0.1',
+        AI_TOOLKIT_AUTH: process.env.AITK_E2E_AUTH_TOKEN,
+        AITK_DB_PATH: path.join(dir, 'auth', 'aitk_db.db'),
+        AITK_TRAINING_FOLDER: path.join(dir, 'auth', 'output'),
+        NEXT_TELEMETRY_DISABLED: '1',
+      },
+    },
+  ],
 });

@@ -206,14 +206,15 @@ class Engine:
             gen.resolved_seed()
             req = Request(request_id, mc, gen, opts)
             self.requests[request_id] = req
+            ahead = len(self._queue) + (self.current is not None)
             self._queue.append(req)
-            position = len(self._queue)
             self._cv.notify_all()
         req.publish({"type": "start", "model": mc.to_dict(), "sample": gen.to_dict(),
                      "modality": mc.spec.modality, "preview": latent_preview.preview_block(mc.spec)})
         for warning in gen.warnings:
             req.publish({"type": "status", "message": f"warning: {warning}", "stage": "warning"})
-        req.publish({"type": "status", "message": f"queued ({position} in queue)", "stage": "queued"})
+        req.publish({"type": "status", "message": f"queued ({ahead} ahead)" if ahead else "queued",
+                     "stage": "queued"})
         return req
 
     def resolve(self, model, sample) -> tuple[ModelConfig, GenerateImageConfig]:

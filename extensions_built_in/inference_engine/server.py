@@ -13,6 +13,8 @@ import threading
 import uuid
 
 from fastapi import Depends, FastAPI, HTTPException, Request as HttpRequest
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,6 +71,15 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
     @app.exception_handler(ConfigError)
     async def config_error(_request, exc: ConfigError):
         return JSONResponse({"detail": exc.one_line(), "field": exc.key}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def body_error(_request, exc: RequestValidationError):
+        """Body-shape errors read like ConfigError's: one line naming the field (details kept)."""
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        field = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path"))
+        return JSONResponse({"detail": f"{field}: {first.get('msg', 'invalid')}" if field else first.get("msg"),
+                             "field": field, "errors": jsonable_encoder(errors)}, status_code=422)
 
     @app.get("/health")
     def health():

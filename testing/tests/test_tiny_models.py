@@ -25,6 +25,7 @@ EXPECTED_PIPELINE = {
     "sd1": "StableDiffusionPipeline",
     "wan21": "WanPipeline",
     "ace_step": "AceStepPipeline",
+    "krea2": "Krea2Pipeline",
 }
 
 # What scheduler.step returns per step at sample_settings (2 inference steps).
@@ -34,8 +35,9 @@ EXPECTED_STEP_LATENT = {
     "sd1": (1, 4, 8, 8),
     "wan21": (1, 16, 3, 8, 8),  # B, C, F, H, W; 9 frames -> 3 latent frames
     "ace_step": (1, 25, 64),  # B, T (1 s at 25/s), C
+    "krea2": (1, 16, 64),  # B, packed 2x2 tokens, 16*4 channels
 }
-EXPECTED_STEP_CALLS = {"zimage": 2, "flux": 2, "sd1": 3, "wan21": 2, "ace_step": 2}  # PNDM: 2 steps = 3 calls
+EXPECTED_STEP_CALLS = {"zimage": 2, "flux": 2, "sd1": 3, "wan21": 2, "ace_step": 2, "krea2": 2}  # PNDM: 2 steps = 3 calls
 
 
 def _files(folder: pathlib.Path, component: str) -> dict[str, bytes]:
@@ -84,7 +86,8 @@ def _wrap_step(pipe, record: list) -> None:
 
 
 def test_registry_and_settings():
-    assert tm.ARCHS == ("zimage", "flux", "sd1", "wan21", "ace_step")
+    from toolkit.models.registry import ARCHS as REGISTRY
+    assert set(tm.ARCHS) == set(REGISTRY)
     for arch in tm.ARCHS:
         settings = tm.sample_settings(arch)
         assert settings["num_inference_steps"] == 2

@@ -2,12 +2,17 @@
 // start the engine from the page, generate with a live latent preview, find the result in the
 // gallery, cancel a second run mid-way, stop the engine.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
-import { SCREENSHOTS, TRAINING_FOLDER } from './env';
+import { E2E_DIR, SCREENSHOTS, TRAINING_FOLDER } from './env';
 
 const ENGINE_JOB = 'inference_engine_cpu';
 const ENGINE_START_MS = 90_000;
+// long runs (to cancel, to block, to kill) must still be sampling seconds later, on any machine
+const LONG = 1000;
+const stepOfLong = /Step (\d+)\/1000/;
+const pastStep2OfLong = /Step ([2-9]|\d\d+)\/1000/;
 
 interface CanvasSample {
   step: string;
@@ -85,9 +90,19 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await expect(row).toHaveAttribute('data-status', 'running');
     await expect(row).toContainText('Inference engine');
     await shot(page, '02-jobs-page-running');
+
+    // its log can be viewed; the engine's token never reaches the browser
+    const { token } = JSON.parse(fs.readFileSync(path.join(TRAINING_FOLDER, ENGINE_JOB, 'engine.json'), 'utf8')) as { token: string };
+    await row.getByRole('link', { name: 'Log' }).click();
+    await expect(page.getByTestId('job-log')).toContainText('inference engine listening');
+    expect(await page.content()).not.toContain(token);
+    expect((await page.request.get(`/api/files/${ENGINE_JOB}/engine.json`)).status()).toBe(403);
+    await page.goto('/jobs');
     await row.getByRole('link', { name: 'Inference engine' }).click();
     await expect(page).toHaveURL(/\/generate\?job=/);
     await expect(page.getByTestId('engine-strip')).toHaveAttribute('data-state', 'ready');
+    await expect(page.getByTestId('arch-select')).toBeVisible();
+    expect(await page.content()).not.toContain(token);
   });
 
   await test.step('2. generate: the canvas pixels change between latent frames', async () => {
@@ -103,14 +118,21 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await fillNumber(page, 'width', 70); // snaps to the arch's divisor (16) on blur
     await expect(page.getByTestId('width')).toHaveValue('64');
     await fillNumber(page, 'height', 64);
-    await fillNumber(page, 'steps', 6);
+    await fillNumber(page, 'steps', 8);
     await fillNumber(page, 'seed', 42);
+    // a request the engine refuses (4xx) is explained on the page
+    await page.getByLabel('LoRA path').fill('/nonexistent/lora.safetensors');
+    await page.getByTestId('generate-button').click();
+    await expect(page.getByTestId('gen-message')).toContainText('HTTP 422');
+    await expect(page.getByTestId('gen-message')).toContainText('model.lora_path');
+    await shot(page, '03a-engine-refused');
+    await page.getByLabel('LoRA path').fill('');
     await recordCanvas(page);
     await page.getByTestId('generate-button').click();
     const progress = page.getByTestId('progress-text');
     await expect(progress).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
     await expect(page.getByTestId('gen-message')).toContainText('Done');
-    await expect(progress).toContainText('Step 6/6');
+    await expect(progress).toContainText('Step 8/8');
 
     const samples = await canvasSamples(page);
     const steps = samples.map((s) => s.step);
@@ -164,7 +186,7 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await page.getByTestId('name-or-path').fill('tiny:ace_step');
     await fillNumber(page, 'steps', 2);
     await page.getByLabel('Duration (s)').fill('2');
-    await page.getByTestId('generate-button').click();
+    await page.getByTestId('prompt').press('Control+Enter'); // the keyboard shortcut
     await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
     await expect(page.getByTestId('preview-canvas')).toHaveClass(/heatmap/);
     const audio = page.getByTestId('gallery-item').first();
@@ -185,38 +207,91 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
     await expect(page.getByTestId('name-or-path')).toHaveValue('tiny:zimage');
     await expect(page.getByTestId('seed')).toHaveValue('42');
-    await expect(page.getByTestId('steps')).toHaveValue('6');
+    await expect(page.getByTestId('steps')).toHaveValue('8');
     await expect(page.getByTestId('width')).toHaveValue('64');
   });
 
   await test.step('4. a second generation survives a reload (re-attached), then is cancelled mid-run', async () => {
     await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
-    await fillNumber(page, 'steps', 200);
+    await fillNumber(page, 'steps', LONG);
     await page.getByTestId('generate-button').click();
     const progress = page.getByTestId('progress-text');
-    await expect(progress).toContainText(/Step ([2-9]|\d\d+)\/200/, { timeout: 120_000 });
-    const before = Number(/Step (\d+)\/200/.exec((await progress.textContent()) ?? '')?.[1]);
+    await expect(progress).toContainText(pastStep2OfLong, { timeout: 120_000 });
+    const before = Number(stepOfLong.exec((await progress.textContent()) ?? '')?.[1]);
     // a reload drops the stream; the page re-attaches through /stream/{request_id} and follows on
     await page.reload();
     await expect(progress).toHaveAttribute('data-phase', 'running', { timeout: 30_000 });
     await expect
-      .poll(async () => Number(/Step (\d+)\/200/.exec((await progress.textContent()) ?? '')?.[1] ?? 0), { timeout: 60_000 })
+      .poll(async () => Number(stepOfLong.exec((await progress.textContent()) ?? '')?.[1] ?? 0), { timeout: 60_000 })
       .toBeGreaterThan(before);
     await expect(page.getByTestId('preview-canvas')).toHaveAttribute('data-step', /\d+/);
     await shot(page, '05a-reattached');
     await page.getByTestId('cancel-button').click();
     await expect(progress).toHaveAttribute('data-phase', 'cancelled', { timeout: 60_000 });
     const message = page.getByTestId('gen-message');
-    await expect(message).toContainText(/Cancelled at step \d+\/200/);
-    const stoppedAt = Number(/step (\d+)\/200/.exec((await message.textContent()) ?? '')?.[1]);
+    await expect(message).toContainText(/Cancelled at step \d+\/1000/);
+    const stoppedAt = Number(/step (\d+)\/1000/.exec((await message.textContent()) ?? '')?.[1]);
     expect(stoppedAt).toBeGreaterThanOrEqual(2);
-    expect(stoppedAt).toBeLessThan(200);
+    expect(stoppedAt).toBeLessThan(LONG);
     // the engine agrees, and nothing was added to the gallery
     const queue = await (await page.request.get('/api/inference/queue')).json();
     expect(queue.finished[0].status).toBe('cancelled');
     expect(queue.running).toBeNull();
     await expect(page.getByTestId('gallery-item')).toHaveCount(2);
     await shot(page, '05b-cancelled');
+  });
+
+  await test.step('4b. a busy engine: the page says it waits behind another request', async () => {
+    // another client's request holds the engine (detached, so it runs without a reader)
+    const blocker = page.request.post('/api/inference/generate', {
+      data: {
+        model: { arch: 'zimage', name_or_path: 'tiny:zimage' },
+        sample: { prompt: 'blocker', width: 64, height: 64, num_inference_steps: LONG },
+        request_id: 'e2e-blocker',
+        stream: { latents: 'none', detach: true },
+      },
+      timeout: 120_000,
+    });
+    await expect
+      .poll(async () => (await (await page.request.get('/api/inference/queue')).json()).running?.request_id ?? null, { timeout: 30_000 })
+      .toBe('e2e-blocker');
+    await page.getByTestId('generate-button').click();
+    await expect(page.getByTestId('status-lines')).toContainText('The engine is busy with another request', { timeout: 20_000 });
+    await shot(page, '05c-busy');
+    await page.getByTestId('cancel-button').click();
+    await expect(page.getByTestId('gen-message')).toContainText('Cancelled before sampling started');
+    expect((await page.request.post('/api/inference/cancel/e2e-blocker')).status()).toBe(200);
+    expect((await blocker).status()).toBe(200);
+    await expect.poll(async () => (await (await page.request.get('/api/inference/queue')).json()).running).toBeNull();
+  });
+
+  await test.step('4c. a client that goes away cancels its request (not detached): the abort crosses the proxy', async () => {
+    await page.evaluate(async (steps) => {
+      const ctrl = new AbortController();
+      const res = await fetch('/api/inference/generate', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: { arch: 'zimage', name_or_path: 'tiny:zimage' },
+          sample: { prompt: 'a closed tab', width: 64, height: 64, num_inference_steps: steps },
+          request_id: 'e2e-abort',
+          stream: { latents: 'none', detach: false },
+        }),
+        signal: ctrl.signal,
+      });
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      const t0 = Date.now();
+      while (Date.now() - t0 < 60_000) {
+        const { value, done } = await reader.read();
+        if (done || new TextDecoder().decode(value).includes('"type":"progress"')) break;
+      }
+      ctrl.abort();
+    }, LONG);
+    const statusOf = async () => {
+      const q = await (await page.request.get('/api/inference/queue')).json();
+      return (q.finished as { request_id: string; status: string }[]).find((r) => r.request_id === 'e2e-abort')?.status ?? null;
+    };
+    await expect.poll(statusOf, { timeout: 30_000 }).toBe('cancelled');
   });
 
   await test.step('5. stop the engine from the page: engine.json is gone, the row is stopped', async () => {
@@ -233,19 +308,33 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await page.getByTestId('generate-button').click();
     await expect(page.getByTestId('gen-message')).toContainText('not running');
     await shot(page, '06-engine-stopped');
+
+    // the jobs page deletes the stopped row (its folder stays)
+    await page.goto('/jobs');
+    const row = page.getByTestId(`job-row-${ENGINE_JOB}`);
+    await expect(row).toHaveAttribute('data-status', 'stopped');
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await expect(row).toHaveCount(0);
+    expect(await engineJob(page)).toBeUndefined();
+    expect(fs.existsSync(path.join(TRAINING_FOLDER, ENGINE_JOB, 'log.txt'))).toBe(true);
   });
 });
 
 test('the engine dies mid-run: the page says the stream was lost, the row turns error', async ({ page }) => {
   await page.goto('/generate');
   const strip = page.getByTestId('engine-strip');
+  await expect(strip).toHaveAttribute('data-state', 'none');
   await page.getByTestId('engine-start').click();
   await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
-  await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
-  await fillNumber(page, 'steps', 200);
+  // a fresh browser: the forms start from the arch's defaults
+  await page.getByTestId('arch-select').selectOption('zimage');
+  await page.getByTestId('name-or-path').fill('tiny:zimage');
+  await fillNumber(page, 'width', 64);
+  await fillNumber(page, 'height', 64);
+  await fillNumber(page, 'steps', LONG);
   await page.getByTestId('generate-button').click();
   const progress = page.getByTestId('progress-text');
-  await expect(progress).toContainText(/Step ([2-9]|\d\d+)\/200/, { timeout: 120_000 });
+  await expect(progress).toContainText(pastStep2OfLong, { timeout: 120_000 });
 
   const engineFile = path.join(TRAINING_FOLDER, ENGINE_JOB, 'engine.json');
   const { pid } = JSON.parse(fs.readFileSync(engineFile, 'utf8')) as { pid: number };
@@ -260,4 +349,48 @@ test('the engine dies mid-run: the page says the stream was lost, the row turns 
   const res = await page.request.get('/api/inference/health');
   expect(res.status()).toBe(503);
   await shot(page, '07-engine-killed');
+});
+
+test('profiles from the engine: the default profile is preselected and generates', async ({ page }) => {
+  // a profiles file naming the tiny zimage that the first test made (a local diffusers folder)
+  const tinyCache = process.env.AITK_TINY_CACHE || path.join(os.homedir(), '.cache', 'aitk', 'tiny_models');
+  const checkpoint = path.join(tinyCache, 'zimage-seed0');
+  expect(fs.existsSync(checkpoint), `the tiny zimage folder ${checkpoint} (made by the first test)`).toBe(true);
+  const profilesFile = path.join(E2E_DIR, 'profiles.toml');
+  fs.writeFileSync(
+    profilesFile,
+    `default_model = "tiny-z"\n[model_profiles.tiny-z]\narchitecture = "zimage"\ncheckpoint = ${JSON.stringify(checkpoint)}\n` +
+      `[model_profiles.tiny-z.defaults]\nsteps = 3\nwidth = 64\nheight = 64\n`,
+  );
+  const created = await page.request.post('/api/jobs', {
+    data: {
+      name: 'inference_engine_profiles',
+      gpu_ids: 'cpu',
+      job_type: 'inference',
+      job_config: { job: 'extension', config: { process: [{ type: 'InferenceEngine', engine: { profiles_file: profilesFile } }] } },
+    },
+  });
+  expect(created.status()).toBe(201);
+  const { job } = await created.json();
+
+  await page.goto(`/generate?job=${job.id}`);
+  const strip = page.getByTestId('engine-strip');
+  await expect(strip).toHaveAttribute('data-state', 'stopped');
+  await page.getByTestId('engine-start').click();
+  await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
+  await expect(page.getByTestId('profile-select')).toHaveValue('tiny-z');
+  await expect(page.getByTestId('arch-select')).toBeDisabled();
+  await expect(page.getByTestId('steps')).toHaveValue('3');
+  await expect(page.getByTestId('engine-health')).toContainText('tiny-z: zimage', { timeout: 30_000 }); // the warm load
+
+  await page.getByTestId('prompt').fill('from a profile');
+  await page.getByTestId('generate-button').click();
+  await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'done', { timeout: 120_000 });
+  await expect(page.getByTestId('progress-text')).toContainText('Step 3/3');
+  const item = page.getByTestId('gallery-item').first();
+  await expect(item).toContainText('from a profile');
+  await shot(page, '08-profile');
+
+  await page.getByTestId('engine-stop').click();
+  await expect(strip).toHaveAttribute('data-state', 'stopped', { timeout: 60_000 });
 });

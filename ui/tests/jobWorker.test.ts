@@ -148,6 +148,12 @@ describe('JobWorker', () => {
     expect(failed.info).toContain('exit code 3');
     expect(failed.info).toContain('RuntimeError: the fake engine fell over');
     expect(failed.pid).toBeNull();
+    // run it again: log.txt now holds both runs, the info only this one's lines
+    startJob(job.id);
+    const again = await until(w, job.id, (j) => j.status === 'error' && j.updated_at !== failed.updated_at);
+    expect(again.info.match(/RuntimeError/g)).toHaveLength(1);
+    const log = fs.readFileSync(path.join(process.env.AITK_TRAINING_FOLDER as string, job.name, 'log.txt'), 'utf8');
+    expect(log.match(/RuntimeError/g)).toHaveLength(2);
   });
 
   it('reports a missing interpreter as an error, not a hang', async () => {

@@ -1,7 +1,9 @@
 // Forms -> POST /generate body: only what the arch's ArchInfo says applies.
 import { describe, expect, it } from 'vitest';
-import { buildGenerateBody, formsFromSettings, modelDefaults, sampleDefaults, snapToDivisor } from '@/components/generate/requestBody';
+import { buildGenerateBody, effectiveDefaults, formsFromSettings, modelDefaults, sampleDefaults, snapToDivisor } from '@/components/generate/requestBody';
 import type { ArchInfo } from '@/components/generate/types';
+
+const defaultsFor = (a: ArchInfo, keep = {}) => sampleDefaults(effectiveDefaults(a, ''), a, keep);
 
 function arch(over: Partial<ArchInfo>): ArchInfo {
   return {
@@ -35,7 +37,7 @@ describe('snapToDivisor', () => {
 describe('buildGenerateBody', () => {
   it('image arch: snapped size and negative prompt; no video/audio keys; defaults left out of model', () => {
     const a = arch({});
-    const sample = { ...sampleDefaults(a, { prompt: 'fox', seed: 7 }), width: 1000, negative_prompt: 'blur' };
+    const sample = { ...defaultsFor(a, { prompt: 'fox', seed: 7 }), width: 1000, negative_prompt: 'blur' };
     const body = buildGenerateBody(a, modelDefaults(a), sample, 'r1', stream);
     expect(body.model).toEqual({ arch: 'img', name_or_path: 'org/img' });
     expect(body.sample).toEqual({
@@ -54,10 +56,10 @@ describe('buildGenerateBody', () => {
 
   it('video arch: frames and fps; audio arch: duration and extras, no size, no negative prompt', () => {
     const v = arch({ name: 'vid', modality: 'video', defaults: { ...arch({}).defaults, num_frames: 33, fps: 16, output_ext: 'mp4' } });
-    const vb = buildGenerateBody(v, modelDefaults(v), sampleDefaults(v), 'r2', stream);
+    const vb = buildGenerateBody(v, modelDefaults(v), defaultsFor(v), 'r2', stream);
     expect(vb.sample).toMatchObject({ num_frames: 33, fps: 16, output_ext: 'mp4' });
     const au = arch({ name: 'aud', modality: 'audio', uses_negative_prompt: false, size_divisor: 1, sample_extras: { lyrics: '' }, defaults: { ...arch({}).defaults, duration: 30, output_ext: 'wav' } });
-    const sample = { ...sampleDefaults(au), extras: { lyrics: 'la la' } };
+    const sample = { ...defaultsFor(au), extras: { lyrics: 'la la' } };
     const ab = buildGenerateBody(au, modelDefaults(au), sample, 'r3', stream);
     expect(ab.sample).toMatchObject({ duration: 30, lyrics: 'la la' });
     for (const k of ['width', 'height', 'negative_prompt', 'num_frames']) expect(ab.sample).not.toHaveProperty(k);
@@ -66,7 +68,7 @@ describe('buildGenerateBody', () => {
   it('quantization, low_vram, LoRA and the control image when set', () => {
     const a = arch({ needs_ctrl_img: true });
     const model = { ...modelDefaults(a), quantize: true, qtype: 'qint8', quantize_te: true, low_vram: true, lora_path: ' /l.safetensors ', lora_scale: 0.5 };
-    const sample = { ...sampleDefaults(a), ctrl_img: 'abc_ctrl.png', ctrl_img_name: 'ctrl.png' };
+    const sample = { ...defaultsFor(a), ctrl_img: 'abc_ctrl.png', ctrl_img_name: 'ctrl.png' };
     const body = buildGenerateBody(a, model, sample, 'r4', stream);
     expect(body.model).toEqual({
       arch: 'img',
@@ -83,16 +85,65 @@ describe('buildGenerateBody', () => {
   });
 });
 
+describe('variants and profiles (from /models)', () => {
+  const k2 = arch({
+    name: 'k2',
+    sample_extras: { mu: null, shift: 0.5 },
+    sample_extra_types: { mu: 'float', shift: 'float' },
+    variants: {
+      turbo: { num_inference_steps: 8, guidance_scale: 0, mu: 1.15 },
+      raw: { num_inference_steps: 52, guidance_scale: 3.5, mu: null },
+    },
+    default_variant: 'turbo',
+  });
+
+  it("a variant's defaults sit over the arch's; a null extra is left out of the request", () => {
+    const turbo = sampleDefaults(effectiveDefaults(k2, ''), k2);
+    expect(turbo).toMatchObject({ num_inference_steps: 8, extras: { mu: 1.15, shift: 0.5 } });
+    const raw = sampleDefaults(effectiveDefaults(k2, 'raw'), k2);
+    expect(raw).toMatchObject({ num_inference_steps: 52, guidance_scale: 3.5, extras: { mu: null, shift: 0.5 } });
+    const body = buildGenerateBody(k2, { ...modelDefaults(k2), variant: 'raw' }, raw, 'r', stream);
+    expect(body.model).toMatchObject({ arch: 'k2', variant: 'raw' });
+    expect(body.sample).toMatchObject({ shift: 0.5 });
+    expect(body.sample).not.toHaveProperty('mu');
+  });
+
+  it('a profile: {profile, overrides}, never arch or name_or_path; its defaults over the variant', () => {
+    const profile = { name: 'k2-local', architecture: 'k2', variant: 'raw', defaults: { num_inference_steps: 20 } };
+    const model = { ...modelDefaults(k2, profile), quantize: true };
+    expect(model).toMatchObject({ profile: 'k2-local', arch: 'k2', variant: 'raw', name_or_path: '' });
+    const sample = sampleDefaults(effectiveDefaults(k2, model.variant, profile), k2);
+    expect(sample).toMatchObject({ num_inference_steps: 20, guidance_scale: 3.5 });
+    const body = buildGenerateBody(k2, model, sample, 'r', stream);
+    expect(body.model).toEqual({ profile: 'k2-local', quantize: true, qtype: 'qfloat8' });
+    // and back: a result made from the profile reuses the profile
+    const again = formsFromSettings(k2, [profile], { arch: 'k2', profile: 'k2-local', variant: 'raw', name_or_path: '/models/x' }, { num_inference_steps: 20 }, 3);
+    expect(again.model).toMatchObject({ profile: 'k2-local', name_or_path: '' });
+    expect(again.sample).toMatchObject({ num_inference_steps: 20, seed: 3 });
+  });
+});
+
 describe('formsFromSettings', () => {
   it('restores a result\'s resolved settings with the seed it used, without its server-side ctrl_img', () => {
     const a = arch({});
     const { model, sample } = formsFromSettings(
       a,
+      [],
       { arch: 'img', name_or_path: 'tiny:img', quantize: true, qtype: 'qint4' },
       { prompt: 'fox', width: 64, height: 48, num_inference_steps: 6, guidance_scale: 0, seed: -1, ctrl_img: '/abs/x.png' },
       42,
     );
     expect(model).toMatchObject({ name_or_path: 'tiny:img', quantize: true, qtype: 'qint4', low_vram: false });
     expect(sample).toMatchObject({ prompt: 'fox', width: 64, height: 48, num_inference_steps: 6, guidance_scale: 0, seed: 42, ctrl_img: null });
+  });
+});
+
+describe('formatSeconds', () => {
+  it('never shows 60 seconds', async () => {
+    const { formatSeconds } = await import('@/utils/format');
+    expect(formatSeconds(119.6)).toBe('2 min 0 s');
+    expect(formatSeconds(59.7)).toBe('1 min 0 s');
+    expect(formatSeconds(5.25)).toBe('5.3 s');
+    expect(formatSeconds(-1)).toBe('–');
   });
 });

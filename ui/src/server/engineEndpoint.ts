@@ -75,7 +75,7 @@ export function resolveEngine(jobParam: string | null): EngineResolution {
     return unavailable(503, 'engine_queued', `The inference engine '${job.name}' is queued, waiting for GPU ${job.gpu_ids}.`);
   }
   if (job.status !== 'running') {
-    return unavailable(503, 'engine_not_running', `The inference engine '${job.name}' is ${job.status}, not running. Start it on the Generate page.`);
+    return unavailable(503, 'engine_not_running', `The inference engine '${job.name}' is not running (its job is ${job.status}). Start it on the Generate page.`);
   }
   const { file, error } = readEngineFile(engineJsonPath(job.name));
   if (!file) {

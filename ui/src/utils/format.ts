@@ -14,9 +14,10 @@ export function formatBytes(n: number | null | undefined): string {
 
 export function formatSeconds(s: number | null | undefined): string {
   if (s === null || s === undefined || !Number.isFinite(s) || s < 0) return '–';
-  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
-  const m = Math.floor(s / 60);
-  const sec = Math.round(s % 60);
+  if (s < 59.5) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  const whole = Math.round(s);
+  const m = Math.floor(whole / 60);
+  const sec = whole % 60;
   if (m < 60) return `${m} min ${sec} s`;
   return `${Math.floor(m / 60)} h ${m % 60} min`;
 }

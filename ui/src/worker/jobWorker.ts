@@ -33,6 +33,16 @@ interface StopState {
 
 const INFO_LIMIT = 2000;
 
+/** The last lines of a log, from this run only (launchJob starts each run with a "=== … start:" line). */
+export function currentRunTail(log: string, maxLines: number): string {
+  const lines = log.split('\n');
+  let from = 0;
+  lines.forEach((line, i) => {
+    if (line.startsWith('=== ') && line.includes(' start: ')) from = i + 1;
+  });
+  return lines.slice(from).slice(-maxLines).join('\n');
+}
+
 export class JobWorker {
   private children = new Map<string, OwnChild>(); // by job id
   private stops = new Map<string, StopState>(); // by job id
@@ -110,7 +120,7 @@ export class JobWorker {
       updateJob(job.id, { status: 'stopped', info: `Stopped${how}`, pid: null });
       this.opts.log(`job ${job.name}: stopped${how}, ${exitNote}`);
     } else {
-      const tail = tailFile(jobLogPath(job.name), 12);
+      const tail = currentRunTail(tailFile(jobLogPath(job.name), 40), 12);
       const info = `Process ended without reporting a status (${exitNote}).${tail ? `\n${tail}` : ''}`;
       updateJob(job.id, { status: 'error', info: info.slice(-INFO_LIMIT), pid: null });
       this.opts.log(`job ${job.name}: error, ${exitNote}`);

@@ -6,6 +6,7 @@ import { formatBytes, formatSeconds } from '@/utils/format';
 import type { EngineHandle } from './useEngine';
 
 const STATE_TEXT: Record<string, string> = {
+  loading: 'checking…',
   none: 'not started',
   stopped: 'stopped',
   queued: 'queued',
@@ -25,7 +26,7 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
         <strong>Engine</strong>
         <label>
           Device{' '}
-          <select value={deviceId} onChange={(e) => setDeviceId(e.target.value)} disabled={!canStart} aria-label="Device">
+          <select value={deviceId} onChange={(e) => setDeviceId(e.target.value)} aria-label="Device">
             {devices.map((d) => (
               <option key={d.id} value={d.id}>
                 {d.id === 'cpu' ? 'cpu' : `GPU ${d.id}: ${d.name}`}
@@ -58,7 +59,7 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
         )}
       </div>
       {job?.info && state !== 'ready' && (
-        <div className={state === 'error' ? 'alert error' : 'muted small'} data-testid="engine-info">
+        <div className={state === 'error' ? 'alert error engine-info' : 'muted small'} data-testid="engine-info">
           {job.info}
         </div>
       )}
@@ -71,7 +72,12 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
       {health && state === 'ready' && (
         <div className="health small" data-testid="engine-health">
           <span>
-            Model: <b>{health.active ? `${health.active.arch} (${health.active.name_or_path})` : 'none loaded'}</b>
+            Model:{' '}
+            <b>
+              {health.active
+                ? `${health.active.profile ? `${health.active.profile}: ` : ''}${health.active.arch}${health.active.variant ? ` ${health.active.variant}` : ''} (${health.active.name_or_path})`
+                : 'none loaded'}
+            </b>
           </span>
           <span>
             {health.busy ? <b>busy</b> : 'idle'}

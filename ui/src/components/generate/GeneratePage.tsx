@@ -8,8 +8,9 @@ import Gallery from './Gallery';
 import ModelPanel from './ModelPanel';
 import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
-import { buildGenerateBody, formsFromSettings, modelDefaults, sampleDefaults } from './requestBody';
-import type { GalleryItem, ModelForm, SampleForm } from './types';
+import { ACTIVE_PHASES } from './generationView';
+import { buildGenerateBody, effectiveDefaults, formsFromSettings, modelDefaults, sampleDefaults } from './requestBody';
+import type { ArchInfo, GalleryItem, ModelForm, ProfileInfo, SampleForm } from './types';
 import { useEngine } from './useEngine';
 import { useGallery } from './useGallery';
 import { useGeneration } from './useGeneration';
@@ -32,24 +33,47 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   }, [phase, refreshHealth]);
 
   const archs = useMemo(() => engine.models?.archs ?? [], [engine.models]);
+  const profiles = useMemo(() => engine.models?.profiles ?? [], [engine.models]);
   const arch = archs.find((a) => a.name === model?.arch) ?? null;
+  const profileNamed = (name: string) => profiles.find((p) => p.name === name) ?? null;
 
-  // first /models answer: keep the saved forms if their arch exists, else the first arch's defaults
+  /** New forms for an arch (or a profile), keeping what the person wrote. */
+  const resetForms = (a: ArchInfo, profile: ProfileInfo | null, variant = '') => {
+    const m = { ...modelDefaults(a, profile), ...(variant ? { variant } : {}) };
+    setModel(m);
+    setSample((prev) =>
+      sampleDefaults(effectiveDefaults(a, m.variant, profile), a, prev ? { prompt: prev.prompt, negative_prompt: prev.negative_prompt, seed: prev.seed } : {}),
+    );
+  };
+
+  // first /models answer: keep the saved forms if their arch (and profile) exist, else the engine's default model
   useEffect(() => {
     if (!archs.length || !modelLoaded || !sampleLoaded) return;
-    if (!model || !archs.some((a) => a.name === model.arch)) {
-      setModel(modelDefaults(archs[0]));
-      setSample(sampleDefaults(archs[0], sample ?? {}));
-    } else if (!sample) {
-      setSample(sampleDefaults(archs.find((a) => a.name === model.arch) ?? archs[0]));
-    }
+    const savedOk = model && archs.some((a) => a.name === model.arch) && (!model.profile || profileNamed(model.profile));
+    if (savedOk && sample) return;
+    const dm = engine.models?.default_model;
+    const dmProfile = typeof dm === 'string' ? profileNamed(dm) : null;
+    const dmArch = dm && typeof dm === 'object' ? archs.find((a) => a.name === (dm as { arch?: string }).arch) : undefined;
+    const a = archs.find((x) => x.name === dmProfile?.architecture) ?? dmArch ?? archs[0];
+    resetForms(a, dmProfile);
+    const dmPath = dm && typeof dm === 'object' ? (dm as { name_or_path?: unknown }).name_or_path : undefined;
+    if (dmArch && typeof dmPath === 'string') setModel((m) => (m ? { ...m, name_or_path: dmPath } : m));
   }, [archs, modelLoaded, sampleLoaded]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const onArch = (name: string) => {
     const next = archs.find((a) => a.name === name);
-    if (!next) return;
-    setModel(modelDefaults(next));
-    setSample((prev) => sampleDefaults(next, prev ? { prompt: prev.prompt, negative_prompt: prev.negative_prompt, seed: prev.seed } : {}));
+    if (next) resetForms(next, null);
+  };
+  const onProfile = (name: string) => {
+    const p = profileNamed(name);
+    const a = archs.find((x) => x.name === (p?.architecture ?? model?.arch)) ?? archs[0];
+    resetForms(a, p);
+  };
+  const onVariant = (variant: string) => {
+    if (arch && model) {
+      setModel({ ...model, variant });
+      setSample((prev) => sampleDefaults(effectiveDefaults(arch, variant, null), arch, prev ?? {}));
+    }
   };
 
   const running = engine.state === 'ready';
@@ -70,13 +94,13 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   const reuse = (item: GalleryItem) => {
     const a = archs.find((x) => x.name === item.model.arch);
     if (!a) return;
-    const forms = formsFromSettings(a, item.model, item.sample, item.result.seed);
+    const forms = formsFromSettings(a, profiles, item.model, item.sample, item.result.seed);
     setModel(forms.model);
     setSample(forms.sample);
     window.scrollTo({ top: 0, behavior: 'smooth' });
   };
 
-  const active = gen.view.phase === 'submitting' || gen.view.phase === 'running' || gen.view.phase === 'reattaching';
+  const active = ACTIVE_PHASES.has(gen.view.phase);
   const onKeyDown = (e: React.KeyboardEvent) => {
     if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate && !active) {
       e.preventDefault();
@@ -96,7 +120,16 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
             </section>
           ) : model && sample && arch ? (
             <>
-              <ModelPanel archs={archs} arch={arch} model={model} onArch={onArch} onChange={(p) => setModel({ ...model, ...p })} />
+              <ModelPanel
+                archs={archs}
+                profiles={profiles}
+                arch={arch}
+                model={model}
+                onArch={onArch}
+                onProfile={onProfile}
+                onVariant={onVariant}
+                onChange={(p) => setModel({ ...model, ...p })}
+              />
               <PromptPanel arch={arch} sample={sample} jobId={job?.id ?? null} onChange={(p) => setSample({ ...sample, ...p })} />
               <label className="small">
                 <input type="checkbox" checked={detach} onChange={(e) => setDetach(e.target.checked)} /> keep generating when this page

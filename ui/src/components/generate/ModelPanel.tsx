@@ -1,24 +1,44 @@
 'use client';
-// The model: arch (from GET /models), name_or_path, quantization, low_vram, LoRA.
-import type { ArchInfo, ModelForm } from './types';
+// The model: a profile or an arch (both from GET /models) with its variant and name_or_path;
+// quantization, low_vram, LoRA.
+import type { ArchInfo, ModelForm, ProfileInfo } from './types';
 
 const QTYPE_SUGGESTIONS = ['qfloat8', 'qint8', 'qint4'];
 
 interface Props {
   archs: ArchInfo[];
+  profiles: ProfileInfo[];
   arch: ArchInfo | null;
   model: ModelForm;
   onArch: (name: string) => void;
+  onProfile: (name: string) => void;
+  onVariant: (name: string) => void;
   onChange: (patch: Partial<ModelForm>) => void;
 }
 
-export default function ModelPanel({ archs, arch, model, onArch, onChange }: Props) {
+export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange }: Props) {
+  const variants = Object.keys(arch?.variants ?? {});
+  const byProfile = !!model.profile;
   return (
     <section className="card" aria-label="Model">
       <h3>Model</h3>
+      {profiles.length > 0 && (
+        <label className="field">
+          Profile
+          <select value={model.profile} onChange={(e) => onProfile(e.target.value)} aria-label="Profile" data-testid="profile-select">
+            <option value="">none: pick an arch and weights below</option>
+            {profiles.map((p) => (
+              <option key={p.name} value={p.name}>
+                {p.name} ({p.architecture}
+                {p.variant ? `, ${p.variant}` : ''})
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
       <label className="field">
         Arch
-        <select value={model.arch} onChange={(e) => onArch(e.target.value)} aria-label="Arch" data-testid="arch-select">
+        <select value={model.arch} onChange={(e) => onArch(e.target.value)} disabled={byProfile} aria-label="Arch" data-testid="arch-select">
           {archs.map((a) => (
             <option key={a.name} value={a.name}>
               {a.name} ({a.modality})
@@ -27,18 +47,36 @@ export default function ModelPanel({ archs, arch, model, onArch, onChange }: Pro
         </select>
       </label>
       {arch?.description && <div className="muted small">{arch.description}</div>}
+      {variants.length > 0 && (
+        <label className="field">
+          Variant
+          <select
+            value={model.variant || arch?.default_variant || variants[0]}
+            onChange={(e) => onVariant(e.target.value)}
+            disabled={byProfile}
+            aria-label="Variant"
+          >
+            {variants.map((v) => (
+              <option key={v} value={v}>
+                {v}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
       <label className="field">
         name_or_path
         <input
+          disabled={byProfile}
           list="name-or-path-options"
           value={model.name_or_path}
           onChange={(e) => onChange({ name_or_path: e.target.value })}
-          placeholder={arch?.default_name_or_path}
+          placeholder={byProfile ? 'from the profile' : arch?.default_name_or_path || 'a hub repo id or a local path'}
           aria-label="name_or_path"
           data-testid="name-or-path"
         />
         <datalist id="name-or-path-options">
-          {arch && <option value={arch.default_name_or_path}>the arch&apos;s weights</option>}
+          {arch?.default_name_or_path && <option value={arch.default_name_or_path}>the arch&apos;s weights</option>}
           {arch && <option value={`tiny:${arch.name}`}>tiny random-weight test model</option>}
         </datalist>
       </label>

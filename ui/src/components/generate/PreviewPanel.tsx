@@ -4,7 +4,7 @@
 import { useEffect, useState } from 'react';
 import { formatSeconds } from '@/utils/format';
 import LatentCanvas from './LatentCanvas';
-import { etaSeconds, type GenView } from './useGeneration';
+import { ACTIVE_PHASES, etaSeconds, type GenView } from './generationView';
 
 interface Props {
   view: GenView;
@@ -15,19 +15,19 @@ interface Props {
   onDismiss: () => void;
 }
 
-const ACTIVE = new Set(['submitting', 'running', 'reattaching']);
 const MESSAGE_CLASS: Record<string, string> = { done: 'ok', cancelled: 'warn', error: 'error', lost: 'error' };
 
 export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss }: Props) {
-  const active = ACTIVE.has(view.phase);
+  const active = ACTIVE_PHASES.has(view.phase);
   const [now, setNow] = useState(() => Date.now());
   useEffect(() => {
     if (!active) return;
+    setNow(Date.now());
     const t = setInterval(() => setNow(Date.now()), 250);
     return () => clearInterval(t);
   }, [active]);
 
-  const elapsed = view.startedAt ? ((view.finishedAt ?? now) - view.startedAt) / 1000 : null;
+  const elapsed = view.startedAt ? Math.max(0, (view.finishedAt ?? now) - view.startedAt) / 1000 : null;
   const eta = active ? etaSeconds(view) : null;
 
   return (

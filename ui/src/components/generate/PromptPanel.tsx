@@ -87,18 +87,30 @@ export default function PromptPanel({ arch, sample, jobId, onChange }: Props) {
           <textarea rows={2} value={sample.negative_prompt} onChange={(e) => onChange({ negative_prompt: e.target.value })} aria-label="Negative prompt" />
         </label>
       )}
-      {Object.entries(arch.sample_extras).map(([key, def]) => (
-        <label className="field" key={key}>
-          {key}
-          {typeof def === 'number' ? (
-            <input type="number" value={Number(sample.extras[key] ?? def)} onChange={(e) => onChange({ extras: { ...sample.extras, [key]: Number(e.target.value) } })} />
-          ) : typeof def === 'boolean' ? (
-            <input type="checkbox" checked={Boolean(sample.extras[key] ?? def)} onChange={(e) => onChange({ extras: { ...sample.extras, [key]: e.target.checked } })} />
-          ) : (
-            <textarea rows={2} value={String(sample.extras[key] ?? def ?? '')} onChange={(e) => onChange({ extras: { ...sample.extras, [key]: e.target.value } })} />
-          )}
-        </label>
-      ))}
+      {Object.entries(arch.sample_extras).map(([key, def]) => {
+        const type = arch.sample_extra_types?.[key] ?? (typeof def === 'number' ? 'float' : typeof def === 'boolean' ? 'bool' : 'str');
+        const value = sample.extras[key];
+        const set = (v: unknown) => onChange({ extras: { ...sample.extras, [key]: v } });
+        return (
+          <label className="field" key={key}>
+            {key}
+            {type === 'float' || type === 'int' ? (
+              <input
+                type="number"
+                step={type === 'int' ? 1 : 'any'}
+                value={value === null || value === undefined || Number.isNaN(value) ? '' : Number(value)}
+                placeholder={def === null ? 'automatic' : undefined}
+                onChange={(e) => set(e.target.value === '' ? null : Number(e.target.value))}
+                aria-label={key}
+              />
+            ) : type === 'bool' ? (
+              <input type="checkbox" checked={Boolean(value)} onChange={(e) => set(e.target.checked)} aria-label={key} />
+            ) : (
+              <textarea rows={2} value={String(value ?? '')} onChange={(e) => set(e.target.value)} aria-label={key} />
+            )}
+          </label>
+        );
+      })}
       {arch.modality !== 'audio' && (
         <div className="row">
           <NumberField label="Width" value={sample.width} step={arch.size_divisor} min={arch.size_divisor} onChange={(v) => onChange({ width: v })} onBlur={() => snap('width')} testId="width" />

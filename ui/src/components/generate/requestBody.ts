@@ -1,18 +1,35 @@
 // Forms -> the engine's POST /generate body, and back (reuse a gallery item's settings).
-// Which fields apply comes from the arch's ArchInfo (GET /models), never from a table here.
-import type { ArchInfo, ModelForm, SampleForm } from './types';
+// Which fields apply, and their defaults, come from GET /models (ArchInfo, variants, profiles),
+// never from a table here.
+import type { ArchInfo, ModelForm, ProfileInfo, SampleForm } from './types';
 
 export const DEFAULT_QTYPE = 'qfloat8';
+const COMMON_KEYS = ['width', 'height', 'num_inference_steps', 'guidance_scale', 'num_frames', 'fps', 'duration', 'output_ext'] as const;
 
 export function snapToDivisor(value: number, divisor: number): number {
   const d = Math.max(1, Math.floor(divisor) || 1);
   return Math.max(d, Math.round((Number(value) || 0) / d) * d);
 }
 
-export function modelDefaults(arch: ArchInfo): ModelForm {
+/** The arch's variant in effect ('' = its default one, if it has variants). */
+export function variantOf(arch: ArchInfo, variant: string): string | null {
+  const names = Object.keys(arch.variants ?? {});
+  if (!names.length) return null;
+  return names.includes(variant) ? variant : (arch.default_variant ?? names[0]);
+}
+
+/** Sample defaults, flat: the arch's, then its variant's, then the profile's (engine precedence, lowest first). */
+export function effectiveDefaults(arch: ArchInfo, variant: string, profile?: ProfileInfo | null): Record<string, unknown> {
+  const v = variantOf(arch, profile?.variant ?? variant);
+  return { ...arch.defaults, ...arch.sample_extras, ...(v ? arch.variants?.[v] : {}), ...(profile?.defaults ?? {}) };
+}
+
+export function modelDefaults(arch: ArchInfo, profile?: ProfileInfo | null): ModelForm {
   return {
+    profile: profile?.name ?? '',
     arch: arch.name,
-    name_or_path: arch.default_name_or_path,
+    variant: profile?.variant ?? arch.default_variant ?? '',
+    name_or_path: profile ? '' : arch.default_name_or_path,
     quantize: false,
     qtype: DEFAULT_QTYPE,
     quantize_te: false,
@@ -23,21 +40,23 @@ export function modelDefaults(arch: ArchInfo): ModelForm {
   };
 }
 
-export function sampleDefaults(arch: ArchInfo, keep: Partial<SampleForm> = {}): SampleForm {
-  const d = arch.defaults;
+export function sampleDefaults(defaults: Record<string, unknown>, arch: ArchInfo, keep: Partial<SampleForm> = {}): SampleForm {
+  const num = (k: string) => Number(defaults[k] ?? 0);
+  const extras: Record<string, unknown> = {};
+  for (const key of Object.keys(arch.sample_extras)) extras[key] = defaults[key] ?? arch.sample_extras[key];
   return {
     prompt: keep.prompt ?? '',
     negative_prompt: keep.negative_prompt ?? '',
-    width: d.width,
-    height: d.height,
-    num_inference_steps: d.num_inference_steps,
-    guidance_scale: d.guidance_scale,
+    width: num('width'),
+    height: num('height'),
+    num_inference_steps: num('num_inference_steps'),
+    guidance_scale: num('guidance_scale'),
     seed: keep.seed ?? -1,
-    num_frames: d.num_frames,
-    fps: d.fps,
-    duration: d.duration,
-    output_ext: d.output_ext,
-    extras: { ...arch.sample_extras },
+    num_frames: num('num_frames'),
+    fps: num('fps'),
+    duration: num('duration'),
+    output_ext: String(defaults.output_ext ?? arch.output_exts[0] ?? ''),
+    extras,
     ctrl_img: null,
     ctrl_img_name: null,
   };
@@ -48,9 +67,16 @@ export interface StreamChoice {
   maxFrames: number;
 }
 
+const isSet = (v: unknown) => v !== null && v !== undefined && v !== '' && !(typeof v === 'number' && Number.isNaN(v));
+
 export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: SampleForm, requestId: string, stream: StreamChoice) {
-  const m: Record<string, unknown> = { arch: arch.name };
-  if (model.name_or_path.trim()) m.name_or_path = model.name_or_path.trim();
+  // a profile names the arch, variant and weights itself; other keys override it
+  const m: Record<string, unknown> = model.profile ? { profile: model.profile } : { arch: arch.name };
+  if (!model.profile) {
+    if (model.name_or_path.trim()) m.name_or_path = model.name_or_path.trim();
+    const variant = variantOf(arch, model.variant);
+    if (variant) m.variant = variant;
+  }
   if (model.quantize) Object.assign(m, { quantize: true, qtype: model.qtype || DEFAULT_QTYPE });
   if (model.quantize_te) Object.assign(m, { quantize_te: true, qtype_te: model.qtype_te || DEFAULT_QTYPE });
   if (model.low_vram) m.low_vram = true;
@@ -73,7 +99,7 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
     s.fps = Number(sample.fps);
   }
   if (arch.modality === 'audio') s.duration = Number(sample.duration);
-  for (const key of Object.keys(arch.sample_extras)) s[key] = sample.extras[key] ?? arch.sample_extras[key];
+  for (const key of Object.keys(arch.sample_extras)) if (isSet(sample.extras[key])) s[key] = sample.extras[key];
   if (sample.ctrl_img) s.ctrl_img = sample.ctrl_img;
 
   return {
@@ -87,41 +113,33 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
 /** A gallery item's resolved settings back into the forms (the seed it used, not -1). */
 export function formsFromSettings(
   arch: ArchInfo,
+  profiles: ProfileInfo[],
   model: Record<string, unknown>,
   sample: Record<string, unknown>,
   seed: number,
 ): { model: ModelForm; sample: SampleForm } {
-  const mf = modelDefaults(arch);
-  const num = (v: unknown, fallback: number) => (typeof v === 'number' && Number.isFinite(v) ? v : fallback);
   const str = (v: unknown, fallback: string) => (typeof v === 'string' ? v : fallback);
+  const profile = profiles.find((p) => p.name === model.profile) ?? null;
+  const mf = modelDefaults(arch, profile);
   const outModel: ModelForm = {
     ...mf,
-    name_or_path: str(model.name_or_path, mf.name_or_path),
+    variant: str(model.variant, mf.variant),
+    name_or_path: profile ? '' : str(model.name_or_path, mf.name_or_path),
     quantize: model.quantize === true,
     qtype: str(model.qtype, mf.qtype),
     quantize_te: model.quantize_te === true,
     qtype_te: str(model.qtype_te, mf.qtype_te),
     low_vram: model.low_vram === true,
     lora_path: str(model.lora_path, ''),
-    lora_scale: num(model.lora_scale, 1),
+    lora_scale: typeof model.lora_scale === 'number' ? model.lora_scale : 1,
   };
-  const sf = sampleDefaults(arch);
-  const extras: Record<string, unknown> = {};
-  for (const key of Object.keys(arch.sample_extras)) extras[key] = sample[key] ?? arch.sample_extras[key];
-  const outSample: SampleForm = {
-    ...sf,
+  const defaults = effectiveDefaults(arch, outModel.variant, profile);
+  const merged: Record<string, unknown> = { ...defaults };
+  for (const key of [...COMMON_KEYS, ...Object.keys(arch.sample_extras)]) if (sample[key] !== undefined) merged[key] = sample[key];
+  const outSample = sampleDefaults(merged, arch, {
     prompt: str(sample.prompt, ''),
     negative_prompt: str(sample.negative_prompt, ''),
-    width: num(sample.width, sf.width),
-    height: num(sample.height, sf.height),
-    num_inference_steps: num(sample.num_inference_steps, sf.num_inference_steps),
-    guidance_scale: num(sample.guidance_scale, sf.guidance_scale),
     seed,
-    num_frames: num(sample.num_frames, sf.num_frames),
-    fps: num(sample.fps, sf.fps),
-    duration: num(sample.duration, sf.duration),
-    output_ext: str(sample.output_ext, sf.output_ext),
-    extras,
-  };
+  });
   return { model: outModel, sample: outSample };
 }

@@ -19,14 +19,30 @@ export interface ArchInfo {
   needs_ctrl_img: boolean;
   uses_negative_prompt: boolean;
   sample_extras: Record<string, unknown>;
+  /** 'float' | 'int' | 'str' | 'bool' per extra (newer engines) */
+  sample_extra_types?: Record<string, string>;
+  /** variant name -> its sample defaults (common keys and extras); empty when the arch has none */
+  variants?: Record<string, Record<string, unknown>>;
+  default_variant?: string | null;
+  round_size?: boolean;
   description: string;
   output_exts: string[];
   preview: PreviewSpec;
 }
 
+/** A named local model from the engine's profiles file (no paths). */
+export interface ProfileInfo {
+  name: string;
+  architecture: string;
+  variant: string | null;
+  defaults: Record<string, unknown>;
+}
+
 export interface ModelsResponse {
   archs: ArchInfo[];
-  profiles: unknown[];
+  profiles?: ProfileInfo[];
+  /** a profile name, or a model dict like {arch, name_or_path}, or null */
+  default_model?: unknown;
 }
 
 export interface PoolEntry {
@@ -42,7 +58,7 @@ export interface Health {
   ok: boolean;
   busy: boolean;
   queue: number;
-  active: { arch: string; name_or_path: string } | null;
+  active: { arch: string; name_or_path: string; profile?: string | null; variant?: string | null } | null;
   memory: { device: string; used: number; total: number };
   pool: { hits: number; misses: number; evictions: number; resident_bytes: number; entries: PoolEntry[] };
   uptime: number;
@@ -64,7 +80,11 @@ export interface ResultInfo {
 }
 
 export interface ModelForm {
+  /** a profile name ('' = none): the profile names the arch and the weights */
+  profile: string;
   arch: string;
+  /** '' = the arch's default variant */
+  variant: string;
   name_or_path: string;
   quantize: boolean;
   qtype: string;

@@ -2,7 +2,7 @@
 // The engine job for the chosen device: its Job row (polled), its /health (polled while it
 // runs), its /models (once it answers), and start / stop / unload.
 import { useCallback, useEffect, useState } from 'react';
-import { apiFetch, apiJson, describeError, postJson } from '@/utils/api';
+import { apiFetch, apiJson, describeError, postJson, type ApiRequestError } from '@/utils/api';
 import { usePoll } from '@/utils/usePoll';
 import { useStoredState } from '@/utils/useStoredState';
 import type { Job } from '@/components/jobs/types';
@@ -13,7 +13,7 @@ export interface Device {
   name: string;
 }
 
-export type EngineState = 'none' | 'stopped' | 'queued' | 'starting' | 'ready' | 'stopping' | 'error';
+export type EngineState = 'loading' | 'none' | 'stopped' | 'queued' | 'starting' | 'ready' | 'stopping' | 'error';
 
 export function engineJobName(deviceId: string): string {
   return `inference_engine_${deviceId.replace(/,/g, '_')}`;
@@ -44,8 +44,14 @@ export function useEngine(preferredJobId: string | null) {
       .catch(() => undefined);
   }, []);
 
+  const [jobsError, setJobsError] = useState<string | null>(null);
   usePoll(async () => {
-    setJobs((await apiJson<{ jobs: Job[] }>('/api/jobs?job_type=inference')).jobs);
+    try {
+      setJobs((await apiJson<{ jobs: Job[] }>('/api/jobs?job_type=inference')).jobs);
+      setJobsError(null);
+    } catch (err) {
+      setJobsError((err as Error).message);
+    }
   }, 1500);
 
   // a link from the jobs page (?job=) picks that engine's device
@@ -98,7 +104,7 @@ export function useEngine(preferredJobId: string | null) {
     };
   }, [engineUp, job?.id]); // eslint-disable-line react-hooks/exhaustive-deps
 
-  let state: EngineState = 'none';
+  let state: EngineState = jobs === null ? 'loading' : 'none';
   if (job) {
     if (job.status === 'running') state = engineUp ? 'ready' : 'starting';
     else if (job.status === 'queued') state = 'queued';
@@ -122,17 +128,18 @@ export function useEngine(preferredJobId: string | null) {
 
   const start = () =>
     act(async () => {
+      const name = engineJobName(deviceId);
       let target = job;
       if (!target) {
-        const name = engineJobName(deviceId);
-        target = (
-          await postJson<{ job: Job }>('/api/jobs', {
-            name,
-            gpu_ids: deviceId,
-            job_type: 'inference',
-            job_config: engineJobConfig(name, deviceId),
-          })
-        ).job;
+        try {
+          target = (
+            await postJson<{ job: Job }>('/api/jobs', { name, gpu_ids: deviceId, job_type: 'inference', job_config: engineJobConfig(name, deviceId) })
+          ).job;
+        } catch (err) {
+          // made meanwhile (another tab): start that one
+          if ((err as ApiRequestError).code !== 'name_taken') throw err;
+          target = (await apiJson<{ job: Job }>(`/api/jobs/${name}`)).job;
+        }
       }
       await postJson(`/api/jobs/${target.id}/start`);
     });
@@ -155,7 +162,7 @@ export function useEngine(preferredJobId: string | null) {
     healthError,
     models,
     modelsError,
-    actionError,
+    actionError: actionError ?? jobsError,
     acting,
     start,
     stop,

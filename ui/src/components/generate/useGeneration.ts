@@ -14,52 +14,8 @@ import {
   type PreviewImage,
   type PreviewSpec,
 } from '@/utils/engineStream';
+import { IDLE, applyFrame, stepText, withStatusLine, type GenView, type Phase } from './generationView';
 import type { GalleryItem, ResultInfo } from './types';
-
-export type Phase = 'idle' | 'submitting' | 'running' | 'reattaching' | 'done' | 'error' | 'cancelled' | 'lost';
-
-export interface GenView {
-  phase: Phase;
-  requestId: string | null;
-  step: number;
-  total: number;
-  /** (step, elapsed) of the first progress frame: the sampling rate is measured from there */
-  firstProgress: { step: number; elapsed: number } | null;
-  elapsed: number;
-  stage: string | null;
-  statusLines: string[];
-  message: string | null;
-  cancelling: boolean;
-  modality: string | null;
-  preview: PreviewSpec | null;
-  image: PreviewImage | null;
-  latentStep: number | null;
-  previewNote: string | null;
-  results: ResultInfo[];
-  startedAt: number | null;
-  finishedAt: number | null;
-}
-
-const IDLE: GenView = {
-  phase: 'idle',
-  requestId: null,
-  step: 0,
-  total: 0,
-  firstProgress: null,
-  elapsed: 0,
-  stage: null,
-  statusLines: [],
-  message: null,
-  cancelling: false,
-  modality: null,
-  preview: null,
-  image: null,
-  latentStep: null,
-  previewNote: null,
-  results: [],
-  startedAt: null,
-  finishedAt: null,
-};
 
 interface Ctx {
   requestId: string;
@@ -75,7 +31,6 @@ interface Ctx {
 
 const ACTIVE_KEY = 'aitk.generate.active';
 const REATTACH_TRIES = 3;
-const MAX_STATUS_LINES = 8;
 
 type Stored = Pick<Ctx, 'requestId' | 'jobId' | 'jobName' | 'startedAt'>;
 
@@ -98,12 +53,34 @@ function loadActive(): Stored | null {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const stepText = (v: Pick<GenView, 'step' | 'total'>) => (v.total ? `step ${v.step}/${v.total}` : 'before sampling started');
 
-export function etaSeconds(v: Pick<GenView, 'step' | 'total' | 'elapsed' | 'firstProgress'>): number | null {
-  const f = v.firstProgress;
-  if (!f || v.step <= f.step || !v.total) return null;
-  return ((v.elapsed - f.elapsed) / (v.step - f.step)) * (v.total - v.step);
+/** Project a latent frame; with factors that do not fit, fall back to the plain channel preview and say so. */
+function projectForPreview(frame: Frame, preview: PreviewSpec | null): { image: PreviewImage | null; note: string | null } {
+  try {
+    return { image: latentFrameToImage(frame, preview), note: null };
+  } catch (err) {
+    try {
+      const h = frame.header;
+      const image = projectLatent(decodeFloat16(frame.payload), h.shape as number[], String(h.layout ?? preview?.layout), null);
+      return { image, note: `Preview without colour factors (${(err as Error).message}).` };
+    } catch (err2) {
+      return { image: null, note: `This latent cannot be previewed: ${(err2 as Error).message}` };
+    }
+  }
+}
+
+function galleryItem(ctx: Ctx, r: ResultInfo): GalleryItem {
+  const { relpath, url, kind, ext, bytes, seed, width, height, num_frames, fps, duration } = r;
+  return {
+    key: `${ctx.requestId}/${relpath}`,
+    requestId: ctx.requestId,
+    jobId: ctx.jobId,
+    jobName: ctx.jobName,
+    result: { relpath, url, kind, ext, bytes, seed, width, height, num_frames, fps, duration },
+    model: ctx.model,
+    sample: ctx.sample,
+    createdAt: new Date().toISOString(),
+  };
 }
 
 export function useGeneration(onResult: (item: GalleryItem) => void) {
@@ -118,101 +95,38 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
 
   const handleFrame = (ctx: Ctx, frame: Frame) => {
     const h = frame.header;
-    switch (h.type) {
-      case 'start': {
-        ctx.model = (h.model as Record<string, unknown>) ?? {};
-        ctx.sample = (h.sample as Record<string, unknown>) ?? {};
-        ctx.preview = (h.preview as PreviewSpec) ?? null;
-        // a re-attach replays the request from its start frame: begin the lists afresh
-        update(ctx, (v) => ({ ...v, phase: 'running', modality: String(h.modality ?? ''), preview: ctx.preview, statusLines: [], results: [] }));
-        break;
-      }
-      case 'status': {
-        const stage = String(h.stage ?? '');
-        let line = String(h.message ?? '');
-        const queued = stage === 'queued' ? /(\d+) in queue/.exec(line) : null;
-        if (queued && Number(queued[1]) > 1) line = `The engine is busy with another request: yours is queued (${queued[1]} in queue).`;
-        update(ctx, (v) => ({ ...v, stage, statusLines: [...v.statusLines, line].slice(-MAX_STATUS_LINES) }));
-        break;
-      }
-      case 'progress': {
-        const step = Number(h.step);
-        const total = Number(h.total);
-        const elapsed = Number(h.elapsed);
-        update(ctx, (v) => ({ ...v, step, total, elapsed, firstProgress: v.firstProgress ?? { step, elapsed } }));
-        break;
-      }
-      case 'latent': {
-        let image: PreviewImage;
-        let note: string | null = null;
-        try {
-          image = latentFrameToImage(frame, ctx.preview);
-        } catch (err) {
-          // factors that do not fit: fall back to the plain channel preview, and say so
-          try {
-            image = projectLatent(decodeFloat16(frame.payload), h.shape as number[], String(h.layout ?? ctx.preview?.layout), null);
-            note = `Preview without colour factors (${(err as Error).message}).`;
-          } catch (err2) {
-            update(ctx, (v) => ({ ...v, previewNote: `This latent cannot be previewed: ${(err2 as Error).message}` }));
-            break;
-          }
-        }
-        const step = Number(h.step);
-        update(ctx, (v) => ({ ...v, image, latentStep: step, previewNote: note }));
-        break;
-      }
-      case 'result': {
-        const result = h as unknown as ResultInfo;
-        onResultRef.current({
-          key: `${ctx.requestId}/${result.relpath}`,
-          requestId: ctx.requestId,
-          jobId: ctx.jobId,
-          jobName: ctx.jobName,
-          result: {
-            relpath: result.relpath,
-            url: result.url,
-            kind: result.kind,
-            ext: result.ext,
-            bytes: result.bytes,
-            seed: result.seed,
-            width: result.width,
-            height: result.height,
-            num_frames: result.num_frames,
-            fps: result.fps,
-            duration: result.duration,
-          },
-          model: ctx.model,
-          sample: ctx.sample,
-          createdAt: new Date().toISOString(),
-        });
-        update(ctx, (v) => ({ ...v, results: [...v.results, result] }));
-        break;
-      }
-      case 'error': {
-        const cancelled = h.cancelled === true;
-        const msg = String(h.message ?? 'unknown error');
-        update(ctx, (v) => ({
-          ...v,
-          message: cancelled ? `Cancelled at ${stepText(v)}.` : `Generation failed at ${stepText(v)}: ${msg}`,
-        }));
-        break;
-      }
-      case 'end': {
-        ctx.ended = true;
-        storeActive(null);
-        const status = String(h.status);
-        update(ctx, (v) => {
-          const phase: Phase = status === 'ok' ? 'done' : status === 'cancelled' ? 'cancelled' : 'error';
-          const fallback = phase === 'done' ? null : phase === 'cancelled' ? `Cancelled at ${stepText(v)}.` : `Generation failed at ${stepText(v)}.`;
-          const finishedAt = Date.now();
-          const took = v.startedAt ? ` in ${((finishedAt - v.startedAt) / 1000).toFixed(1)} s` : '';
-          const message = phase === 'done' ? `Done${took}: ${v.results.length} file${v.results.length === 1 ? '' : 's'}.` : (v.message ?? fallback);
-          return { ...v, phase, message, finishedAt, cancelling: false, stage: null };
-        });
-        break;
-      }
-      default:
-        break; // a frame type this page does not know: ignore it
+    let latent: { image: PreviewImage | null; note: string | null } | undefined;
+    if (h.type === 'start') {
+      ctx.model = (h.model as Record<string, unknown>) ?? {};
+      ctx.sample = (h.sample as Record<string, unknown>) ?? {};
+      ctx.preview = (h.preview as PreviewSpec) ?? null;
+    } else if (h.type === 'status' && h.stage === 'queued') {
+      void explainQueue(ctx);
+    } else if (h.type === 'latent') {
+      latent = projectForPreview(frame, ctx.preview);
+    } else if (h.type === 'result') {
+      onResultRef.current(galleryItem(ctx, h as unknown as ResultInfo));
+    } else if (h.type === 'end') {
+      ctx.ended = true;
+      storeActive(null);
+    }
+    update(ctx, (v) => applyFrame(v, h, latent));
+  };
+
+  /** Queued: if another request holds the engine, say so (from GET /queue). */
+  const explainQueue = async (ctx: Ctx) => {
+    try {
+      const res = await apiFetch(`/api/inference/queue?job=${ctx.jobId}`, { signal: ctx.abort.signal });
+      if (!res.ok) return;
+      const q = (await res.json()) as { running: { request_id: string; step: number; total: number } | null; queued: { request_id: string }[] };
+      if (!q.running || q.running.request_id === ctx.requestId) return;
+      const ahead = q.queued.findIndex((r) => r.request_id === ctx.requestId);
+      const where = ahead > 0 ? `${ahead} more ahead of yours` : 'yours is next';
+      const progress = q.running.total ? `at step ${q.running.step}/${q.running.total}` : 'getting ready';
+      const line = `The engine is busy with another request (${progress}); ${where}.`;
+      update(ctx, (v) => (v.stage === 'queued' ? withStatusLine(v, line) : v));
+    } catch {
+      // only an explanation: nothing to do when it fails
     }
   };
 
@@ -233,10 +147,10 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
 
   /** After a dropped stream (or on reload): GET /stream/{id} and follow it again. */
   const reattach = async (ctx: Ctx, tries: number): Promise<void> => {
-    let lastError = 'the connection dropped';
+    let lastError = 'The connection dropped.';
     for (let attempt = 1; attempt <= tries; attempt++) {
       if (ctx.abort.signal.aborted || ctxRef.current !== ctx) return;
-      update(ctx, (v) => ({ ...v, phase: 'reattaching', statusLines: [...v.statusLines, `Re-attaching to request ${ctx.requestId} (try ${attempt}/${tries})…`].slice(-MAX_STATUS_LINES) }));
+      update(ctx, (v) => ({ ...withStatusLine(v, `Re-attaching to request ${ctx.requestId} (try ${attempt}/${tries})…`), phase: 'reattaching' }));
       let res: Response;
       try {
         res = await apiFetch(`/api/inference/stream/${encodeURIComponent(ctx.requestId)}?job=${ctx.jobId}`, { signal: ctx.abort.signal });
@@ -252,7 +166,7 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
           ...v,
           phase: 'lost',
           finishedAt: Date.now(),
-          message: `Lost the stream at ${stepText(v)}, and the engine no longer knows request ${ctx.requestId} (was it restarted?).`,
+          message: `Lost the stream ${stepText(v)}, and the engine no longer knows request ${ctx.requestId} (was it restarted?).`,
         }));
         return;
       }
@@ -263,10 +177,10 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
       }
       const outcome = await follow(ctx, res);
       if (outcome !== 'lost') return;
-      lastError = 'the connection dropped again';
+      lastError = 'The connection dropped again.';
     }
     storeActive(null);
-    update(ctx, (v) => ({ ...v, phase: 'lost', cancelling: false, finishedAt: Date.now(), message: `Lost the connection to the engine at ${stepText(v)}: ${lastError}.` }));
+    update(ctx, (v) => ({ ...v, phase: 'lost', cancelling: false, finishedAt: Date.now(), message: `Lost the connection to the engine ${stepText(v)}. ${lastError.replace(/\.*$/, '.')}` }));
   };
 
   const begin = (rec: Stored, phase: Phase): Ctx => {
@@ -317,7 +231,7 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
       // the engine could not be told: drop our side of the stream at least
       ctx.abort.abort();
       storeActive(null);
-      update(ctx, (v) => ({ ...v, phase: 'cancelled', cancelling: false, finishedAt: Date.now(), message: `Stopped following the request at ${stepText(v)}; the engine could not confirm the cancel: ${problem}` }));
+      update(ctx, (v) => ({ ...v, phase: 'cancelled', cancelling: false, finishedAt: Date.now(), message: `Stopped following the request ${stepText(v)}; the engine could not confirm the cancel: ${problem}` }));
       return;
     }
     // the stream now ends with error(cancelled) + end(cancelled); do not wait forever for it
@@ -325,7 +239,7 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
     if (ctxRef.current === ctx && !ctx.ended) {
       ctx.abort.abort();
       storeActive(null);
-      update(ctx, (v) => ({ ...v, phase: 'cancelled', cancelling: false, finishedAt: Date.now(), message: `Cancel sent at ${stepText(v)}, but the engine did not confirm it.` }));
+      update(ctx, (v) => ({ ...v, phase: 'cancelled', cancelling: false, finishedAt: Date.now(), message: `Cancel sent ${stepText(v)}, but the engine did not confirm it.` }));
     }
   }, []); // eslint-disable-line react-hooks/exhaustive-deps
 

@@ -1,0 +1,110 @@
+// What the preview panel shows for one request, and how each frame changes it (pure).
+import type { FrameHeader, PreviewImage, PreviewSpec } from '@/utils/engineStream';
+import type { ResultInfo } from './types';
+
+export type Phase = 'idle' | 'submitting' | 'running' | 'reattaching' | 'done' | 'error' | 'cancelled' | 'lost';
+
+export interface GenView {
+  phase: Phase;
+  requestId: string | null;
+  step: number;
+  total: number;
+  /** (step, elapsed) of the first progress frame: the sampling rate is measured from there */
+  firstProgress: { step: number; elapsed: number } | null;
+  elapsed: number;
+  stage: string | null;
+  statusLines: string[];
+  message: string | null;
+  cancelling: boolean;
+  modality: string | null;
+  preview: PreviewSpec | null;
+  image: PreviewImage | null;
+  latentStep: number | null;
+  previewNote: string | null;
+  results: ResultInfo[];
+  startedAt: number | null;
+  finishedAt: number | null;
+}
+
+export const IDLE: GenView = {
+  phase: 'idle',
+  requestId: null,
+  step: 0,
+  total: 0,
+  firstProgress: null,
+  elapsed: 0,
+  stage: null,
+  statusLines: [],
+  message: null,
+  cancelling: false,
+  modality: null,
+  preview: null,
+  image: null,
+  latentStep: null,
+  previewNote: null,
+  results: [],
+  startedAt: null,
+  finishedAt: null,
+};
+
+export const ACTIVE_PHASES: ReadonlySet<Phase> = new Set(['submitting', 'running', 'reattaching']);
+
+const MAX_STATUS_LINES = 8;
+
+export function withStatusLine(v: GenView, line: string): GenView {
+  return { ...v, statusLines: [...v.statusLines, line].slice(-MAX_STATUS_LINES) };
+}
+
+/** "at step 3/8", or "before sampling started". */
+export function stepText(v: Pick<GenView, 'step' | 'total'>): string {
+  return v.total ? `at step ${v.step}/${v.total}` : 'before sampling started';
+}
+
+/** Seconds left, from the sampling rate since the first progress frame. */
+export function etaSeconds(v: Pick<GenView, 'step' | 'total' | 'elapsed' | 'firstProgress'>): number | null {
+  const f = v.firstProgress;
+  if (!f || v.step <= f.step || !v.total) return null;
+  return ((v.elapsed - f.elapsed) / (v.step - f.step)) * (v.total - v.step);
+}
+
+/**
+ * The view after one frame. A latent frame's pixels are projected by the caller and passed
+ * in `latent` (projection can fail; then only the note changes).
+ */
+export function applyFrame(v: GenView, h: FrameHeader, latent?: { image: PreviewImage | null; note: string | null }, now = Date.now()): GenView {
+  switch (h.type) {
+    case 'start':
+      // a re-attach replays the request from its start frame: begin the lists afresh
+      return { ...v, phase: 'running', modality: String(h.modality ?? ''), preview: (h.preview as PreviewSpec) ?? null, statusLines: [], results: [] };
+    case 'status':
+      return { ...withStatusLine(v, String(h.message ?? '')), stage: String(h.stage ?? '') };
+    case 'progress': {
+      const step = Number(h.step);
+      const elapsed = Number(h.elapsed);
+      return { ...v, step, total: Number(h.total), elapsed, firstProgress: v.firstProgress ?? { step, elapsed } };
+    }
+    case 'latent':
+      if (!latent?.image) return { ...v, previewNote: latent?.note ?? v.previewNote };
+      return { ...v, image: latent.image, latentStep: Number(h.step), previewNote: latent.note };
+    case 'result':
+      return { ...v, results: [...v.results, h as unknown as ResultInfo] };
+    case 'error': {
+      const cancelled = h.cancelled === true;
+      const why = String(h.message ?? 'unknown error');
+      return { ...v, message: cancelled ? `Cancelled ${stepText(v)}.` : `Generation failed ${stepText(v)}: ${why}` };
+    }
+    case 'end': {
+      const status = String(h.status);
+      const phase: Phase = status === 'ok' ? 'done' : status === 'cancelled' ? 'cancelled' : 'error';
+      const took = v.startedAt ? ` in ${((now - v.startedAt) / 1000).toFixed(1)} s` : '';
+      const n = v.results.length;
+      const message =
+        phase === 'done'
+          ? `Done${took}: ${n} file${n === 1 ? '' : 's'}.`
+          : (v.message ?? (phase === 'cancelled' ? `Cancelled ${stepText(v)}.` : `Generation failed ${stepText(v)}.`));
+      return { ...v, phase, message, finishedAt: now, cancelling: false, stage: null };
+    }
+    default:
+      return v; // a frame type this page does not know
+  }
+}
