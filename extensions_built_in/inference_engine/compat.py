@@ -109,19 +109,6 @@ def basic_password(authorization: str) -> str | None:
     return password if sep and password else None
 
 
-def token_dependency(token: str):
-    """The same check as server.create_app's require_token (X-Engine-Token or Bearer), for an app
-    that serves the compat routes alone."""
-    import hmac
-
-    def require_token(request: HttpRequest):
-        given = request.headers.get("x-engine-token")
-        auth = request.headers.get("authorization", "")
-        if given is None and auth.lower().startswith("bearer "):
-            given = auth[7:].strip()
-        if not given or not hmac.compare_digest(given.encode(), token.encode()):
-            raise HTTPException(401, "missing or bad engine token")
-    return require_token
 
 
 def auth_checker(require_token):
@@ -656,6 +643,7 @@ def compat_app(engine, token: str, route) -> FastAPI:
     app = FastAPI(title="AI Toolkit inference engine (compatibility API)", version="1",
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine = engine
+    from extensions_built_in.inference_engine.server import token_dependency
     require_token = token_dependency(token)
     route(app, require_token)
     ok = auth_checker(require_token)

@@ -50,10 +50,8 @@ class GenerateBody(BaseModel):
     wait: bool = False
 
 
-def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
-    app = FastAPI(title="AI Toolkit inference engine", version="1")
-    app.state.engine = engine
-
+def token_dependency(token: str):
+    """The engine token, as `X-Engine-Token` or `Authorization: Bearer`, compared in constant time."""
     def require_token(request: HttpRequest):
         given = request.headers.get("x-engine-token")
         auth = request.headers.get("authorization", "")
@@ -61,6 +59,14 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
             given = auth[7:].strip()
         if not given or not hmac.compare_digest(given.encode(), token.encode()):
             raise HTTPException(401, "missing or bad engine token")
+    return require_token
+
+
+def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
+    app = FastAPI(title="AI Toolkit inference engine", version="1")
+    app.state.engine = engine
+
+    require_token = token_dependency(token)
 
     @app.middleware("http")
     async def request_id_header(request, call_next):

@@ -312,21 +312,28 @@ def krea2_config_from_shapes(shapes: dict, component: str = "transformer") -> di
     return cfg
 
 
+def _audited(path, component, anchors, prefixes, anchor_key, what, ignored=()):
+    """The header of a component file, its key prefix, its quantization manifest and their audit,
+    plus every key outside the prefix (and not an allowed, ignored key) as unexpected."""
+    header = _header(path, component)
+    prefix = quant.detect_prefix(header.keys(), anchors, prefixes)
+    if prefix is None:
+        _fail(component, quant.MISSING_KEY, anchor_key, f"{path} is not {what} (no {anchor_key})")
+    manifest, problems = quant.parse_manifest(header, prefix, ignored)
+    result = quant.audit(header, manifest, prefix=prefix, ignore_prefixes=ignored)
+    result.problems[:0] = problems
+    where = f"not under {prefix} and not an ignored key" if ignored else f"outside the {prefix} prefix"
+    result.problems += [Problem(quant.UNEXPECTED_KEY, k, f"unexpected key {k} ({where})") for k in header.keys()
+                        if prefix and not k.startswith(prefix) and not quant.is_ignored(k, ignored)]
+    return header, prefix, manifest, result
+
+
 def read_krea2_transformer(path: str, *, component: str = "transformer", policy=None) -> nn.Module:
     """A Krea2Transformer2DModel from a ComfyUI/original-layout Krea 2 file (scaled FP8 or plain)."""
     from diffusers import Krea2Transformer2DModel
     policy = _policy(policy)
-    header = _header(path, component)
-    prefix = quant.detect_prefix(header.keys(), KREA2_ANCHORS, KREA2_PREFIXES)
-    if prefix is None:
-        _fail(component, quant.MISSING_KEY, KREA2_ANCHORS[0],
-              f"{path} is not a Krea 2 diffusion model in ComfyUI/original layout (no {KREA2_ANCHORS[0]})")
-    manifest, problems = quant.parse_manifest(header, prefix)
-    result = quant.audit(header, manifest, prefix=prefix)
-    result.problems[:0] = problems
-    outside = [k for k in header.keys() if prefix and not k.startswith(prefix)]
-    result.problems += [Problem(quant.UNEXPECTED_KEY, k, f"unexpected key {k} (outside the {prefix} prefix)")
-                        for k in outside]
+    header, prefix, manifest, result = _audited(path, component, KREA2_ANCHORS, KREA2_PREFIXES, KREA2_ANCHORS[0],
+                                      "a Krea 2 diffusion model in ComfyUI/original layout")
     result.raise_for(component)
 
     names, shapes, plan = {}, {}, {}
@@ -420,17 +427,9 @@ def read_qwen3vl_text_encoder(path: str, *, component: str = "text_encoder", pol
     """A Qwen3VLTextModel (text backbone only) from a ComfyUI Qwen3-VL file (scaled FP8 or plain)."""
     from transformers import Qwen3VLTextModel
     policy = _policy(policy)
-    header = _header(path, component)
-    prefix = quant.detect_prefix(header.keys(), TEXT_ENCODER_ANCHORS, TEXT_ENCODER_PREFIXES)
-    if prefix is None:
-        _fail(component, quant.MISSING_KEY, "model.embed_tokens.weight",
-              f"{path} is not a Qwen3-VL text encoder in ComfyUI layout (no model.embed_tokens.weight)")
-    manifest, problems = quant.parse_manifest(header, prefix, TEXT_ENCODER_IGNORED)
-    result = quant.audit(header, manifest, prefix=prefix, ignore_prefixes=TEXT_ENCODER_IGNORED)
-    result.problems[:0] = problems
-    outside = [k for k in header.keys() if not k.startswith(prefix) and not quant.is_ignored(k, TEXT_ENCODER_IGNORED)]
-    result.problems += [Problem(quant.UNEXPECTED_KEY, k, f"unexpected key {k} (not under {prefix} and not an "
-                                f"ignored vision/lm_head key)") for k in outside]
+    header, prefix, manifest, result = _audited(path, component, TEXT_ENCODER_ANCHORS, TEXT_ENCODER_PREFIXES,
+                                      "model.embed_tokens.weight", "a Qwen3-VL text encoder in ComfyUI layout",
+                                      ignored=TEXT_ENCODER_IGNORED)
     result.raise_for(component)
 
     def key_map(key):
@@ -573,19 +572,11 @@ def read_qwen_image_vae(path: str, *, component: str = "vae", policy=None) -> nn
     """An AutoencoderKLQwenImage from a Qwen Image VAE in original Wan/Qwen key names."""
     from diffusers import AutoencoderKLQwenImage
     policy = _policy(policy)
-    header = _header(path, component)
-    prefix = quant.detect_prefix(header.keys(), VAE_ANCHORS, VAE_PREFIXES)
-    if prefix is None:
-        _fail(component, quant.MISSING_KEY, VAE_ANCHORS[0],
-              f"{path} is not a Qwen Image VAE in original Wan/Qwen layout (no {VAE_ANCHORS[0]})")
-    manifest, problems = quant.parse_manifest(header, prefix)
-    result = quant.audit(header, manifest, prefix=prefix)
-    result.problems[:0] = problems
+    header, prefix, manifest, result = _audited(path, component, VAE_ANCHORS, VAE_PREFIXES, VAE_ANCHORS[0],
+                                      "a Qwen Image VAE in original Wan/Qwen layout")
     if result.quantized:
         result.problems.append(Problem(quant.UNSUPPORTED_FORMAT, sorted(result.quantized)[0],
                                        f"layer {sorted(result.quantized)[0]}: a quantized VAE is not supported"))
-    result.problems += [Problem(quant.UNEXPECTED_KEY, k, f"unexpected key {k} (outside the {prefix} prefix)")
-                        for k in header.keys() if prefix and not k.startswith(prefix)]
     result.raise_for(component)
 
     original = {k: header.tensors[prefix + k].shape for k in quant.plain_keys(header, result, prefix=prefix)}
