@@ -15,8 +15,9 @@ testing/tests/test_sweep.py calls them in-process.
 Model names (for --swap):
     <arch>      the tiny model of that arch, seed 0 (cached_tiny(arch): the same folder `tiny:<arch>` names)
     <arch>2     the second model of make_shared_pair(arch, <arch>, ...): seed 1 for the denoiser, but
-                text encoder(s), tokenizer(s) and VAE byte-identical to <arch>'s
+                the same text encoder(s), tokenizer(s) and VAE files as <arch> (hard links)
     <arch>:a / <arch>:b are accepted for the same two models.
+    krea2       (no pair) its tiny model comes from testing/tiny_krea2.py, the diffusers folder
 A name repeated back to back (e.g. zimage,zimage) is an identical request, which must load nothing;
 one such repeat of the last model is always appended to a swap sequence.
 """
@@ -29,7 +30,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import traceback
 
@@ -60,12 +60,38 @@ def check(cond, message: str):
 # --------------------------------------------------------------------------- models and requests
 
 
+def _registered_archs() -> tuple:
+    from toolkit.models.registry import ARCHS as REGISTRY
+    return tuple(REGISTRY)
+
+
+SWEEP_ARCHS = _registered_archs()        # every registered arch (tiny_models' five plus any with its own factory)
+
+
+def _tiny_krea2(root) -> str:
+    import pathlib
+
+    from testing.tiny_krea2 import cached_tiny_krea2
+    base = default_cache_root() if root is None else pathlib.Path(root)
+    return cached_tiny_krea2(base / "krea2")["pipeline"]     # the diffusers-format folder
+
+
+# archs whose tiny model comes from their own factory: arch -> (folder(root), sample settings)
+EXTRA_TINY = {
+    "krea2": (_tiny_krea2, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 0.0}),
+}
+
+
 def model_folder(name: str, root=None) -> tuple[str, str]:
     """(arch, folder) for a sweep model name: `<arch>` (seed 0) or `<arch>2` (its shared pair)."""
+    if name in EXTRA_TINY:
+        return name, str(EXTRA_TINY[name][0](root))
     base = name.split(":", 1)[0]
     variant = name.split(":", 1)[1] if ":" in name else "a"
     if base not in ARCHS and base.endswith("2") and base[:-1] in ARCHS and ":" not in name:
         base, variant = base[:-1], "b"
+    if base in SWEEP_ARCHS and base not in ARCHS:
+        raise CheckFailed(f"arch {base} is registered but has no tiny model factory (testing/tiny_models.py)")
     if base not in ARCHS or variant not in ("a", "b"):
         raise ValueError(f"unknown model name {name!r}: use <arch> or <arch>2 with arch in {', '.join(ARCHS)}")
     a = cached_tiny(base, 0, root=root)
@@ -78,7 +104,7 @@ def model_folder(name: str, root=None) -> tuple[str, str]:
 
 def sample_for(arch: str, **over) -> dict:
     """sample_settings(arch) in the engine's terms (audio: `duration`), with a prompt and a seed."""
-    s = sample_settings(arch)
+    s = dict(EXTRA_TINY[arch][1]) if arch in EXTRA_TINY else sample_settings(arch) if arch in ARCHS else {}
     if "audio_duration" in s:
         s["duration"] = s.pop("audio_duration")
     s.update(prompt="a tiny test prompt", seed=42)
@@ -230,7 +256,8 @@ def check_sequence(frames, arch: str, sample: dict, client=None) -> dict:
     check(not errors, f"error frame: {errors[0].get('message') if errors else ''}")
     check(types[0] == "start", f"first frame is {types[0]!r}, expected 'start'")
     check(counts["start"] == 1, f"{counts['start']} start frames")
-    check(types[-1] == "end" and counts["end"] == 1, f"stream must end with exactly one end frame: {summary['sequence']}")
+    check(types[-1] == "end" and counts["end"] == 1,
+          f"stream must end with exactly one end frame: {summary['sequence']}")
     end = frames[-1][0]
     check(end.get("status") == "ok", f"end status {end.get('status')!r}, expected 'ok'")
     check(counts["progress"] >= 1, "no progress frame")
@@ -427,7 +454,7 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                         notes.append(f"{where}: weightless {e['role']} ({e['class']}) of {o_name} reused "
                                      f"(identical content)")
                     elif o_name != name:
-                        check(e["role"] not in DENOISER_COMPONENTS[arch],
+                        check(e["role"] not in DENOISER_COMPONENTS.get(arch, tuple(DENOISER_ROLES)),
                               f"{where}: reused {o_name}'s {e['role']}: a pair must not share its denoiser")
                 # after the pair mate: only the denoiser loads
                 if prev is not None and not same and prev[1] == arch and prev[0] != name:
@@ -451,7 +478,8 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                       f"{owner.get(den[0]['key'], ('?',))[0]}, not {name}")
                 step["_keys"] = sorted(mine) if not same else steps[-2]["_keys"]
                 if prev is not None and prev[0] != name:
-                    stale = [e for e in after["entries"] if e["role"] in DENOISER_COMPONENTS[prev[1]]
+                    prev_den = DENOISER_COMPONENTS.get(prev[1], tuple(DENOISER_ROLES))
+                    stale = [e for e in after["entries"] if e["role"] in prev_den
                              and e["bytes"] > 0 and owner.get(e["key"], (None,))[0] == prev[0]
                              and e["key"] not in mine]
                     check(not stale, f"{where}: {prev[0]}'s {', '.join(e['role'] for e in stale)} still resident")
@@ -548,7 +576,7 @@ def run_cancel(out: str | None = None, root=None, arch: str = "zimage", steps: i
 # --------------------------------------------------------------------------- --all
 
 
-def run_all(out: str | None = None, archs=ARCHS, timeout: float = 600) -> dict:
+def run_all(out: str | None = None, archs=SWEEP_ARCHS, timeout: float = 600) -> dict:
     """One subprocess per arch (`--arch X --json`); writes report.md and report.json into `out`."""
     out = out or DEFAULT_OUT
     os.makedirs(out, exist_ok=True)
@@ -607,7 +635,7 @@ def main(argv=None) -> int:
                                  epilog=__doc__[__doc__.index("Model names"):],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--arch", choices=ARCHS, help="one request on the tiny model of ARCH; checks every frame")
+    mode.add_argument("--arch", choices=SWEEP_ARCHS, help="one request on the tiny model of ARCH; checks every frame")
     mode.add_argument("--swap", metavar="A,B,A", help="requests for these models in order on one engine; checks "
                       "the component pool after each (see model names below)")
     mode.add_argument("--cancel", action="store_true", help="cancel a 50-step zimage request at step 2; the "
