@@ -18,6 +18,9 @@ Model names (for --swap):
                 the same text encoder(s), tokenizer(s) and VAE files as <arch> (hard links)
     <arch>:a / <arch>:b are accepted for the same two models.
     krea2       (no pair) its tiny model comes from testing/tiny_krea2.py, the diffusers folder
+    krea2-turbo / krea2-raw   the tiny Krea 2 in ComfyUI scaled-FP8 files: turbo is seed 0's diffusion
+                model, raw seed 1's, both with seed 0's text encoder, VAE and tokenizer files (a
+                turbo -> raw -> turbo swap must reload only the diffusion model)
 A name repeated back to back (e.g. zimage,zimage) is an identical request, which must load nothing;
 one such repeat of the last model is always appended to a swap sequence.
 """
@@ -82,8 +85,29 @@ EXTRA_TINY = {
 }
 
 
-def model_folder(name: str, root=None) -> tuple[str, str]:
-    """(arch, folder) for a sweep model name: `<arch>` (seed 0) or `<arch>2` (its shared pair)."""
+def _krea2_comfy(variant: str, root=None) -> dict:
+    """A krea2 model config over the tiny ComfyUI-format files (see the module docstring)."""
+    import pathlib
+
+    from testing.tiny_krea2 import cached_tiny_krea2
+    base = (default_cache_root() if root is None else pathlib.Path(root)) / "krea2"
+    shared = cached_tiny_krea2(base, 0)
+    own = shared if variant == "turbo" else cached_tiny_krea2(base, 1)
+    return {"arch": "krea2", "variant": variant, "local_only": True,
+            "components": {"transformer": own["diffusion_model"], "text_encoder": shared["text_encoder"],
+                           "vae": shared["vae"], "tokenizer": shared["tokenizer"]}}
+
+
+COMFY_MODELS = {"krea2-turbo": ("krea2", "turbo"), "krea2-raw": ("krea2", "raw")}
+PAIR_SHARED = {"krea2": ("text_encoder", "tokenizer", "vae")}   # what krea2-turbo and krea2-raw share
+
+
+def model_folder(name: str, root=None) -> tuple[str, str | dict]:
+    """(arch, folder) for a sweep model name: `<arch>` (seed 0) or `<arch>2` (its shared pair); for
+    the ComfyUI-file names, (arch, model config)."""
+    if name in COMFY_MODELS:
+        arch, variant = COMFY_MODELS[name]
+        return arch, _krea2_comfy(variant, root)
     if name in EXTRA_TINY:
         return name, str(EXTRA_TINY[name][0](root))
     base = name.split(":", 1)[0]
@@ -418,7 +442,9 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                 sample = sample_for(arch)
                 before = _pool(eng.client)
                 rec = Timed()
-                frames = rec.run(eng.client, {"model": {"arch": arch, "name_or_path": folder}, "sample": sample})
+                model = folder if isinstance(folder, dict) else {"arch": arch, "name_or_path": folder}
+                frames = rec.run(eng.client, {"model": model, "sample": {k: v for k, v in sample.items()
+                                                                          if k != "guidance_scale" or arch != "krea2"}})
                 after = _pool(eng.client)
                 end = frames[-1][0] if frames else {}
                 errs = [h.get("message") for h, _p, _t in frames if h["type"] == "error"]
@@ -458,7 +484,7 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                               f"{where}: reused {o_name}'s {e['role']}: a pair must not share its denoiser")
                 # after the pair mate: only the denoiser loads
                 if prev is not None and not same and prev[1] == arch and prev[0] != name:
-                    shared = set(SHARED_COMPONENTS[arch])
+                    shared = set(SHARED_COMPONENTS[arch]) or set(PAIR_SHARED.get(arch, ()))
                     wrongly = sorted(set(loaded) & shared)
                     check(not wrongly, f"{where}: loaded {', '.join(wrongly)} again instead of reusing "
                           f"{prev[0]}'s from the pool (the pair shares {', '.join(sorted(shared))}); "

@@ -45,6 +45,17 @@ def test_swap_shared_pair_loads_only_the_denoiser(tiny, tiny_root, tmp_path):
     assert repeat["delta"]["loads"] == 0 and repeat["delta"]["misses"] == 0, repeat
 
 
+def test_swap_krea2_turbo_raw_turbo_reloads_only_the_diffusion_model(tiny_root, tmp_path):
+    res = sweep.run_swap("krea2-turbo,krea2-raw,krea2-turbo", str(tmp_path), root=str(tiny_root))
+    assert res["ok"], _explain(res)
+    first, second, third, repeat = res["steps"]
+    assert set(first["loaded"]) == {"scheduler", "tokenizer", "text_encoder", "vae", "transformer"}
+    for st in (second, third):
+        assert st["loaded"] == ["transformer"], st
+        assert set(st["hit"]) == {"scheduler", "tokenizer", "text_encoder", "vae"}, st
+    assert repeat["delta"]["loads"] == 0 and repeat["delta"]["misses"] == 0, repeat
+
+
 def test_swap_across_archs_shares_no_weights(tiny, tiny_root, tmp_path):
     tiny("zimage"), tiny("sd1")
     res = sweep.run_swap("zimage,sd1,zimage", str(tmp_path), root=str(tiny_root))
