@@ -57,9 +57,9 @@ def parse_stream(d) -> dict:
 
 
 class Subscriber:
-    """One live reader of a request's frames. `push` may be called from any thread; the reader
-    gets frames through `deliver` (the server wires it to its event loop). Latents a slow
-    reader has not taken yet are replaced by newer ones, never queued without bound."""
+    """One live reader of a request's frames: `deliver(frame, is_latent)` is called on the
+    generation thread for every frame published after it attached (the server hands them to
+    its event loop, skipping latents a slow reader has not taken yet)."""
 
     def __init__(self, deliver):
         self.deliver = deliver
@@ -84,6 +84,7 @@ class Request:
     history: list = field(default_factory=list)      # (type, encoded frame) of every non-latent frame
     latest_latent: bytes | None = None
     subscribers: list = field(default_factory=list)
+    ended: bool = False                               # the `end` frame is published (under `lock`)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -100,6 +101,9 @@ class Request:
             else:
                 self.history.append((header["type"], frame))
             subs = list(self.subscribers)
+            if header["type"] == "end":
+                self.ended = True
+                self.subscribers.clear()
         for s in subs:
             s.deliver(frame, latent)
 
@@ -111,7 +115,7 @@ class Request:
             if self.latest_latent is not None:   # it belongs right after the last progress frame
                 last = max((i for i, (t, _f) in enumerate(self.history) if t == "progress"), default=len(replay) - 1)
                 replay.insert(last + 1, self.latest_latent)
-            if not self.finished:
+            if not self.ended:      # else the replay already ends with `end`
                 self.subscribers.append(subscriber)
         return replay
 
@@ -451,8 +455,6 @@ class Engine:
         if status != "ok":
             req.publish({"type": "error", "message": error or status, "cancelled": status == "cancelled"})
         req.publish({"type": "end", "status": status})
-        with req.lock:
-            req.subscribers.clear()
         req.done_event.set()
         with self._cv:
             self._finished.append(req)
