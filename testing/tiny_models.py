@@ -479,29 +479,17 @@ def _clip_text_encoder(tokenizer):
 
 def _t5_encoder(tokenizer):
     from transformers import T5Config, T5EncoderModel
-
-    config = T5Config(
-        vocab_size=len(tokenizer),
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_heads=4,
-        relative_attention_num_buckets=8,
-        relative_attention_max_distance=32,
-        feed_forward_proj="gated-gelu",
-        dropout_rate=0.0,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id,
-    )
-    return T5EncoderModel(config).eval()
+    return _t5_family_encoder(tokenizer, T5Config, T5EncoderModel)
 
 
 def _umt5_encoder(tokenizer):
     from transformers import UMT5Config, UMT5EncoderModel
+    return _t5_family_encoder(tokenizer, UMT5Config, UMT5EncoderModel)
 
-    config = UMT5Config(
+
+def _t5_family_encoder(tokenizer, config_cls, model_cls):
+    """A tiny T5-style encoder (T5 for Flux, UMT5 for Wan): same dims, the tokenizer's ids."""
+    config = config_cls(
         vocab_size=len(tokenizer),
         d_model=32,
         d_kv=8,
@@ -516,7 +504,7 @@ def _umt5_encoder(tokenizer):
         eos_token_id=tokenizer.eos_token_id,
         decoder_start_token_id=tokenizer.pad_token_id,
     )
-    return UMT5EncoderModel(config).eval()
+    return model_cls(config).eval()
 
 
 def _kl_vae(latent_channels: int, *, scaling_factor: float, shift_factor: float | None, quant_conv: bool):
