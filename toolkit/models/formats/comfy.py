@@ -266,12 +266,18 @@ def krea2_axes_dims(head_dim: int) -> tuple:
     return (head_dim - 12 * unit, 6 * unit, 6 * unit)
 
 
-def krea2_config_from_shapes(shapes: dict, component: str = "transformer") -> dict:
-    """Krea2Transformer2DModel kwargs from diffusers-named checkpoint shapes."""
+def _shape_of(shapes: dict, component: str, what: str):
+    """shape(key) for deriving a config from checkpoint shapes; a missing key is a named error."""
     def shape(key):
         if key not in shapes:
-            _fail(component, quant.MISSING_KEY, key, f"missing key {key}: cannot derive the Krea 2 configuration")
+            _fail(component, quant.MISSING_KEY, key, f"missing key {key}: cannot derive {what}")
         return shapes[key]
+    return shape
+
+
+def krea2_config_from_shapes(shapes: dict, component: str = "transformer") -> dict:
+    """Krea2Transformer2DModel kwargs from diffusers-named checkpoint shapes."""
+    shape = _shape_of(shapes, component, "the Krea 2 configuration")
     try:
         num_layers = _index_count(shapes, r"transformer_blocks\.(\d+)\.")
         n_layerwise = _index_count(shapes, r"text_fusion\.layerwise_blocks\.(\d+)\.")
@@ -401,10 +407,7 @@ def qwen3vl_text_config(*, vocab_size: int, hidden_size: int, intermediate_size:
 
 
 def qwen3vl_dims_from_shapes(shapes: dict, component: str = "text_encoder") -> dict:
-    def shape(key):
-        if key not in shapes:
-            _fail(component, quant.MISSING_KEY, key, f"missing key {key}: cannot derive the Qwen3-VL configuration")
-        return shapes[key]
+    shape = _shape_of(shapes, component, "the Qwen3-VL configuration")
     try:
         layers = _index_count(shapes, r"layers\.(\d+)\.")
     except ValueError as e:
@@ -535,10 +538,7 @@ def wan_vae_key_to_diffusers(key: str, num_res_blocks: int, num_levels: int) -> 
 
 def wan_vae_structure(shapes: dict, component: str = "vae") -> dict:
     """AutoencoderKLQwenImage kwargs (without latents statistics) from original-key shapes."""
-    def shape(key):
-        if key not in shapes:
-            _fail(component, quant.MISSING_KEY, key, f"missing key {key}: cannot derive the VAE configuration")
-        return shapes[key]
+    shape = _shape_of(shapes, component, "the VAE configuration")
     rx = re.compile(r"encoder\.downsamples\.(\d+)\.resample\.")
     resamples = sorted({int(m.group(1)) for k in shapes for m in [rx.match(k)] if m})
     if not resamples:
