@@ -8,13 +8,14 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.requirements.sha
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$( (cat requirements.txt; cat "$0") | sha256sum | cut -d' ' -f1)
 # this machine's pip config lists extra local indexes, some absent: hide those lines, keep the rest
 quiet_pip() { .venv/bin/pip "$@" 2> >(grep -v "^WARNING: Location 'file://" >&2); }
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  # torch first: on a CPU machine this takes the local 2.13.0 CPU wheel instead of a multi-GB CUDA build
-  if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-    quiet_pip install --quiet "torch==2.13.0" || quiet_pip install --quiet torch
+  # torch and torchvision first, as a matching pair: Qwen-Image-Edit's processor needs torchvision,
+  # and PyPI has no CPU torchvision for the 2.13 CPU wheel (README, "torch and torchvision")
+  if ! .venv/bin/python -c "import torch, torchvision" 2>/dev/null; then
+    quiet_pip install --quiet "torch==2.14.1" "torchvision==0.29.1" || quiet_pip install --quiet torch torchvision
   fi
   quiet_pip install --quiet -r requirements.txt
   echo "$want" > "$stamp"

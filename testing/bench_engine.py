@@ -32,7 +32,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 
 from testing.engine_client import EngineClient, EngineProcess  # noqa: E402
-from testing.tiny_models import DENOISER_COMPONENTS, cached_tiny, make_shared_pair  # noqa: E402
+from toolkit.models.tiny import cached_tiny, make_shared_pair, own_roles  # noqa: E402
 
 ARCH = "zimage"
 PROMPT = "a fox in the snow"
@@ -174,7 +174,7 @@ class Bench:
             cold_loads.append(p1["loads"] - p0["loads"])
             swap_loads.append(p3["loads"] - p2["loads"])
         total = weight_bytes(self.b)
-        den = weight_bytes(self.b, DENOISER_COMPONENTS[ARCH])
+        den = weight_bytes(self.b, own_roles(ARCH))
         share = den / total
         w = med(warm)
         return {"swap_s": med(swap), "cold_s": med(cold), "warm_s": w, "request_ratio": med(swap) / med(cold),

@@ -87,9 +87,9 @@ def main():
     from diffusers import DiffusionPipeline, ZImageTransformer2DModel
     from safetensors.torch import load_file
 
-    from testing.tiny_models import cached_tiny
+    from toolkit.models.tiny import cached_tiny
     from toolkit.config_modules import GenerateImageConfig
-    from toolkit.models.registry import get_model_class
+    from toolkit.models.base_model import get_model_class
     from toolkit.models.v2 import aitk
 
     results = {"torch": torch.__version__, "threads": torch.get_num_threads()}

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     import torch
     from PIL import Image
 
-    from toolkit.models.registry import get_model_class
+    from toolkit.models.base_model import get_model_class
     from toolkit.request import resolve_request
 
     model = {"arch": "krea2", "variant": args.variant, "local_only": True,

@@ -14,13 +14,15 @@ testing/tests/test_sweep.py calls them in-process.
 
 Model names (for --swap):
     <arch>      the tiny model of that arch, seed 0 (cached_tiny(arch): the same folder `tiny:<arch>` names)
-    <arch>2     the second model of make_shared_pair(arch, <arch>, ...): seed 1 for the denoiser, but
-                the same text encoder(s), tokenizer(s) and VAE files as <arch> (hard links)
-    <arch>:a / <arch>:b are accepted for the same two models.
-    krea2       (no pair) its tiny model comes from testing/tiny_krea2.py, the diffusers folder
+    <arch>:b    the second model of make_shared_pair(arch, <arch>, ...): seed 1 for its own (denoiser-side)
+                components, the same text encoder(s), tokenizer(s) and VAE files as <arch> (hard links);
+                <arch>2 is accepted too when no arch has that name
     krea2-turbo / krea2-raw   the tiny Krea 2 in ComfyUI scaled-FP8 files: turbo is seed 0's diffusion
                 model, raw seed 1's, both with seed 0's text encoder, VAE and tokenizer files (a
                 turbo -> raw -> turbo swap must reload only the diffusion model)
+Two archs of CROSS_PAIRS next to each other in a sequence (wan21,wan22_5b) are built as a linked
+pair: the components they really share (the UMT5 encoder) are the same files, so the pool must
+reuse them and load only the rest.
 A name repeated back to back (e.g. zimage,zimage) is an identical request, which must load nothing;
 one such repeat of the last model is always appended to a swap sequence.
 """
@@ -41,14 +43,21 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from testing.tiny_models import (ARCHS, DENOISER_COMPONENTS, SHARED_COMPONENTS, cached_tiny,  # noqa: E402
-                                 default_cache_root, make_shared_pair, sample_settings)
+from toolkit.models.tiny import (cached_tiny, default_cache_root, make_shared_pair, own_roles,  # noqa: E402
+                                 sample_settings, shared_roles)
 
 DEFAULT_OUT = os.path.join(ROOT, "testing", ".engine_test_outputs")
-EXPECTED_LAYOUT = {"image": "BCHW", "video": "BCFHW", "audio": "BLC"}
-DENOISER_ROLES = {"transformer", "unet"}
 CONFIG_ONLY_ROLES = {"scheduler"}        # no weights: may load per model folder without being a failure
-AUDIO_LATENTS_PER_SECOND = 25            # ACE-Step: 48 kHz / 1920x downsampling
+
+# Archs whose real checkpoints share components (a's role -> b's role); the sweep links the tiny
+# files of such a pair the way one download serves both models.
+CROSS_PAIRS = {
+    ("wan21", "wan22_5b"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
+    ("wan21", "wan22_a14b"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("qwen_image", "qwen_image_edit"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("flux", "chroma"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer", "vae": "vae"},
+    ("flux", "flux_kontext"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae")},
+}
 
 
 class CheckFailed(AssertionError):
@@ -68,29 +77,18 @@ def _registered_archs() -> tuple:
     return tuple(REGISTRY)
 
 
-SWEEP_ARCHS = _registered_archs()        # every registered arch (tiny_models' five plus any with its own factory)
+SWEEP_ARCHS = _registered_archs()        # every registered arch
 
 
-def _tiny_krea2(root) -> str:
+def _root(root):
     import pathlib
-
-    from testing.tiny_krea2 import cached_tiny_krea2
-    base = default_cache_root() if root is None else pathlib.Path(root)
-    return cached_tiny_krea2(base / "krea2")["pipeline"]     # the diffusers-format folder
-
-
-# archs whose tiny model comes from their own factory: arch -> (folder(root), sample settings)
-EXTRA_TINY = {
-    "krea2": (_tiny_krea2, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 0.0}),
-}
+    return default_cache_root() if root is None else pathlib.Path(root)
 
 
 def _krea2_comfy(variant: str, root=None) -> dict:
     """A krea2 model config over the tiny ComfyUI-format files (see the module docstring)."""
-    import pathlib
-
     from testing.tiny_krea2 import cached_tiny_krea2
-    base = (default_cache_root() if root is None else pathlib.Path(root)) / "krea2"
+    base = _root(root) / "krea2-comfy"
     shared = cached_tiny_krea2(base, 0)
     own = shared if variant == "turbo" else cached_tiny_krea2(base, 1)
     return {"arch": "krea2", "variant": variant, "local_only": True,
@@ -99,41 +97,89 @@ def _krea2_comfy(variant: str, root=None) -> dict:
 
 
 COMFY_MODELS = {"krea2-turbo": ("krea2", "turbo"), "krea2-raw": ("krea2", "raw")}
-PAIR_SHARED = {"krea2": ("text_encoder", "tokenizer", "vae")}   # what krea2-turbo and krea2-raw share
+PAIR_SHARED = {("krea2-turbo", "krea2-raw"): ("text_encoder", "tokenizer", "vae")}
+
+
+def parse_name(name: str) -> tuple[str, str]:
+    """(arch, "a" | "b") for `<arch>`, `<arch>:b` (or `<arch>2`)."""
+    base, _, which = name.partition(":")
+    which = which or "a"
+    if base not in SWEEP_ARCHS and base.endswith("2") and base[:-1] in SWEEP_ARCHS and not _:
+        base, which = base[:-1], "b"
+    if base not in SWEEP_ARCHS or which not in ("a", "b"):
+        raise ValueError(f"unknown model name {name!r}: use <arch> or <arch>:b with arch in {', '.join(SWEEP_ARCHS)}")
+    return base, which
 
 
 def model_folder(name: str, root=None) -> tuple[str, str | dict]:
-    """(arch, folder) for a sweep model name: `<arch>` (seed 0) or `<arch>2` (its shared pair); for
+    """(arch, folder) for a sweep model name: `<arch>` (seed 0) or `<arch>:b` (its shared pair); for
     the ComfyUI-file names, (arch, model config)."""
     if name in COMFY_MODELS:
         arch, variant = COMFY_MODELS[name]
         return arch, _krea2_comfy(variant, root)
-    if name in EXTRA_TINY:
-        return name, str(EXTRA_TINY[name][0](root))
-    base = name.split(":", 1)[0]
-    variant = name.split(":", 1)[1] if ":" in name else "a"
-    if base not in ARCHS and base.endswith("2") and base[:-1] in ARCHS and ":" not in name:
-        base, variant = base[:-1], "b"
-    if base in SWEEP_ARCHS and base not in ARCHS:
-        raise CheckFailed(f"arch {base} is registered but has no tiny model factory (testing/tiny_models.py)")
-    if base not in ARCHS or variant not in ("a", "b"):
-        raise ValueError(f"unknown model name {name!r}: use <arch> or <arch>2 with arch in {', '.join(ARCHS)}")
-    a = cached_tiny(base, 0, root=root)
-    if variant == "a":
-        return base, str(a)
-    root_dir = a.parent
-    _a, b = make_shared_pair(base, a, root_dir / f"{base}-seed1-shared0", seed_a=0, seed_b=1)
-    return base, str(b)
+    arch, which = parse_name(name)
+    a = cached_tiny(arch, 0, root=root)
+    if which == "a":
+        return arch, str(a)
+    _a, b = make_shared_pair(arch, a, a.parent / f"{arch}-seed1-shared0", seed_a=0, seed_b=1)
+    return arch, str(b)
+
+
+def cross_pair(arch_a: str, arch_b: str, root=None) -> tuple[str, str]:
+    """The linked tiny models of two archs in CROSS_PAIRS (folders, in the order asked)."""
+    key = (arch_a, arch_b) if (arch_a, arch_b) in CROSS_PAIRS else (arch_b, arch_a)
+    base = _root(root) / "pairs" / f"{key[0]}+{key[1]}"
+    a, b = make_shared_pair(key[0], base / key[0], base / key[1], 0, 0, arch_b=key[1], share=CROSS_PAIRS[key])
+    return (str(a), str(b)) if key == (arch_a, arch_b) else (str(b), str(a))
+
+
+def resolve_models(names, root=None) -> list:
+    """[(name, arch, folder or model config)] for a swap sequence: plain names by model_folder, and the
+    archs of a CROSS_PAIRS pair in the sequence as that linked pair."""
+    out = [(n, *model_folder(n, root)) for n in names]
+    plain = {n for n in names if n in SWEEP_ARCHS}
+    for x, y in zip(names, names[1:]):
+        if x in plain and y in plain and ((x, y) in CROSS_PAIRS or (y, x) in CROSS_PAIRS):
+            fx, fy = cross_pair(x, y, root)
+            out = [(n, a, fx if n == x else fy if n == y else f) for n, a, f in out]
+    return out
+
+
+def shared_between(prev: tuple, cur: tuple) -> set:
+    """Roles of `cur` (name, arch, folder) that must be pool hits right after `prev`."""
+    (pn, pa, _pf), (cn, ca, _cf) = prev, cur
+    if pn == cn:
+        return set()
+    if (pn, cn) in PAIR_SHARED or (cn, pn) in PAIR_SHARED:
+        return set(PAIR_SHARED.get((pn, cn)) or PAIR_SHARED[(cn, pn)])
+    if pa == ca and pn not in COMFY_MODELS and cn not in COMFY_MODELS:
+        return set(shared_roles(ca))
+    if (pa, ca) in CROSS_PAIRS:
+        return set(CROSS_PAIRS[(pa, ca)].values())
+    if (ca, pa) in CROSS_PAIRS:
+        return set(CROSS_PAIRS[(ca, pa)])
+    return set()
 
 
 def sample_for(arch: str, **over) -> dict:
-    """sample_settings(arch) in the engine's terms (audio: `duration`), with a prompt and a seed."""
-    s = dict(EXTRA_TINY[arch][1]) if arch in EXTRA_TINY else sample_settings(arch) if arch in ARCHS else {}
-    if "audio_duration" in s:
-        s["duration"] = s.pop("audio_duration")
+    """The arch's tiny sample settings (engine terms), with a prompt and a seed."""
+    s = sample_settings(arch)
     s.update(prompt="a tiny test prompt", seed=42)
     s.update(over)
     return s
+
+
+def with_inputs(client, arch: str, sample: dict, folder: str) -> dict:
+    """`sample` plus the input image an arch needs (uploaded through POST /assets, as clients do)."""
+    from toolkit.models.registry import get_arch
+    if not get_arch(arch).needs_ctrl_img or sample.get("ctrl_img"):
+        return sample
+    from testing.fixtures import input_image
+    path = input_image(os.path.join(folder, "input.png"), sample.get("width") or 64, sample.get("height") or 64)
+    with open(path, "rb") as f:
+        r = client.post("/assets", params={"name": "input.png"}, content=f.read())
+    check(r.status_code == 200, f"POST /assets answered {r.status_code}: {r.text[:200]}")
+    return {**sample, "ctrl_img": r.json()["path"]}
 
 
 def modality_of(arch: str) -> str:
@@ -187,30 +233,34 @@ def decode_latent(header: dict, payload: bytes):
 
 
 def check_latent(header: dict, payload: bytes, arch: str, sample: dict):
+    """The frame matches the arch's `Latents` row: layout, channels, and the size the request implies."""
     from toolkit.models.registry import get_arch
     spec = get_arch(arch)
-    layout = EXPECTED_LAYOUT[spec.modality]
-    check(header.get("layout") == layout, f"latent layout {header.get('layout')!r}, expected {layout} for "
-          f"{spec.modality} (arch latent_layout {spec.latent_layout})")
+    lat = spec.latents
+    layout = lat.frame_layout
+    check(header.get("layout") == layout, f"latent layout {header.get('layout')!r}, expected {layout} "
+          f"(arch latents.layout {lat.layout})")
     arr = decode_latent(header, payload)
     check(arr.ndim == len(layout), f"latent shape {list(arr.shape)} has {arr.ndim} dims, layout {layout} needs "
           f"{len(layout)}")
     check(arr.shape[0] == 1, f"latent batch is {arr.shape[0]}, expected 1 (batch item 0 only)")
+    channels = arr.shape[2] if layout == "BLC" else arr.shape[1]
+    check(channels == lat.channels, f"latent has {channels} channels, the registry says {lat.channels}")
     if spec.modality in ("image", "video"):
         h, w = arr.shape[-2], arr.shape[-1]
-        want = (sample["height"] // spec.vae_scale, sample["width"] // spec.vae_scale)
+        want = (sample["height"] // lat.spatial, sample["width"] // lat.spatial)
         check((h, w) == want, f"latent H, W = {(h, w)}, expected {want} for {sample['width']}x{sample['height']} "
-              f"(vae_scale {spec.vae_scale}; packed tokens must arrive unpacked)")
+              f"(spatial {lat.spatial}; packed tokens must arrive unpacked)")
     if spec.modality == "video":
         frames = arr.shape[2]
-        latent_frames = (sample["num_frames"] - 1) // 4 + 1
+        latent_frames = lat.latent_frames(sample["num_frames"])
         check(1 <= frames <= min(4, latent_frames),
               f"latent F = {frames}, expected 1..{min(4, latent_frames)} (max_frames 4, {latent_frames} latent frames)")
-    if spec.modality == "audio":
+    if spec.modality == "audio" and lat.per_second:
         length = arr.shape[1]
-        want = sample["duration"] * AUDIO_LATENTS_PER_SECOND
+        want = sample["duration"] * lat.per_second
         check(abs(length - want) <= max(2, 0.1 * want), f"audio latent length {length}, expected ~{want:g} "
-              f"({sample['duration']} s at {AUDIO_LATENTS_PER_SECOND}/s)")
+              f"({sample['duration']} s at {lat.per_second}/s)")
     return list(arr.shape)
 
 
@@ -296,8 +346,10 @@ def check_sequence(frames, arch: str, sample: dict, client=None) -> dict:
     start = frames[0][0]
     modality = modality_of(arch)
     check(start.get("modality") == modality, f"start modality {start.get('modality')!r}, expected {modality!r}")
-    check((start.get("preview") or {}).get("layout") == EXPECTED_LAYOUT[modality],
-          f"start preview.layout {(start.get('preview') or {}).get('layout')!r}, expected {EXPECTED_LAYOUT[modality]}")
+    from toolkit.models.registry import get_arch
+    want_layout = get_arch(arch).latents.frame_layout
+    check((start.get("preview") or {}).get("layout") == want_layout,
+          f"start preview.layout {(start.get('preview') or {}).get('layout')!r}, expected {want_layout}")
 
     steps = [h["step"] for h, _p, _t in frames if h["type"] == "progress"]
     totals = {h["total"] for h, _p, _t in frames if h["type"] == "progress"}
@@ -319,8 +371,11 @@ def check_sequence(frames, arch: str, sample: dict, client=None) -> dict:
 
     def at(t):
         return round(next(tt for h, _p, tt in frames if h["type"] == t), 4) if t in types else None
+    loaded = next((tt for h, _p, tt in frames if h["type"] == "status" and h.get("stage") == "loaded"), None)
     summary["timings"] = {"first_frame_s": round(frames[0][2], 4), "first_progress_s": at("progress"),
-                          "first_latent_s": at("latent"), "result_s": at("result"), "end_s": round(frames[-1][2], 4)}
+                          "first_latent_s": at("latent"), "result_s": at("result"), "end_s": round(frames[-1][2], 4),
+                          "load_s": round(loaded - frames[0][2], 4) if loaded is not None else None,
+                          "sample_s": round(at("result") - (loaded if loaded is not None else frames[0][2]), 4)}
     return summary
 
 
@@ -364,9 +419,9 @@ def run_arch(arch: str, out: str | None = None, root=None) -> dict:
 
     def body(ctx):
         _, folder = model_folder(arch, root)
-        sample = sample_for(arch)
         eng = start_engine(out)
         try:
+            sample = with_inputs(eng.client, arch, sample_for(arch), out)
             req = {"model": {"arch": arch, "name_or_path": folder}, "sample": sample}
             rec = Timed()
             frames = rec.run(eng.client, req)
@@ -417,12 +472,13 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
     """Requests for `names` in order on one engine (default pool: keep nothing unused). After each,
     from /health's pool stats before and after:
       - an identical request (same model back to back) makes no load and no miss;
-      - after its pair mate (<arch> <-> <arch>2) only the denoiser loads: text encoder(s), tokenizer(s)
-        and VAE are pool hits (weightless config components such as the scheduler may load);
-      - nothing is reused across archs except weightless components with identical content, and a
-        pair never shares a denoiser;
-      - exactly one denoiser (transformer/unet) is resident, the current model's; the previous
-        model's denoiser-side entries are gone.
+      - after a model it shares components with (its pair mate <arch>:b, a CROSS_PAIRS arch, the
+        other Krea 2 variant) exactly the shared components are pool hits and nothing shared loads
+        again (weightless config components such as the scheduler may load);
+      - nothing with weights is reused unless the two models really share it, and a pair never
+        shares a denoiser;
+      - the resident denoisers are exactly the current model's; the previous model's own entries
+        are gone.
     A repeat of the last request is always appended."""
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
@@ -431,7 +487,7 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
 
     def body(ctx):
         check(len(names) >= 1, "--swap needs at least one model name")
-        models = [(n, *model_folder(n, root)) for n in names]
+        models = resolve_models(names, root)
         seq = models + [models[-1]]
         eng = start_engine(out)
         steps, notes = ctx.setdefault("steps", []), ctx.setdefault("notes", [])
@@ -439,7 +495,10 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
         try:
             prev = None
             for i, (name, arch, folder) in enumerate(seq):
-                sample = sample_for(arch)
+                from toolkit.models.registry import get_arch
+                spec = get_arch(arch)
+                own = set(own_roles(arch))
+                sample = with_inputs(eng.client, arch, sample_for(arch), out)
                 before = _pool(eng.client)
                 rec = Timed()
                 model = folder if isinstance(folder, dict) else {"arch": arch, "name_or_path": folder}
@@ -467,48 +526,46 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                       f"{where}: pool `hits` (+{d['d']['hits']}) does not match the entries' hit counts")
 
                 same = prev is not None and prev == (name, arch, folder)
+                shared = shared_between(prev, (name, arch, folder)) if prev is not None and not same else set()
                 if same:
                     check(d["d"]["loads"] == 0 and d["d"]["misses"] == 0,
                           f"{where}: identical request made {d['d']['loads']} loads / {d['d']['misses']} misses "
                           f"(roles {loaded}), expected 0")
-                # no wrong sharing
+                # no wrong sharing: a weighted hit from another model must be a component the two share
                 for e in d["hit"]:
                     o_name, o_arch = owner.get(e["key"], (None, None))
-                    if o_arch != arch:
-                        check(e["bytes"] == 0, f"{where}: reused {e['role']} ({e['class']}, {e['bytes']} bytes) "
-                              f"loaded for {o_name} ({o_arch}): wrong sharing across archs")
-                        notes.append(f"{where}: weightless {e['role']} ({e['class']}) of {o_name} reused "
-                                     f"(identical content)")
-                    elif o_name != name:
-                        check(e["role"] not in DENOISER_COMPONENTS.get(arch, tuple(DENOISER_ROLES)),
-                              f"{where}: reused {o_name}'s {e['role']}: a pair must not share its denoiser")
-                # after the pair mate: only the denoiser loads
-                if prev is not None and not same and prev[1] == arch and prev[0] != name:
-                    shared = set(SHARED_COMPONENTS[arch]) or set(PAIR_SHARED.get(arch, ()))
+                    if o_name == name or e["bytes"] == 0:
+                        if o_name != name:
+                            notes.append(f"{where}: weightless {e['role']} ({e['class']}) of {o_name} reused "
+                                         f"(identical content)")
+                        continue
+                    check(e["role"] not in own, f"{where}: reused {o_name}'s {e['role']}: two models never "
+                          f"share a denoiser")
+                    check(e["role"] in shared or o_arch == arch, f"{where}: reused {e['role']} ({e['class']}, "
+                          f"{e['bytes']} bytes) loaded for {o_name} ({o_arch}): the models do not share it")
+                # after a model it shares components with: exactly those are hits, the rest loads
+                if shared:
                     wrongly = sorted(set(loaded) & shared)
                     check(not wrongly, f"{where}: loaded {', '.join(wrongly)} again instead of reusing "
-                          f"{prev[0]}'s from the pool (the pair shares {', '.join(sorted(shared))}); "
+                          f"{prev[0]}'s from the pool (they share {', '.join(sorted(shared))}); "
                           f"loaded {loaded}, hits {hit}")
                     missing = sorted(shared - set(hit))
                     check(not missing, f"{where}: shared {', '.join(missing)} not pool hits (hits {hit})")
-                    extra = sorted(set(loaded) - set(DENOISER_COMPONENTS[arch]) - CONFIG_ONLY_ROLES)
-                    check(not extra, f"{where}: loaded {extra} beyond the denoiser")
+                    if prev[1] == arch:
+                        extra = sorted(set(loaded) - own - CONFIG_ONLY_ROLES)
+                        check(not extra, f"{where}: loaded {extra} beyond the model's own components")
                     if set(loaded) & CONFIG_ONLY_ROLES:
                         notes.append(f"{where}: config-only {sorted(set(loaded) & CONFIG_ONLY_ROLES)} loaded again")
-                # one denoiser resident: this model's
-                den = [e for e in after["entries"] if e["role"] in DENOISER_ROLES]
-                check(len(den) == 1, f"{where}: {len(den)} denoiser entries resident "
-                      f"({[owner.get(e['key'], ('?',))[0] for e in den]}), expected 1")
+                # the resident denoisers are this model's
                 mine = {e["key"] for e in d["loaded"] + d["hit"]} | (set(steps[-2]["_keys"]) if same else set())
-                check(den[0]["key"] in mine, f"{where}: the resident denoiser belongs to "
-                      f"{owner.get(den[0]['key'], ('?',))[0]}, not {name}")
+                den = [e for e in after["entries"] if e["key"] in mine and e["role"] in spec.denoiser_roles]
+                check(sorted(e["role"] for e in den) == sorted(spec.denoiser_roles),
+                      f"{where}: resident denoisers {sorted(e['role'] for e in den)}, expected "
+                      f"{sorted(spec.denoiser_roles)}")
+                foreign = [e for e in after["entries"] if e["key"] not in mine and e["bytes"] > 0]
+                check(not foreign, f"{where}: {', '.join(e['role'] + ' of ' + owner.get(e['key'], ('?',))[0] for e in foreign)} "
+                      f"still resident though this model does not use it")
                 step["_keys"] = sorted(mine) if not same else steps[-2]["_keys"]
-                if prev is not None and prev[0] != name:
-                    prev_den = DENOISER_COMPONENTS.get(prev[1], tuple(DENOISER_ROLES))
-                    stale = [e for e in after["entries"] if e["role"] in prev_den
-                             and e["bytes"] > 0 and owner.get(e["key"], (None,))[0] == prev[0]
-                             and e["key"] not in mine]
-                    check(not stale, f"{where}: {prev[0]}'s {', '.join(e['role'] for e in stale)} still resident")
                 # weightless entries the last build did not use (kept: they count 0 bytes)
                 kept = [e for e in after["entries"] if e["key"] not in mine and e["bytes"] == 0]
                 if kept:
@@ -538,11 +595,11 @@ def run_cancel(out: str | None = None, root=None, arch: str = "zimage", steps: i
     def body(ctx):
         from testing.engine_client import EngineClient
         _, folder = model_folder(arch, root)
-        sample = sample_for(arch, num_inference_steps=steps, seed=1234)
         model = {"arch": arch, "name_or_path": folder}
         eng = start_engine(out)
         side = EngineClient(eng.url, eng.client.token)
         try:
+            sample = with_inputs(eng.client, arch, sample_for(arch, num_inference_steps=steps, seed=1234), out)
             ref = Timed().run(eng.client, {"model": model, "sample": sample})
             ref_res = [h for h, _p, _t in ref if h["type"] == "result"]
             check(ref[-1][0].get("status") == "ok" and ref_res, f"uncancelled run ended {ref[-1][0]}")
@@ -627,14 +684,14 @@ def run_all(out: str | None = None, archs=SWEEP_ARCHS, timeout: float = 600) -> 
         json.dump(report, f, indent=2)
     lines = ["# Inference engine sweep", "", f"{report['created']}: "
              f"{sum(r['ok'] for r in rows)}/{len(rows)} archs pass", "",
-             "| arch | result | wall s | request s | first frame s | warm s | progress | latent | status | "
-             "latent shape | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| arch | modality | load s | sample s | frames (progress / latent) | file | pass | error |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        t, fr = r.get("timings", {}), r.get("frames", {})
-        lines.append(f"| {r['arch']} | {'pass' if r['ok'] else 'FAIL'} | {r['wall_s']} | {t.get('request_s', '')} | "
-                     f"{t.get('first_frame_s', '')} | {t.get('warm_request_s', '')} | {fr.get('progress', '')} | "
-                     f"{fr.get('latent', '')} | {fr.get('status', '')} | {r.get('latent_shape', '')} | "
-                     f"{(r.get('error') or '').replace('|', '/')} |")
+        t, fr, res = r.get("timings", {}), r.get("frames", {}), r.get("result", {})
+        file = f"{res.get('ext', '')} {res.get('bytes', '')} B" if res else ""
+        lines.append(f"| {r['arch']} | {r.get('modality', modality_of(r['arch']))} | {t.get('load_s', '')} | "
+                     f"{t.get('sample_s', '')} | {fr.get('progress', '')} / {fr.get('latent', '')} | {file} | "
+                     f"{'pass' if r['ok'] else 'FAIL'} | {(r.get('error') or '').replace('|', '/')} |")
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     failed = [r["arch"] for r in rows if not r["ok"]]

@@ -43,23 +43,9 @@ import os
 import pathlib
 import re
 
-TAPS = (2, 5, 8)
-TRANSFORMER_DIMS = dict(in_channels=64, num_layers=2, attention_head_dim=16, num_attention_heads=4,
-                        num_key_value_heads=2, intermediate_size=128, timestep_embed_dim=256, text_hidden_dim=32,
-                        num_text_layers=len(TAPS), text_num_attention_heads=2, text_num_key_value_heads=2,
-                        text_intermediate_size=64, num_layerwise_text_blocks=2, num_refiner_text_blocks=2)
-TEXT_DIMS = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=8, num_attention_heads=2,
-                 num_key_value_heads=1, head_dim=16)
-VISION_DIMS = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, patch_size=16, out_hidden_size=32,
-                   num_position_embeddings=64, deepstack_visual_indexes=[0])
-VAE_DIMS = dict(base_dim=8, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, temperal_downsample=[False, True, True])
-SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=1.0, use_dynamic_shifting=True, base_shift=0.5,
-                        max_shift=1.15, base_image_seq_len=256, max_image_seq_len=6400,
-                        time_shift_type="exponential")
-
-PROMPT_PREFIX = ("<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, "
-                 "text, spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n")
-PROMPT_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n"
+from toolkit.models.archs.krea2.tiny import (PROMPT_PREFIX, PROMPT_SUFFIX, TAPS, TEXT_DIMS,  # noqa: F401
+                                             TRANSFORMER_DIMS, VAE_DIMS, VISION_DIMS)
+from toolkit.models.tiny.tokenizers import QWEN_ADDED, QWEN_CHAT_TEMPLATE, QWEN_SPECIAL
 
 DIFFUSION_FILE = "diffusion_models/krea2_turbo_fp8_scaled.safetensors"
 TEXT_ENCODER_FILE = "text_encoders/qwen3vl_fp8_scaled.safetensors"
@@ -144,28 +130,8 @@ def vae_diffusers_to_original(key: str, num_res_blocks: int = 2) -> str:
 #                                          builders                                             #
 # --------------------------------------------------------------------------------------------- #
 
-def _tokenizer():
-    """Qwen2Tokenizer trained in code, the Krea 2 template in its corpus (prefix 34, suffix 5 tokens)."""
-    from transformers import AddedToken, Qwen2Tokenizer
-
-    from testing import tiny_models as tm
-    corpus = tm._qwen_corpus() + [PROMPT_PREFIX + p + PROMPT_SUFFIX for p in tm._PROMPTS] * 4
-    vocab, merges = tm._byte_level_bpe(Qwen2Tokenizer().backend_tokenizer, corpus, vocab_size=800,
-                                       special_tokens=tm._QWEN_SPECIAL + tm._QWEN_ADDED)
-    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token="<|im_end|>",
-                         pad_token="<|endoftext|>", model_max_length=131072)
-    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in tm._QWEN_SPECIAL], special_tokens=True)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in tm._QWEN_ADDED])
-    tok.chat_template = tm._QWEN_CHAT_TEMPLATE
-    n_prefix, n_suffix = len(tok(PROMPT_PREFIX).input_ids), len(tok(PROMPT_SUFFIX).input_ids)
-    if (n_prefix, n_suffix) != (34, 5):
-        raise RuntimeError(f"tiny tokenizer gives a {n_prefix}-token prefix and {n_suffix}-token suffix, not 34/5")
-    return tok, vocab, merges
-
-
 def _write_comfy_tokenizer(tok, vocab, merges, folder: pathlib.Path):
     """The three files a ComfyUI qwen25_tokenizer folder has: vocab.json, merges.txt, tokenizer_config.json."""
-    from testing import tiny_models as tm
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "vocab.json", "w", encoding="utf-8") as f:
         json.dump(vocab, f, ensure_ascii=False)
@@ -173,12 +139,12 @@ def _write_comfy_tokenizer(tok, vocab, merges, folder: pathlib.Path):
         f.write("#version: 0.2\n")
         f.writelines(f"{a} {b}\n" for a, b in merges)
     added = {}
-    for t in tm._QWEN_SPECIAL + tm._QWEN_ADDED:
+    for t in QWEN_SPECIAL + QWEN_ADDED:
         added[str(tok.convert_tokens_to_ids(t))] = {"content": t, "lstrip": False, "normalized": False,
                                                      "rstrip": False, "single_word": False,
-                                                     "special": t in tm._QWEN_SPECIAL}
+                                                     "special": t in QWEN_SPECIAL}
     config = {"add_prefix_space": False, "added_tokens_decoder": added, "bos_token": None,
-              "chat_template": tm._QWEN_CHAT_TEMPLATE, "clean_up_tokenization_spaces": False,
+              "chat_template": QWEN_CHAT_TEMPLATE, "clean_up_tokenization_spaces": False,
               "eos_token": "<|im_end|>", "errors": "replace", "model_max_length": 131072,
               "pad_token": "<|endoftext|>", "split_special_tokens": False, "tokenizer_class": "Qwen2Tokenizer",
               "unk_token": None}
@@ -186,44 +152,11 @@ def _write_comfy_tokenizer(tok, vocab, merges, folder: pathlib.Path):
         json.dump(config, f, indent=2, ensure_ascii=False)
 
 
-def _jitter_constants(module, scale: float = 0.1, overrides: dict | None = None):
-    """Seeded noise on parameters a library initialises to a constant (norms, modulation tables).
-    `overrides`: name fragment -> noise scale (the transformer's modulation tables get 1.0, so the
-    gates open and the blocks - the quantized layers - carry a real share of the output)."""
-    import torch
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            if p.numel() > 1 and float(p.detach().float().std()) == 0.0:
-                s = next((v for k, v in (overrides or {}).items() if k in name), scale)
-                p.add_(torch.randn_like(p) * s)
-
-
 def _build(seed: int):
-    from diffusers import (AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, Krea2Pipeline,
-                           Krea2Transformer2DModel)
-    from transformers import Qwen3VLConfig, Qwen3VLModel
-
-    from testing.tiny_models import _seeded
-    from toolkit.models.formats import comfy
-
-    tok, vocab, merges = _tokenizer()
-    with _seeded(seed, "krea2.text_encoder"):
-        text_config = comfy.qwen3vl_text_config(vocab_size=len(tok), **TEXT_DIMS).to_dict()
-        text_encoder = Qwen3VLModel(Qwen3VLConfig(text_config=text_config, vision_config=dict(VISION_DIMS),
-                                                  tie_word_embeddings=False)).eval()
-        _jitter_constants(text_encoder)
-    with _seeded(seed, "krea2.transformer"):
-        transformer = Krea2Transformer2DModel(**TRANSFORMER_DIMS, axes_dims_rope=comfy.krea2_axes_dims(
-            TRANSFORMER_DIMS["attention_head_dim"])).eval()
-        _jitter_constants(transformer, overrides={"scale_shift_table": 1.0})
-    with _seeded(seed, "krea2.vae"):
-        vae = AutoencoderKLQwenImage(**VAE_DIMS, latents_mean=list(comfy.QWEN_IMAGE_LATENTS_MEAN),
-                                     latents_std=list(comfy.QWEN_IMAGE_LATENTS_STD)).eval()
-        _jitter_constants(vae, 0.05)
-    scheduler = FlowMatchEulerDiscreteScheduler(**SCHEDULER_CONFIG)
-    pipe = Krea2Pipeline(scheduler=scheduler, vae=vae, text_encoder=text_encoder, tokenizer=tok,
-                         transformer=transformer, text_encoder_select_layers=TAPS, is_distilled=True)
-    return pipe, (tok, vocab, merges)
+    """The tiny Krea2Pipeline (toolkit's recipe) and its tokenizer's vocab and merges."""
+    from toolkit.models.archs.krea2 import tiny
+    from toolkit.models.tiny import build_pipeline
+    return build_pipeline("krea2", seed), tiny.tokenizer()
 
 
 def _transformer_file(transformer, float_dtype, prefix: str = ""):

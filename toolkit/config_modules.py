@@ -9,7 +9,8 @@ import random
 from dataclasses import asdict, dataclass, field, fields
 
 from toolkit.errors import ConfigError, check_keys
-from toolkit.models.registry import ARCHS, ArchSpec, get_arch
+from toolkit.models.arch import ArchSpec
+from toolkit.models.registry import ARCHS, get_arch
 
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2")
@@ -46,19 +47,19 @@ class ModelConfig:
             raise ConfigError(f"{where}.arch", f"unknown arch {arch!r} (known: {', '.join(sorted(ARCHS))})")
         spec = get_arch(arch)
         values = dict(d)
-        if not values.get("name_or_path"):
-            values["name_or_path"] = spec.default_name_or_path
-        if not values["name_or_path"] and not values.get("components"):
-            raise ConfigError(f"{where}.name_or_path", f"arch {arch} has no public repo: give a local diffusers "
-                              "folder, component paths, or a profile")
         if spec.variants:
             variant = values.get("variant") or spec.default_variant
-            if variant not in spec.variants:
+            if not isinstance(variant, str) or variant not in spec.variants:
                 raise ConfigError(f"{where}.variant", f"unknown variant {variant!r} for arch {arch} "
                                   f"(known: {', '.join(spec.variants)})")
             values["variant"] = variant
         elif values.get("variant"):
             raise ConfigError(f"{where}.variant", f"arch {arch} has no variants")
+        if not values.get("name_or_path"):
+            values["name_or_path"] = spec.default_source(values.get("variant"))
+        if not values["name_or_path"] and not values.get("components"):
+            raise ConfigError(f"{where}.name_or_path", f"arch {arch} has no public repo: give a local diffusers "
+                              "folder, component paths, or a profile")
         comps = values.get("components") or {}
         if not isinstance(comps, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
                                                   for k, v in comps.items()):

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         return 2
     for warning in gen.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    from toolkit.models.registry import get_model_class
+    from toolkit.models.base_model import get_model_class
     holder = get_model_class(mc.arch)(mc, device=args.device,
                                       status_hook=lambda m, stage: print(f"[{stage}] {m}", file=sys.stderr))
     try:

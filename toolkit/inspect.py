@@ -41,10 +41,15 @@ from toolkit.models.formats.safetensors_header import FP8_DTYPES, HeaderError, d
 
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json")
 ROLES = ("diffusion_model", "transformer", "text_encoder", "vae", "tokenizer", "checkpoint")
-ARCHITECTURES = {"krea2": layouts.KREA2_ROLES}
 _DTYPE_NAMES = {"BF16": "bf16", "F16": "f16", "F32": "f32", "F64": "f64"}
 MAX_PROBLEMS = 10
 MAX_IGNORED = 5
+
+
+def architectures() -> dict:
+    """arch -> {profile key: detected formats it accepts}, for the archs that declare them."""
+    from toolkit.models.registry import ARCHS
+    return {name: ARCHS[name].checkpoint_formats for name in ARCHS if ARCHS[name].checkpoint_formats}
 
 
 def _sizes(header, det) -> dict:
@@ -205,7 +210,7 @@ def _split_role(item):
 
 def compatibility(report: dict, role: str | None, architecture: str) -> tuple[bool, str]:
     """Whether a component report fits `role` of `architecture` (e.g. krea2), and why not."""
-    roles = ARCHITECTURES.get(architecture)
+    roles = architectures().get(architecture)
     if report.get("error"):
         return False, report["error"]
     if roles is None:
@@ -336,7 +341,7 @@ def main(argv=None) -> int:
     ap.add_argument("paths", nargs="+", help="a file or folder, role=path (roles: " + ", ".join(ROLES) + "), "
                     "or a profile name from --profiles")
     ap.add_argument("--json", action="store_true", help="print JSON")
-    ap.add_argument("--architecture", choices=sorted(ARCHITECTURES), help="check each component against it")
+    ap.add_argument("--architecture", choices=sorted(architectures()), help="check each component against it")
     ap.add_argument("--profiles", metavar="FILE", help="a profiles file (TOML/YAML) whose profile names may be given")
     args = ap.parse_args(argv)
     profiles = None

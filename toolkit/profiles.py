@@ -25,8 +25,12 @@ from toolkit.models.registry import ARCHS
 
 PROFILE_KEYS = ("architecture", "variant", "checkpoint", "diffusion_model", "text_encoder", "vae", "tokenizer",
                 "defaults", "dtype", "quantize", "qtype", "quantize_te", "qtype_te", "low_vram", "layer_offloading")
-COMPONENT_ROLES = {"diffusion_model": "transformer", "text_encoder": "text_encoder", "vae": "vae",
-                   "tokenizer": "tokenizer"}
+COMPONENT_KEYS = ("diffusion_model", "text_encoder", "vae", "tokenizer")
+
+
+def component_role(arch: str, key: str) -> str:
+    """The arch's component a profile key names: `diffusion_model` is its denoiser (transformer or unet)."""
+    return ARCHS[arch].denoiser_roles[0] if key == "diffusion_model" else key
 ARCH_ALIASES = {"z-image": "zimage", "krea-2": "krea2"}
 SAMPLE_ALIASES = {"steps": "num_inference_steps", "cfg": "guidance_scale", "cfg_scale": "guidance_scale"}
 TOP_KEYS = ("default_model", "generation", "model_profiles")
@@ -45,8 +49,8 @@ class ModelProfile:
     def model_config(self, **overrides) -> dict:
         """The ModelConfig dict this profile names (request keys may add quantize, dtype, ...).
         Every configured path must exist: a missing one fails here, named, before anything loads."""
-        for key, role in COMPONENT_ROLES.items():
-            path = self.components.get(role)
+        for key in COMPONENT_KEYS:
+            path = self.components.get(component_role(self.architecture, key))
             if path and not os.path.exists(path):
                 raise ConfigError(f"model_profiles.{self.name}.{key}", f"no such file or folder: {path}")
         if self.checkpoint and not os.path.exists(self.checkpoint):
@@ -150,13 +154,13 @@ def _validate(data: dict, path: str) -> Profiles:
         elif variant:
             raise ConfigError(f"{where}.variant", f"architecture {arch} has no variants")
         comps = {}
-        for key, role in COMPONENT_ROLES.items():
+        for key in COMPONENT_KEYS:
             value = p.get(key)
             if value is None:
                 continue
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}.{key}", "must be a path")
-            comps[role] = _abs(value, base)
+            comps[component_role(arch, key)] = _abs(value, base)
         checkpoint = p.get("checkpoint")
         if checkpoint is not None and (not isinstance(checkpoint, str) or not checkpoint):
             raise ConfigError(f"{where}.checkpoint", "must be a path")

@@ -38,7 +38,7 @@ class Generate(BaseProcess):
             self.gens.append(GenerateImageConfig.from_dict({**shared, **item}, self.model_config, where))
 
     def run(self):
-        from toolkit.models.registry import get_model_class
+        from toolkit.models.base_model import get_model_class
 
         holder = get_model_class(self.model_config.arch)(
             self.model_config, device=self.device, status_hook=lambda m, stage: print(f"[{stage}] {m}", flush=True))

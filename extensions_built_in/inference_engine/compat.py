@@ -31,7 +31,6 @@ import numpy as np
 from fastapi import Depends, FastAPI, HTTPException, Request as HttpRequest
 from fastapi.responses import FileResponse, JSONResponse
 
-from extensions_built_in.inference_engine import latent_preview
 from extensions_built_in.inference_engine.engine import EngineBusy
 from extensions_built_in.inference_engine.protocol import FrameReader
 from toolkit.errors import ConfigError
@@ -150,7 +149,7 @@ def latent_png_b64(frame: bytes, spec, max_side: int = PREVIEW_MAX_SIDE) -> str 
         return None
     x = arr[0]                                   # C, H, W
     c, h, w = x.shape
-    fam = latent_preview.FAMILIES.get(spec.preview_family) if spec.preview_family else None
+    fam = spec.latents.format
     if fam is not None and len(fam.rgb_factors) == c:
         rgb = np.einsum("chw,ck->hwk", x, np.asarray(fam.rgb_factors, dtype=np.float32))
         if fam.rgb_bias:
@@ -160,7 +159,7 @@ def latent_png_b64(frame: bytes, spec, max_side: int = PREVIEW_MAX_SIDE) -> str 
         chans = [x[i] if i < c else x[0] for i in range(3)]
         img = np.stack([(ch - ch.min()) / max(float(ch.max() - ch.min()), 1e-8) * 255 for ch in chans], axis=-1)
     img = np.nan_to_num(img).astype(np.uint8)
-    scale = max(1, min(getattr(spec, "vae_scale", 8), max_side // max(h, w, 1)))
+    scale = max(1, min(spec.latents.spatial, max_side // max(h, w, 1)))
     pil = Image.fromarray(img, "RGB")
     if scale > 1:
         pil = pil.resize((w * scale, h * scale), Image.Resampling.BILINEAR)

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from extensions_built_in.inference_engine import latent_preview
 from extensions_built_in.inference_engine.protocol import encode_frame
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError, check_keys
-from toolkit.models.registry import ARCHS as ARCHS_BY_NAME, get_model_class
+from toolkit.models import latents as latent_frames
+from toolkit.models.base_model import get_model_class
+from toolkit.models.registry import ARCHS as ARCHS_BY_NAME
 from toolkit.profiles import EMPTY as EMPTY_PROFILES
 from toolkit.request import resolve_request
 from toolkit.models.v2.pool import ComponentPool
@@ -214,7 +215,7 @@ class Engine:
             self._queue.append(req)
             self._cv.notify_all()
         req.publish({"type": "start", "model": mc.to_dict(), "sample": gen.to_dict(),
-                     "modality": mc.spec.modality, "preview": latent_preview.preview_block(mc.spec)})
+                     "modality": mc.spec.modality, "preview": mc.spec.latents.preview()})
         for warning in gen.warnings:
             req.publish({"type": "status", "message": f"warning: {warning}", "stage": "warning"})
         req.publish({"type": "status", "message": f"queued ({ahead} ahead)" if ahead else "queued",
@@ -426,10 +427,10 @@ class Engine:
             req.publish({"type": "progress", "step": i + 1, "total": n, "elapsed": time.perf_counter() - t0})
             if opts["latents"] == "raw" and ((i + 1) % opts["every_n_steps"] == 0 or i + 1 == n):
                 src = x0 if (opts["preview"] == "x0" and x0 is not None) else latents
-                frame, layout = latent_preview.to_frame(src, spec, height=gen.height, width=gen.width,
-                                                        max_frames=opts["max_frames"])
+                frame, layout = latent_frames.to_frame(src, spec.latents, height=gen.height, width=gen.width,
+                                                       num_frames=gen.num_frames, max_frames=opts["max_frames"])
                 req.publish({"type": "latent", "step": i + 1, "total": n, "layout": layout,
-                             "shape": list(frame.shape), "dtype": "float16"}, latent_preview.payload_bytes(frame))
+                             "shape": list(frame.shape), "dtype": "float16"}, latent_frames.payload_bytes(frame))
             self.on_info(f"Generating {i + 1}/{n}", i + 1)
 
         holder.sample_step_hook = on_step

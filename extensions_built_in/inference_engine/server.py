@@ -18,7 +18,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from extensions_built_in.inference_engine import latent_preview
 from extensions_built_in.inference_engine.engine import Engine, EngineBusy, Subscriber
 from toolkit.errors import ConfigError
 from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
@@ -96,9 +95,7 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
         archs = []
         for spec in ARCHS.values():
             row = spec.public()
-            row.pop("latent_layout"), row.pop("latent_patch"), row.pop("vae_scale"), row.pop("preview_family")
             row["output_exts"] = list(OUTPUT_EXTS[spec.modality])
-            row["preview"] = latent_preview.preview_block(spec)
             archs.append(row)
         return {"archs": archs, "profiles": [p.public() for p in engine.profiles.profiles.values()],
                 "default_model": engine.profiles.default_model}

@@ -20,7 +20,7 @@ def tiny_root(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny(tiny_root):
     """tiny(arch, seed=0) -> folder of a tiny random-weight model, built once per session."""
-    from testing.tiny_models import cached_tiny
+    from toolkit.models.tiny import cached_tiny
 
     def make(arch, seed=0):
         return str(cached_tiny(arch, seed, root=str(tiny_root)))

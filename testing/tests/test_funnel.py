@@ -10,8 +10,8 @@ from toolkit.models.v2.mixin import ComponentLoadError
 
 
 def _components(arch):
-    from toolkit.models.registry import get_model_class
-    return get_model_class(arch).components
+    from toolkit.models.registry import ARCHS
+    return ARCHS[arch].components
 
 
 @pytest.mark.parametrize("arch", ["zimage", "flux", "sd1", "wan21", "ace_step"])
@@ -20,8 +20,8 @@ def test_every_component_loads_from_folder(arch, tiny):
     for spec in _components(arch):
         if spec.optional and not os.path.isdir(os.path.join(folder, spec.folder)):
             continue
-        comp = aitk(spec.cls).load(folder, role=spec.role, subfolder=spec.folder)
-        assert isinstance(comp, spec.cls) and isinstance(comp, OstrisModelMixin)
+        comp = aitk(spec.load_class()).load(folder, role=spec.role, subfolder=spec.folder)
+        assert isinstance(comp, spec.load_class()) and isinstance(comp, OstrisModelMixin)
         ident = comp._aitk_identity
         assert ident.role == spec.role and ident.source == os.path.abspath(folder)
         if isinstance(comp, torch.nn.Module):
@@ -44,7 +44,7 @@ def test_module_components_load_from_single_file(arch, tiny):
         sub = os.path.join(folder, spec.folder)
         files = [f for f in os.listdir(sub) if f.endswith(".safetensors")]
         assert len(files) == 1, files
-        from_folder = aitk(spec.cls).load(folder, role=spec.role, subfolder=spec.folder)
+        from_folder = aitk(spec.load_class()).load(folder, role=spec.role, subfolder=spec.folder)
         cls = type(from_folder)
         single = cls.load(os.path.join(sub, files[0]), role=spec.role, subfolder=spec.folder, config_source=folder)
         assert _state_equal(from_folder, single), spec.role
@@ -161,7 +161,7 @@ def test_hub_repo_resolves_through_snapshot(monkeypatch, tiny):
 
 def test_interceptor_sees_every_load_and_can_answer(tiny):
     """The hook the component pool plugs into: lookups with the identity, registration of fresh loads."""
-    from toolkit.models.registry import get_model_class
+    from toolkit.models.base_model import get_model_class
 
     class Recorder:
         def __init__(self):

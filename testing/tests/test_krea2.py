@@ -11,7 +11,7 @@ from PIL import Image
 from testing.engine_client import InProcessEngine
 from testing.tiny_krea2 import cached_tiny_krea2
 from toolkit.config_modules import GenerateImageConfig
-from toolkit.models.registry import get_model_class
+from toolkit.models.base_model import get_model_class
 from toolkit.profiles import load_profiles
 
 FP8 = torch.float8_e4m3fn

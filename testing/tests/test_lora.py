@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from extensions_built_in.inference_engine.engine import Engine
-from testing.tiny_models import make_tiny_lora
+from testing.fixtures import make_tiny_lora
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
-from toolkit.models.registry import get_model_class
+from toolkit.models.base_model import get_model_class
 
 
 @pytest.fixture(scope="module")

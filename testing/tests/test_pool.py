@@ -6,7 +6,7 @@ import time
 import pytest
 
 from extensions_built_in.inference_engine.engine import Engine
-from testing.tiny_models import make_shared_pair
+from toolkit.models.tiny import make_shared_pair
 from toolkit.config_modules import ModelConfig
 from toolkit.models.v2.pool import ComponentPool
 

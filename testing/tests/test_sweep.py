@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from testing import test_inference_engine as sweep
-from testing.tiny_models import ARCHS, DENOISER_COMPONENTS, SHARED_COMPONENTS
+from toolkit.models.tiny import own_roles, shared_roles
 
 
 def _explain(res: dict) -> str:
@@ -22,26 +22,15 @@ def _explain(res: dict) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("arch", sweep.SWEEP_ARCHS)
-def test_arch_frame_sequence(arch, tiny, tiny_root, tmp_path):
-    """Every registered arch: start -> progress -> latent -> result -> end(ok), the file decodes."""
-    if arch in ARCHS:
-        tiny(arch)
-    res = sweep.run_arch(arch, str(tmp_path), root=str(tiny_root))
-    assert res["ok"], _explain(res)
-    assert res["frames"]["progress"] >= 1 and res["frames"]["latent"] >= 1 and res["frames"]["result"] == 1
-    assert res["modality"] == sweep.modality_of(arch)
-
-
 def test_swap_shared_pair_loads_only_the_denoiser(tiny, tiny_root, tmp_path):
     tiny("zimage")
-    res = sweep.run_swap("zimage,zimage2,zimage", str(tmp_path), root=str(tiny_root))
+    res = sweep.run_swap("zimage,zimage:b,zimage", str(tmp_path), root=str(tiny_root))
     assert res["ok"], _explain(res)
     first, second, third, repeat = res["steps"]
-    assert set(first["loaded"]) >= set(SHARED_COMPONENTS["zimage"]) | set(DENOISER_COMPONENTS["zimage"])
+    assert set(first["loaded"]) >= set(shared_roles("zimage")) | set(own_roles("zimage"))
     for st in (second, third):
-        assert set(st["loaded"]) - {"scheduler"} == set(DENOISER_COMPONENTS["zimage"]), st
-        assert set(st["hit"]) >= set(SHARED_COMPONENTS["zimage"]), st
+        assert set(st["loaded"]) - {"scheduler"} == set(own_roles("zimage")), st
+        assert set(st["hit"]) >= set(shared_roles("zimage")), st
     assert repeat["delta"]["loads"] == 0 and repeat["delta"]["misses"] == 0, repeat
 
 

@@ -1,177 +1,57 @@
-"""Tests for testing.tiny_models: every tiny pipeline reloads offline and runs on the CPU."""
-
+"""The tiny-model writer (toolkit/models/tiny): atomic folders, reuse, concurrency, pairs, the CLI
+and `tiny:<arch>` names. (Every arch's own tiny instance is checked in test_arch_contract.py.)"""
 from __future__ import annotations
 
 import os
-
-# Before anything imports huggingface_hub: nothing here may touch the network.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-import functools
-import pathlib
 import threading
 
-import numpy as np
 import pytest
-import torch
 
-from testing import tiny_models as tm
-
-PROMPT = "a photo of a cat sitting on a red mat"
-
-EXPECTED_PIPELINE = {
-    "zimage": "ZImagePipeline",
-    "flux": "FluxPipeline",
-    "sd1": "StableDiffusionPipeline",
-    "wan21": "WanPipeline",
-    "ace_step": "AceStepPipeline",
-    "krea2": "Krea2Pipeline",
-}
-
-# What scheduler.step returns per step at sample_settings (2 inference steps).
-EXPECTED_STEP_LATENT = {
-    "zimage": (1, 16, 8, 8),  # B, C, H, W
-    "flux": (1, 16, 64),  # B, packed 2x2 tokens (4*4), 16*4 channels
-    "sd1": (1, 4, 8, 8),
-    "wan21": (1, 16, 3, 8, 8),  # B, C, F, H, W; 9 frames -> 3 latent frames
-    "ace_step": (1, 25, 64),  # B, T (1 s at 25/s), C
-    "krea2": (1, 16, 64),  # B, packed 2x2 tokens, 16*4 channels
-}
-EXPECTED_STEP_CALLS = {"zimage": 2, "flux": 2, "sd1": 3, "wan21": 2, "ace_step": 2, "krea2": 2}  # PNDM: 2 steps = 3 calls
+from toolkit.models import tiny as tm
 
 
-def _files(folder: pathlib.Path, component: str) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted((folder / component).rglob("*")) if p.is_file()
-    }
-
-
-def _safetensors(folder: pathlib.Path, component: str) -> dict[str, bytes]:
-    return {k: v for k, v in _files(folder, component).items() if k.endswith(".safetensors")}
-
-
-def _all_files(folder: pathlib.Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != tm.MARKER_NAME
-    }
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """make_tiny(arch, seed=0), built once per arch for the whole module."""
-    root = tmp_path_factory.mktemp("tiny")
-    cache: dict[str, pathlib.Path] = {}
-
-    def get(arch: str) -> pathlib.Path:
-        if arch not in cache:
-            cache[arch] = tm.make_tiny(arch, root / arch, seed=0)
-        return cache[arch]
-
-    return get
-
-
-def _wrap_step(pipe, record: list) -> None:
-    original = pipe.scheduler.step
-
-    @functools.wraps(original)  # keep the signature: SD inspects it for eta / generator
-    def step(*args, **kwargs):
-        out = original(*args, **kwargs)
-        latent = out[0] if isinstance(out, tuple) else out.prev_sample
-        record.append((tuple(latent.shape), bool(torch.isfinite(latent).all())))
-        return out
-
-    pipe.scheduler.step = step
-
-
-def test_registry_and_settings():
-    from toolkit.models.registry import ARCHS as REGISTRY
-    assert set(tm.ARCHS) == set(REGISTRY)
-    for arch in tm.ARCHS:
+def test_sample_settings_are_copies_and_unknown_archs_fail():
+    for arch in tm.tiny_archs():
         settings = tm.sample_settings(arch)
-        assert settings["num_inference_steps"] == 2
-        assert "guidance_scale" in settings
-        settings["num_inference_steps"] = 99  # a copy: callers may mutate it
-        assert tm.sample_settings(arch)["num_inference_steps"] == 2
-    assert tm.sample_settings("wan21")["num_frames"] == 9
-    assert 0 < tm.sample_settings("ace_step")["audio_duration"] <= 2
+        settings["num_inference_steps"] = 99
+        assert tm.sample_settings(arch)["num_inference_steps"] != 99
     with pytest.raises(ValueError):
         tm.sample_settings("nope")
 
 
-@pytest.mark.parametrize("arch", tm.ARCHS)
-def test_reload_offline_and_generate(arch, built):
-    from diffusers import DiffusionPipeline
-
-    folder = built(arch)
-    assert (folder / "model_index.json").is_file() and (folder / tm.MARKER_NAME).is_file()
-    total = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    assert total < 8_000_000, f"{arch} folder is {total} bytes"
-
-    pipe = DiffusionPipeline.from_pretrained(folder, local_files_only=True)
-    assert type(pipe).__name__ == EXPECTED_PIPELINE[arch]
-    assert all(p.dtype == torch.float32 for c in pipe.components.values() if isinstance(c, torch.nn.Module)
-               for p in c.parameters())
-    pipe.set_progress_bar_config(disable=True)
-    steps: list = []
-    _wrap_step(pipe, steps)
-    settings = tm.sample_settings(arch)
-
-    def run(**extra):
-        return pipe(prompt=PROMPT, generator=torch.Generator("cpu").manual_seed(0), **settings, **extra)
-
-    if arch == "ace_step":
-        out = run()
-        audio = out.audios
-        assert isinstance(audio, torch.Tensor)
-        samples = int(settings["audio_duration"] * pipe.sample_rate)
-        assert pipe.sample_rate == 48000 and pipe.latents_per_second == 25.0
-        assert tuple(audio.shape) == (1, 2, samples)
-        assert torch.isfinite(audio).all() and audio.abs().max() > 0
-    elif arch == "wan21":
-        out = run()
-        frames = out.frames
-        assert isinstance(frames, np.ndarray) and frames.shape == (1, 9, 64, 64, 3)
-        assert np.isfinite(frames).all()
-    else:
-        out = run(output_type="np")
-        assert out.images.shape == (1, 64, 64, 3) and np.isfinite(out.images).all()
-        steps.clear()
-        image = run().images[0]  # default output: PIL
-        assert image.size == (64, 64)
-
-    assert [shape for shape, _ in steps] == [EXPECTED_STEP_LATENT[arch]] * EXPECTED_STEP_CALLS[arch]
-    assert all(finite for _, finite in steps)
+def test_tiny_names(tiny):
+    assert tm.is_tiny("tiny:sd1") and not tm.is_tiny("org/repo") and not tm.is_tiny(None)
+    assert tm.resolve_tiny("tiny:sd1", "sd1") == tiny("sd1")
+    with pytest.raises(ValueError, match="names arch 'sd1'"):
+        tm.resolve_tiny("tiny:sd1", "flux")
+    with pytest.raises(ValueError, match="bad seed"):
+        tm.resolve_tiny("tiny:sd1:x", "sd1")
 
 
-@pytest.mark.parametrize("arch", tm.ARCHS)
-def test_same_seed_same_bytes(arch, built, tmp_path):
-    denoiser = tm.DENOISER_COMPONENTS[arch][0]
-    first = built(arch)
-    torch.manual_seed(1234)
-    rng_before = torch.random.get_rng_state()
-    again = tm.make_tiny(arch, tmp_path / "again", seed=0)
-    assert torch.equal(torch.random.get_rng_state(), rng_before), "make_tiny must not disturb the caller's RNG"
-    other = tm.make_tiny(arch, tmp_path / "other", seed=1)
-    weights = _safetensors(first, denoiser)
-    assert weights and weights == _safetensors(again, denoiser)
-    assert _all_files(first) == _all_files(again)  # tokenizers and configs too
-    assert _safetensors(other, denoiser) != weights
+def test_pairs_of_two_archs_link_only_what_they_share(tmp_path):
+    """flux's T5 is Chroma's text_encoder (one recipe): linked; a component the archs build
+    differently is refused rather than linked."""
+    a, b = tm.make_shared_pair("flux", tmp_path / "flux", tmp_path / "zimage", 0, 0, arch_b="zimage",
+                               share={"vae": "vae"})
+    for name in os.listdir(a / "vae"):
+        assert os.path.samefile(a / "vae" / name, b / "vae" / name)
+    with pytest.raises(RuntimeError, match="differs"):
+        tm.make_shared_pair("flux", tmp_path / "flux", tmp_path / "zimage", 0, 0, arch_b="zimage",
+                            share={"text_encoder": "text_encoder"})
+    with pytest.raises(ValueError, match="share"):
+        tm.make_shared_pair("flux", tmp_path / "f2", tmp_path / "z2", 0, 0, arch_b="zimage", share={})
 
 
-@pytest.mark.parametrize("arch", tm.ARCHS)
-def test_shared_pair(arch, built, tmp_path):
-    a, b = tm.make_shared_pair(arch, tmp_path / "a", tmp_path / "b")
-    assert _all_files(a) == _all_files(built(arch))  # a is exactly make_tiny(arch, seed=0)
-    for component in tm.SHARED_COMPONENTS[arch]:
-        files = _files(a, component)
-        assert files and files == _files(b, component), component
-    for component in ("text_encoder", "vae"):
-        assert _safetensors(a, component)
-    for component in tm.DENOISER_COMPONENTS[arch]:
-        wa, wb = _safetensors(a, component), _safetensors(b, component)
-        assert wa.keys() == wb.keys() and wa != wb, component
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    cache: dict = {}
+
+    def get(arch: str):
+        if arch not in cache:
+            cache[arch] = tm.make_tiny(arch, root / arch, seed=0)
+        return cache[arch]
+    return get
 
 
 def test_existing_complete_folder_is_reused(built):

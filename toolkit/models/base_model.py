@@ -1,57 +1,38 @@
-"""BaseModel: a holder for one arch's model. It loads every component through the v2 funnel,
-assembles the diffusers pipeline, samples, and writes the files.
+"""BaseModel: the holder of one arch's model. It loads every component the arch's row lists
+through the v2 funnel, assembles the diffusers pipeline, samples, and writes the files.
 
-Arch files subclass it and declare data: the pipeline class, the component table and, where
-the pipeline call differs from the common one, `pipeline_kwargs`/`extract_output`.
+Most archs need nothing more than their row (toolkit/models/archs/<arch>.py). An arch whose
+pipeline call differs from the common one subclasses this in its own file and overrides
+`pipeline_kwargs`, `extract_output` or `media_kwargs`. Libraries (torch, diffusers) are imported
+in the methods that use them, so arch files that subclass this stay importable without torch.
 """
 import contextlib
 import functools
 import os
 import time
-from dataclasses import dataclass, replace
-
-import torch
+from dataclasses import replace
 
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
+from toolkit.models.arch import AUDIO, DENOISER, TEXT_ENCODER, VAE, Component, load_class
 from toolkit.models.registry import get_arch
 from toolkit.models.step_hook import wrap_scheduler_step
-from toolkit.models.tiny_source import is_tiny, resolve_tiny
-from toolkit.models.v2 import LoadPolicy, aitk
-from toolkit.models.v2.identity import fingerprint_files
-from toolkit.models.v2.policy import resolve_dtype
-from toolkit.models.v2.sources import component_present
-
-DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO = (
-    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio")
-
-
-@dataclass(frozen=True)
-class ComponentSpec:
-    role: str                  # the pipeline's __init__ argument
-    cls: type                  # library class (model_index.json may name a subclass of it)
-    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO
-    subfolder: str | None = None
-    optional: bool = False     # the pipeline takes None when the model has no such component
-    reader: object = None      # for single files in a non-library format: reader(path, component=, policy=)
-
-    @property
-    def folder(self) -> str:
-        return self.subfolder or self.role
 
 
 class BaseModel:
-    arch: str = ""
-    pipeline_class: type = None
-    components: tuple[ComponentSpec, ...] = ()
-    pipeline_init_kwargs: dict = {}
-
     def __init__(self, model_config, device: str = "cpu", status_hook=None):
+        from toolkit.models.tiny import is_tiny, resolve_tiny
+        from toolkit.models.v2.policy import resolve_dtype
+
         self.model_config = ModelConfig.from_dict(model_config) if isinstance(model_config, dict) else model_config
         if is_tiny(self.model_config.name_or_path):
             self.model_config = replace(self.model_config, name_or_path=resolve_tiny(
                 self.model_config.name_or_path, self.model_config.arch))
         self.spec = get_arch(self.model_config.arch)
+        self.arch = self.spec.name
+        self.components: tuple[Component, ...] = self.spec.components
+        self.pipeline_class = load_class(self.spec.pipeline)
+        self.output_type = self.spec.output_type
         self.device = str(device)
         self.dtype = resolve_dtype(self.model_config.dtype, self.device)
         self.status_hook = status_hook          # (message, stage) -> None
@@ -68,7 +49,9 @@ class BaseModel:
         self.print_and_status_update(message, stage)
 
     # -- loading ------------------------------------------------------------------------------
-    def policy_for(self, spec: ComponentSpec) -> LoadPolicy:
+    def policy_for(self, spec: Component):
+        from toolkit.models.v2 import LoadPolicy
+
         mc = self.model_config
         offload = "model" if mc.low_vram else None
         if spec.kind == DENOISER:
@@ -80,11 +63,11 @@ class BaseModel:
             return LoadPolicy(self.dtype, self.device, None, offload)
         return LoadPolicy(self.dtype, self.device)
 
-    def source_for(self, spec: ComponentSpec) -> tuple[str, str]:
+    def source_for(self, spec: Component) -> tuple[str, str]:
         """(source, config_source) for a component. A single-file name_or_path holds the denoiser;
         everything else (and its config) comes from extras_name_or_path, else the arch's default repo."""
         mc = self.model_config
-        base = mc.extras_name_or_path or self.spec.default_name_or_path
+        base = mc.extras_name_or_path or self.spec.default_source(mc.variant)
         main = mc.name_or_path
         if spec.role in mc.components:
             return mc.components[spec.role], base
@@ -96,6 +79,9 @@ class BaseModel:
 
     def load_model(self):
         """Load every component through the funnel, then build the pipeline."""
+        from toolkit.models.v2 import aitk
+        from toolkit.models.v2.sources import component_present
+
         t0 = time.perf_counter()
         self._status(f"loading {self.arch}", "loading")
         lora_roles, lora_id = self._lora_plan()
@@ -105,7 +91,7 @@ class BaseModel:
                 self.loaded[spec.role] = None
                 continue
             given = spec.role in self.model_config.components     # an explicit path is the component itself
-            self.loaded[spec.role] = aitk(spec.cls).load(
+            self.loaded[spec.role] = aitk(spec.load_class()).load(
                 source, role=spec.role, subfolder=None if given else spec.folder, policy=self.policy_for(spec),
                 config_source=config_source, status=self._status, lora=lora_id if spec.role in lora_roles else (),
                 reader=spec.reader, allow_hub=not self.model_config.local_only)
@@ -121,6 +107,8 @@ class BaseModel:
     # -- LoRA: merged at load, part of the touched components' identity ---------------------------
     def _lora_plan(self) -> tuple[set, tuple]:
         """Which components the LoRA touches (from diffusers' own key conversion) and its identity."""
+        from toolkit.models.v2.identity import fingerprint_files
+
         mc = self.model_config
         if not mc.lora_path:
             return set(), ()
@@ -153,9 +141,27 @@ class BaseModel:
             self.loaded[r]._aitk_lora = lora_id
 
     def build_pipeline(self, components: dict):
-        pipe = self.pipeline_class(**components, **self.pipeline_init_kwargs)
+        pipe = self.pipeline_class(**components, **self.pipeline_config())
         pipe.set_progress_bar_config(disable=True)
         return pipe
+
+    def pipeline_config(self) -> dict:
+        """The pipeline's own settings that the model's model_index.json records (Wan 2.2's
+        boundary_ratio and expand_timesteps, Flux.2 Klein's is_distilled), under the arch's fixed ones."""
+        import inspect
+
+        from toolkit.models.v2.sources import read_model_index
+
+        mc = self.model_config
+        main = mc.name_or_path if not os.path.isfile(os.path.expanduser(mc.name_or_path or "")) else None
+        index = read_model_index(main or mc.extras_name_or_path or self.spec.default_source(mc.variant),
+                                 allow_hub=not mc.local_only)
+        params = inspect.signature(self.pipeline_class.__init__).parameters
+        roles = {c.role for c in self.components}
+        config = {k: v for k, v in index.items() if k in params and k not in roles and not k.startswith("_")
+                  and not (isinstance(v, list) and len(v) == 2)}
+        config.update(self.spec.pipeline_init_kwargs)
+        return config
 
     def unload(self):
         self.pipeline = None
@@ -174,20 +180,20 @@ class BaseModel:
             kw["num_frames"] = gen.num_frames
         return kw
 
-    output_type = "pil"
-
     def extract_output(self, out):
-        """The media the pipeline produced: a PIL image, video frames, or (audio, sample_rate)."""
+        """The media the pipeline produced: a PIL image, video frames, or an audio waveform."""
         if self.spec.modality == "image":
             return out.images[0]
         if self.spec.modality == "video":
             return out.frames[0]
-        raise NotImplementedError
+        return out.audios[0]
 
     def media_kwargs(self, gen: GenerateImageConfig, data) -> dict:
         return {"fps": gen.fps} if self.spec.modality == "video" else {}
 
     def generate_single(self, gen: GenerateImageConfig):
+        import torch
+
         generator = torch.Generator("cpu").manual_seed(gen.resolved_seed())  # a seed means one image on any device
         with contextlib.ExitStack() as stack:
             stack.enter_context(wrap_scheduler_step(self.pipeline.scheduler, self.sample_step_hook))
@@ -204,7 +210,7 @@ class BaseModel:
         records = []
         for i, gen in enumerate(gens):
             if isinstance(gen, dict):
-                gen = GenerateImageConfig.from_dict(gen, self.arch)
+                gen = GenerateImageConfig.from_dict(gen, self.model_config)
             seed = gen.resolved_seed()
             data = self.generate_single(gen)
             path = getattr(gen, "output_path", None) or os.path.join(
@@ -264,3 +270,8 @@ class BaseModel:
                 self._status(message, stage)
             return result
         return wrapper
+
+
+def get_model_class(arch: str) -> type:
+    """The holder class for `arch`: the one its file declares, else BaseModel."""
+    return get_arch(arch).holder or BaseModel

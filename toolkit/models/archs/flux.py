@@ -1,19 +1,58 @@
-from diffusers import AutoencoderKL, FluxPipeline, FluxTransformer2DModel, SchedulerMixin
-from transformers import CLIPTextModel, PreTrainedTokenizerBase, T5EncoderModel
+"""FLUX.1 [dev]: a double/single-stream DiT over CLIP-L (pooled) and T5-XXL, the 16-channel Flux
+VAE, latents packed as 2x2-patch tokens; guidance is an embedded scale, not CFG."""
+from toolkit import latent_formats
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
+                                 SampleDefaults, Tiny)
+from toolkit.models.tiny import kit
 
-from toolkit.models.base_model import DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, BaseModel, ComponentSpec
+SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5,
+                        max_shift=1.15, base_image_seq_len=256, max_image_seq_len=4096)
 
 
-class FluxModel(BaseModel):
-    arch = "flux"
-    pipeline_class = FluxPipeline
-    pipeline_init_kwargs = {"image_encoder": None, "feature_extractor": None}
-    components = (
-        ComponentSpec("scheduler", SchedulerMixin, SCHEDULER),
-        ComponentSpec("tokenizer", PreTrainedTokenizerBase, TOKENIZER),
-        ComponentSpec("tokenizer_2", PreTrainedTokenizerBase, TOKENIZER),
-        ComponentSpec("text_encoder", CLIPTextModel, TEXT_ENCODER),
-        ComponentSpec("text_encoder_2", T5EncoderModel, TEXT_ENCODER),
-        ComponentSpec("vae", AutoencoderKL, VAE),
-        ComponentSpec("transformer", FluxTransformer2DModel, DENOISER),
-    )
+def tiny_flux_encoders(b):
+    """CLIP + T5 as Flux, Chroma and Kontext use them (shared by the Flux-family tiny models)."""
+    tokenizer, tokenizer_2 = kit.clip_tokenizer(), kit.t5_tokenizer(512)
+    with b.seeded("text_encoder", "clip_l"):
+        text_encoder = kit.clip_text_encoder(tokenizer)
+    with b.seeded("text_encoder_2", "t5"):
+        text_encoder_2 = kit.t5_encoder(tokenizer_2)
+    with b.seeded("vae", "flux_vae"):
+        vae = kit.flux_vae()
+    return dict(tokenizer=tokenizer, tokenizer_2=tokenizer_2, text_encoder=text_encoder,
+                text_encoder_2=text_encoder_2, vae=vae)
+
+
+def tiny_flux_transformer(b, **over):
+    from diffusers import FluxTransformer2DModel
+
+    dims = dict(patch_size=1, in_channels=64, num_layers=2, num_single_layers=2, attention_head_dim=16,
+                num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32, guidance_embeds=True,
+                axes_dims_rope=(4, 6, 6))      # 16 latent channels packed 2x2; rope axes sum to the head dim
+    dims.update(over)
+    with b.seeded("transformer"):
+        return FluxTransformer2DModel(**dims).eval()
+
+
+def _tiny(b):
+    return dict(tiny_flux_encoders(b), transformer=tiny_flux_transformer(b),
+                scheduler=kit.flow_match_scheduler(**SCHEDULER_CONFIG))
+
+
+COMPONENTS = (
+    Component("scheduler", "SchedulerMixin", SCHEDULER),
+    Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+    Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER),
+    Component("text_encoder", "CLIPTextModel", TEXT_ENCODER),
+    Component("text_encoder_2", "T5EncoderModel", TEXT_ENCODER),
+    Component("vae", "AutoencoderKL", VAE),
+    Component("transformer", "FluxTransformer2DModel", DENOISER),
+)
+
+SPEC = ArchSpec(
+    name="flux", modality="image", default_name_or_path="black-forest-labs/FLUX.1-dev", pipeline="FluxPipeline",
+    components=COMPONENTS, pipeline_init_kwargs={"image_encoder": None, "feature_extractor": None},
+    defaults=SampleDefaults(1024, 1024, 28, 3.5), uses_negative_prompt=False,
+    latents=Latents("packed", 16, patch=2, format=latent_formats.FLUX),
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}),
+    description="FLUX.1 (CLIP + T5, packed tokens)",
+)

@@ -1,16 +1,38 @@
-from diffusers import AutoencoderKL, SchedulerMixin, ZImagePipeline, ZImageTransformer2DModel
-from transformers import PreTrainedTokenizerBase, Qwen3Model
+"""Z-Image Turbo: a single-stream DiT over a Qwen3 text encoder and the Flux VAE (16 channels)."""
+from toolkit import latent_formats
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
+                                 SampleDefaults, Tiny)
+from toolkit.models.tiny import kit
 
-from toolkit.models.base_model import DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, BaseModel, ComponentSpec
+
+def _tiny(b):
+    from diffusers import ZImageTransformer2DModel
+
+    tokenizer = kit.qwen2_tokenizer()
+    with b.seeded("text_encoder"):
+        text_encoder = kit.qwen3_encoder(tokenizer, layers=2)     # the pipeline reads hidden_states[-2]
+    with b.seeded("vae", "flux_vae"):
+        vae = kit.flux_vae()
+    with b.seeded("transformer"):
+        transformer = ZImageTransformer2DModel(
+            all_patch_size=(2,), all_f_patch_size=(1,), in_channels=16, dim=32, n_layers=2, n_refiner_layers=1,
+            n_heads=2, n_kv_heads=2, norm_eps=1e-5, qk_norm=True, cap_feat_dim=text_encoder.config.hidden_size,
+            rope_theta=256.0, t_scale=1000.0, axes_dims=[4, 6, 6], axes_lens=[1024, 512, 512]).eval()
+    scheduler = kit.flow_match_scheduler(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=False)
+    return dict(scheduler=scheduler, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, transformer=transformer)
 
 
-class ZImageModel(BaseModel):
-    arch = "zimage"
-    pipeline_class = ZImagePipeline
-    components = (
-        ComponentSpec("scheduler", SchedulerMixin, SCHEDULER),
-        ComponentSpec("tokenizer", PreTrainedTokenizerBase, TOKENIZER),
-        ComponentSpec("text_encoder", Qwen3Model, TEXT_ENCODER),
-        ComponentSpec("vae", AutoencoderKL, VAE),
-        ComponentSpec("transformer", ZImageTransformer2DModel, DENOISER),
-    )
+SPEC = ArchSpec(
+    name="zimage", modality="image", default_name_or_path="Tongyi-MAI/Z-Image-Turbo", pipeline="ZImagePipeline",
+    components=(
+        Component("scheduler", "SchedulerMixin", SCHEDULER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("text_encoder", "Qwen3Model", TEXT_ENCODER),
+        Component("vae", "AutoencoderKL", VAE),
+        Component("transformer", "ZImageTransformer2DModel", DENOISER),
+    ),
+    defaults=SampleDefaults(1024, 1024, 8, 0.0),      # the model card: 8 steps, no CFG (distilled)
+    latents=Latents("BCHW", 16, format=latent_formats.FLUX),
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
+    description="Z-Image Turbo (Qwen3 text encoder, 16-ch VAE)",
+)

@@ -29,10 +29,6 @@ LABELS = {KREA2_TRANSFORMER: "Krea 2 diffusion model", QWEN3VL_TEXT_ENCODER: "Qw
           QWEN3_TEXT_ENCODER: "Qwen3 text encoder (Qwen3-VL text shapes)", QWEN_IMAGE_VAE: "Qwen Image VAE",
           UNKNOWN: "unknown"}
 
-# which detected architectures each Krea 2 profile role accepts
-KREA2_ROLES = {"diffusion_model": (KREA2_TRANSFORMER,), "transformer": (KREA2_TRANSFORMER,),
-               "text_encoder": (QWEN3VL_TEXT_ENCODER, QWEN3_TEXT_ENCODER), "vae": (QWEN_IMAGE_VAE,)}
-
 
 def first_prefix(keys, anchors, candidates):
     keys = keys if isinstance(keys, (set, frozenset, dict)) else set(keys)

@@ -22,8 +22,9 @@ class ComponentIdentity:
     @property
     def key(self) -> str:
         """Stable string key: the files' identities rather than the paths that named them, so two
-        folders that point at one file share it."""
-        return repr((self.role, self.cls, self.weights, self.dtype, self.qtype, self.lora, self.fmt))
+        folders that point at one file share it. The role is not part of it: Flux's `text_encoder_2`
+        and Chroma's `text_encoder` are one T5 when their files are one."""
+        return repr((self.cls, self.weights, self.dtype, self.qtype, self.lora, self.fmt))
 
 
 HUB_BLOB = re.compile(r"[/\\]blobs[/\\]([0-9a-f]{40}|[0-9a-f]{64})$")

@@ -26,6 +26,7 @@ class PoolEntry:
     last_used: float
     touched: bool = True
     hits: int = 0
+    role: str = ""             # the role it was last loaded or reused as (one file can serve two roles)
 
     @property
     def public_key(self) -> str:
@@ -33,7 +34,7 @@ class PoolEntry:
         return hashlib.sha1(self.identity.key.encode()).hexdigest()[:12]
 
     def describe(self) -> dict:
-        return {"key": self.public_key, "role": self.identity.role, "class": self.identity.cls.rsplit(".", 1)[-1],
+        return {"key": self.public_key, "role": self.role or self.identity.role, "class": self.identity.cls.rsplit(".", 1)[-1],
                 "bytes": self.bytes, "device": _device_of(self.module), "dtype": self.identity.dtype,
                 "qtype": self.identity.qtype, "last_used": self.last_used, "hits": self.hits}
 
@@ -95,6 +96,7 @@ class ComponentPool:
                 entry.hits += 1
                 entry.touched = True
                 entry.last_used = time.time()
+                entry.role = identity.role
             return entry.module
         with self._lock:
             self.misses += 1
@@ -104,7 +106,8 @@ class ComponentPool:
     def register(self, identity, module, policy):
         with self._lock:
             self.loads += 1
-            self.entries[identity.key] = PoolEntry(identity, module, module_bytes(module), time.time())
+            self.entries[identity.key] = PoolEntry(identity, module, module_bytes(module), time.time(),
+                                                   role=identity.role)
 
     # -- residency ---------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -181,7 +184,7 @@ class ComponentPool:
                     "resident_bytes": sum(e["bytes"] for e in entries), "entries": entries}
 
     def holds(self, role: str) -> list:
-        return [e for e in self.entries.values() if e.identity.role == role]
+        return [e for e in self.entries.values() if e.role == role]
 
 
 __all__ = ["ComponentPool", "PoolEntry", "available_memory", "module_bytes"]

@@ -68,6 +68,26 @@ def _snapshot(repo_id: str, subfolder: str | None) -> str:
     return folder
 
 
+def read_model_index(name_or_path: str, *, allow_hub: bool = True) -> dict:
+    """A model's model_index.json (a local folder's, or a hub repo's from the cache or the hub), or {}."""
+    path = os.path.expanduser(name_or_path or "")
+    index = os.path.join(path, "model_index.json")
+    if not os.path.isdir(path):
+        if not (allow_hub and looks_like_repo_id(name_or_path or "")):
+            return {}
+        from huggingface_hub import hf_hub_download
+        try:
+            index = hf_hub_download(name_or_path, "model_index.json", local_files_only=hub_offline())
+        except Exception:  # not cached offline, no such file, no network: the arch's defaults apply
+            return {}
+    try:
+        with open(index, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def model_index_class(folder: str, role: str):
     """(library, class name) that model_index.json names for `role`, or None."""
     index = os.path.join(folder, "model_index.json")

@@ -12,12 +12,15 @@ strip are diffusers' Krea2Pipeline's.
 import contextlib
 import functools
 import json
+import math
 import os
 
-from diffusers import AutoencoderKLQwenImage, Krea2Pipeline, Krea2Transformer2DModel, SchedulerMixin
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-from toolkit.models.base_model import DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, BaseModel, ComponentSpec
+from toolkit import latent_formats
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Extra,
+                                 Latents, Reader, SampleDefaults, Tiny, Variant)
+from toolkit.models.archs.krea2 import tiny
+from toolkit.models.base_model import BaseModel
+from toolkit.models.formats import layouts
 
 DEFAULT_TAPS = (2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32, 35)
 BASE_SEQ_LEN, MAX_SEQ_LEN = 256, 6400      # image tokens at 256^2 and 1280^2 (16 px per token)
@@ -28,13 +31,9 @@ SCHEDULER_CONFIG = {"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train
                     "time_shift_type": "exponential"}
 
 
-def _reader(name):
-    """The ComfyUI-format readers, imported when a single file is actually read."""
-    def read(path, *, component, policy):
-        from toolkit.models.formats import comfy
-        return getattr(comfy, name)(path, component=component, policy=policy)
-    read.format_name = "comfy_scaled_fp8"
-    return read
+def _comfy(name: str) -> Reader:
+    """A ComfyUI-format reader (toolkit/models/formats/comfy.py), imported when a file is read."""
+    return Reader(f"toolkit.models.formats.comfy:{name}", "comfy_scaled_fp8")
 
 
 def image_tokens(width: int, height: int, vae_scale: int = 8, patch: int = 2) -> int:
@@ -55,22 +54,11 @@ def krea2_mu(width: int, height: int, variant: str, mu=None, y1: float = 0.5, y2
 
 def shifted_timesteps(steps: int, mu: float) -> list[float]:
     """The sigma schedule: a uniform grid 1 -> 0 with steps+1 points, shifted by mu."""
-    import math
     grid = [1 - i / steps for i in range(steps + 1)]
     return [0.0 if t <= 0 else math.exp(mu) / (math.exp(mu) + (1 / t - 1)) for t in grid]
 
 
 class Krea2Model(BaseModel):
-    arch = "krea2"
-    pipeline_class = Krea2Pipeline
-    components = (
-        ComponentSpec("scheduler", SchedulerMixin, SCHEDULER),
-        ComponentSpec("tokenizer", PreTrainedTokenizerBase, TOKENIZER),
-        ComponentSpec("text_encoder", PreTrainedModel, TEXT_ENCODER, reader=_reader("read_qwen3vl_text_encoder")),
-        ComponentSpec("vae", AutoencoderKLQwenImage, VAE, reader=_reader("read_qwen_image_vae")),
-        ComponentSpec("transformer", Krea2Transformer2DModel, DENOISER, reader=_reader("read_krea2_transformer")),
-    )
-
     def source_for(self, spec):
         if spec.kind == SCHEDULER and spec.role not in self.model_config.components and not self._folder():
             return dict(SCHEDULER_CONFIG), None          # ComfyUI files carry no scheduler: the recipe's, in code
@@ -81,8 +69,8 @@ class Krea2Model(BaseModel):
         return path if os.path.isdir(path) else None
 
     def build_pipeline(self, components):
-        pipe = Krea2Pipeline(**components, text_encoder_select_layers=self._taps(components),
-                             is_distilled=self.model_config.variant == "turbo")
+        pipe = self.pipeline_class(**components, text_encoder_select_layers=self._taps(components),
+                                   is_distilled=self.model_config.variant == "turbo")
         pipe.set_progress_bar_config(disable=True)
         return pipe
 
@@ -130,3 +118,34 @@ class Krea2Model(BaseModel):
             yield
         finally:
             scheduler.__dict__.pop("set_timesteps", None)
+
+
+def _tiny(b) -> dict:
+    config = {k: v for k, v in SCHEDULER_CONFIG.items() if k != "_class_name"}
+    from diffusers import FlowMatchEulerDiscreteScheduler
+    return dict(tiny.build(b), scheduler=FlowMatchEulerDiscreteScheduler(**config))
+
+
+SPEC = ArchSpec(
+    name="krea2", modality="image", default_name_or_path="",      # no public repo: local files only
+    pipeline="Krea2Pipeline", holder=Krea2Model,
+    components=(
+        Component("scheduler", "SchedulerMixin", SCHEDULER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("text_encoder", "transformers:PreTrainedModel", TEXT_ENCODER,
+                  reader=_comfy("read_qwen3vl_text_encoder")),
+        Component("vae", "AutoencoderKLQwenImage", VAE, reader=_comfy("read_qwen_image_vae")),
+        Component("transformer", "Krea2Transformer2DModel", DENOISER, reader=_comfy("read_krea2_transformer")),
+    ),
+    defaults=SampleDefaults(1024, 1024, 8, 0.0), round_size=True,
+    latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),     # the Qwen Image VAE
+    sample_extras={"mu": Extra("float"), "shift_y1": Extra("float", 0.5), "shift_y2": Extra("float", 1.15)},
+    variants={"turbo": Variant({"num_inference_steps": 8, "guidance_scale": 0.0}, {"mu": TURBO_MU}),
+              "raw": Variant({"num_inference_steps": 52, "guidance_scale": 3.5}, {"mu": None})},
+    # which detected checkpoint formats each profile key accepts (toolkit/inspect.py)
+    checkpoint_formats={"diffusion_model": (layouts.KREA2_TRANSFORMER,), "transformer": (layouts.KREA2_TRANSFORMER,),
+                        "text_encoder": (layouts.QWEN3VL_TEXT_ENCODER, layouts.QWEN3_TEXT_ENCODER),
+                        "vae": (layouts.QWEN_IMAGE_VAE,)},
+    tiny=Tiny(_tiny, tiny.SAMPLE, pipeline_kwargs={"text_encoder_select_layers": tiny.TAPS, "is_distilled": True}),
+    description="Krea 2 (Qwen3-VL text encoder, Qwen Image VAE); turbo or raw",
+)

@@ -1,0 +1,228 @@
+"""The contract every registered arch passes, one parametrized suite (the pattern of diffusers'
+PipelineTesterMixin): an arch file added to toolkit/models/archs/ is in it at once, and fails it
+until its row, its tiny instance, its holder and its stream all hold.
+
+Per arch:
+  - the row: classes resolve, the pipeline takes every component, the latent table fits the
+    latent channels, the defaults and the tiny request validate;
+  - the tiny instance: real on-disk format, deterministic, a shared pair shares files;
+  - the holder (funnel, offline, float32 CPU) writes the same file as the bare diffusers pipeline
+    through the same writer, bit for bit (mp4: frame count, fps, size and decoded frames), and the
+    step hook sees every scheduler step with the registry's latent layout;
+  - the engine over HTTP: start -> progress / latent per step -> result -> end, the latent frame's
+    layout and shape as the registry says, an identical rerun loading nothing;
+  - cancel mid-run (deterministically, from the generation thread) writes nothing and leaves the
+    holder reusable: the next identical request loads nothing and gives the same bytes.
+"""
+import json
+import os
+
+import av
+import numpy as np
+import pytest
+import torch
+
+from testing import test_inference_engine as sweep
+from testing.fixtures import input_image
+from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS, save_media
+from toolkit.models import latents as latent_frames
+from toolkit.models.arch import DENOISER, MODALITIES, load_class
+from toolkit.models.base_model import BaseModel, get_model_class
+from toolkit.models.registry import ARCHS
+from toolkit.models.tiny import MARKER_NAME, make_shared_pair, make_tiny, own_roles, shared_roles
+from toolkit.models.v2.sources import looks_like_repo_id
+
+ARCH_NAMES = tuple(ARCHS)
+FILE_EXT = {"image": "png", "video": "mp4", "audio": "wav"}
+MAX_TINY_BYTES = 16_000_000
+
+
+def _sample(arch: str, tmp_path, **over) -> dict:
+    spec = ARCHS[arch]
+    s = {**spec.tiny.sample, "prompt": "a small test prompt", "seed": 1234, "output_ext": FILE_EXT[spec.modality]}
+    if spec.needs_ctrl_img:
+        s["ctrl_img"] = input_image(tmp_path / "input.png", s.get("width") or 64, s.get("height") or 64)
+    s.update(over)
+    return s
+
+
+def _frame_shape(spec, gen) -> tuple:
+    lat = spec.latents
+    if spec.modality == "audio":
+        return None
+    h, w = gen.height // lat.spatial, gen.width // lat.spatial
+    if spec.modality == "video":
+        return (1, lat.channels, min(4, lat.latent_frames(gen.num_frames)), h, w)
+    return (1, lat.channels, h, w)
+
+
+# -- the row ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("arch", ARCH_NAMES)
+def test_row(arch):
+    spec = ARCHS[arch]
+    assert spec.name == arch and spec.modality in MODALITIES and spec.description
+    assert spec.tiny is not None, f"{arch} declares no tiny instance (ArchSpec.tiny): it cannot be tested"
+    pipeline = load_class(spec.pipeline)
+    params = set(__import__("inspect").signature(pipeline.__init__).parameters)
+    roles = [c.role for c in spec.components]
+    assert len(roles) == len(set(roles)) and spec.denoiser_roles
+    assert set(roles) <= params, f"{spec.pipeline} takes no {sorted(set(roles) - params)}"
+    for c in spec.components:
+        assert isinstance(c.load_class(), type), c
+    assert spec.holder is None or issubclass(spec.holder, BaseModel)
+    assert set(spec.pipeline_init_kwargs) <= params and set(spec.tiny.pipeline_kwargs) <= params
+    lat = spec.latents
+    assert lat.frame_layout == {"image": "BCHW", "video": "BCFHW", "audio": "BLC"}[spec.modality]
+    assert lat.format is None or lat.format.channels == lat.channels, "the preview table fits other latents"
+    assert spec.default_name_or_path == "" or looks_like_repo_id(spec.default_name_or_path)
+    for variant in spec.variants.values():
+        assert variant.name_or_path is None or looks_like_repo_id(variant.name_or_path)
+    ext = spec.defaults.output_ext
+    assert ext in {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}[spec.modality]
+    # the real defaults (each variant's) and the tiny request validate like any request
+    for variant in list(spec.variants) or [None]:
+        mc = ModelConfig.from_dict({"arch": arch, "name_or_path": "x/y", "variant": variant})
+        GenerateImageConfig.from_dict({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}, mc)
+    GenerateImageConfig.from_dict(spec.tiny.sample, arch)
+    json.dumps(spec.public())
+
+
+# -- the tiny instance -----------------------------------------------------------------------------
+@pytest.mark.parametrize("arch", ARCH_NAMES)
+def test_tiny_instance(arch, tiny, tmp_path):
+    spec = ARCHS[arch]
+    folder = tiny(arch)
+    with open(os.path.join(folder, "model_index.json")) as f:
+        index = json.load(f)
+    assert index["_class_name"] == spec.pipeline and os.path.isfile(os.path.join(folder, MARKER_NAME))
+    files = {os.path.relpath(os.path.join(d, n), folder): os.path.join(d, n)
+             for d, _s, names in os.walk(folder) for n in names if n != MARKER_NAME}
+    assert sum(os.path.getsize(p) for p in files.values()) < MAX_TINY_BYTES
+    for c in spec.components:
+        assert c.optional or c.role in index, f"model_index.json has no {c.role}"
+
+    rng = torch.random.get_rng_state()
+    again = make_tiny(arch, tmp_path / "again", seed=0)
+    assert torch.equal(torch.random.get_rng_state(), rng), "building must not disturb the caller's RNG"
+    for rel, path in files.items():
+        with open(path, "rb") as f1, open(again / rel, "rb") as f2:
+            assert f1.read() == f2.read(), f"{rel} differs between two builds of seed 0"
+
+    a, b = make_shared_pair(arch, tmp_path / "a", tmp_path / "b")
+    for role in shared_roles(arch):
+        for name in os.listdir(a / role):
+            assert os.path.samefile(a / role / name, b / role / name), f"{role}/{name} is not one file"
+    for role in own_roles(arch):
+        weights = [n for n in os.listdir(a / role) if n.endswith(".safetensors")]
+        assert weights and any((a / role / n).read_bytes() != (b / role / n).read_bytes() for n in weights), role
+
+
+# -- the holder against the bare pipeline ----------------------------------------------------------
+@pytest.mark.parametrize("arch", ARCH_NAMES)
+def test_holder_matches_diffusers(arch, tiny, tmp_path):
+    from diffusers import DiffusionPipeline
+
+    spec = ARCHS[arch]
+    folder = tiny(arch)
+    holder = get_model_class(arch)({"arch": arch, "name_or_path": folder, "local_only": True}, device="cpu")
+    holder.load_model()
+    calls, stages = [], []
+    holder.sample_step_hook = lambda i, n, t, lat, x0: calls.append((i, n, lat.clone()))
+    holder.status_hook = lambda message, stage: stages.append(stage)
+    gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
+    ext = gen.output_ext
+    gen.output_path = str(tmp_path / f"holder.{ext}")
+    rec, = holder.generate_images([gen])
+
+    bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    assert type(bare).__name__ == spec.pipeline
+    bare.set_progress_bar_config(disable=True)
+    kwargs = holder.pipeline_kwargs(gen)
+    assert kwargs["prompt"] == gen.prompt and kwargs["num_inference_steps"] == gen.num_inference_steps
+    out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
+    data = holder.extract_output(out)
+    ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext, **holder.media_kwargs(gen, data))
+    if spec.modality == "video":
+        got, want = _decoded(rec["path"]), _decoded(ref["path"])
+        assert got["frames"] == want["frames"] == gen.num_frames and got["fps"] == want["fps"] == gen.fps
+        assert got["size"] == want["size"] == (gen.width, gen.height)
+        assert np.array_equal(got["pixels"], want["pixels"]), "decoded frames differ from the bare pipeline's"
+    else:
+        with open(rec["path"], "rb") as f1, open(ref["path"], "rb") as f2:
+            assert f1.read() == f2.read(), "the holder's file differs from the bare pipeline's"
+
+    # the hook: every scheduler step, in order, with latents the registry's layout describes
+    n = len(bare.scheduler.timesteps)
+    assert [c[0] for c in calls] == list(range(n)) and all(c[1] == n for c in calls)
+    frame, layout = latent_frames.to_frame(calls[-1][2], spec.latents, height=gen.height, width=gen.width,
+                                           num_frames=gen.num_frames)
+    assert layout == spec.latents.frame_layout
+    want = _frame_shape(spec, gen)
+    if want is not None:
+        assert tuple(frame.shape) == want
+    else:
+        assert frame.shape[0] == 1 and frame.shape[2] == spec.latents.channels
+    assert "saving" in stages and "sampling" in stages
+    assert rec["seed"] == 1234 and os.path.getsize(rec["path"]) == rec["bytes"]
+
+
+def _decoded(path) -> dict:
+    with av.open(path) as c:
+        s = c.streams.video[0]
+        pixels = [f.to_ndarray(format="rgb24") for f in c.decode(s)]
+        return {"frames": len(pixels), "fps": float(s.average_rate), "size": (s.width, s.height),
+                "pixels": np.stack(pixels)}
+
+
+# -- the engine ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("arch", ARCH_NAMES)
+def test_engine_stream(arch, tiny, tiny_root, tmp_path):
+    tiny(arch)
+    res = sweep.run_arch(arch, str(tmp_path), root=str(tiny_root))
+    assert res["ok"], f"{res['name']}: {res['error']} ({res.get('sequence')})"
+    fr = res["frames"]
+    assert fr["start"] == 1 and fr["end"] == 1 and fr["result"] == 1 and fr["error"] == 0
+    assert fr["progress"] == res["steps"] and fr["latent"] == res["steps"], "one progress and latent per step"
+
+
+@pytest.mark.parametrize("arch", ARCH_NAMES)
+def test_cancel_leaves_holder_reusable(arch, tiny, tmp_path):
+    from extensions_built_in.inference_engine.engine import Engine, Subscriber
+
+    spec = ARCHS[arch]
+    engine = Engine(output_folder=str(tmp_path / "out"), assets_folder=str(tmp_path))
+    model = {"arch": arch, "name_or_path": tiny(arch)}
+    sample = _sample(arch, tmp_path, num_inference_steps=3, output_ext=spec.defaults.output_ext)
+
+    def run(request_id: str, cancel_at: int | None = None):
+        req = engine.submit(model, sample, request_id=request_id)
+        if cancel_at is not None:
+            def deliver(frame, _is_latent, req=req):
+                header = json.loads(frame[4:4 + int.from_bytes(frame[:4], "little")])
+                if header["type"] == "progress" and header["step"] == cancel_at:
+                    engine.cancel(req.request_id)      # on the generation thread, before the next step
+            req.attach(Subscriber(deliver))
+        engine.execute(engine._next_request())          # on this thread: deterministic
+        return req
+
+    first = run("first")
+    assert first.status == "ok", first.error
+    loads = engine.pool.loads
+    cancelled = run("cancelled", cancel_at=1)
+    assert cancelled.status == "cancelled" and cancelled.step == 1 and not cancelled.results
+    assert not [n for n in os.listdir(tmp_path / "out") if "cancelled" in n], "a cancelled request left a file"
+    assert engine.holder is not None
+    again = run("again")
+    assert again.status == "ok", again.error
+    assert engine.pool.loads == loads, "the request after a cancel reloaded components"
+    with open(first.results[0]["path"], "rb") as f1, open(again.results[0]["path"], "rb") as f2:
+        assert f1.read() == f2.read(), "the rerun after a cancel differs from the first run"
+    engine.unload_all()
+
+
+def test_every_arch_is_in_the_suite():
+    """The suite's parameters are the registry's arch files (a new file is tested at once)."""
+    from toolkit.models.registry import _module_table
+    assert set(ARCH_NAMES) == set(_module_table()) and len(ARCH_NAMES) >= 6
+    assert all(ARCHS[a].denoiser_roles and any(c.kind == DENOISER for c in ARCHS[a].components) for a in ARCH_NAMES)

@@ -1,0 +1,204 @@
+"""What an arch file declares: its registry row (`ArchSpec`) and the pieces the row is made of.
+
+Plain data, importable without torch: the registry, config validation, profiles, inspection and
+the HTTP layer read these rows without loading any library. Library classes are named by string
+("AutoencoderKL", "transformers:CLIPTextModel", "module.path:Name") and imported on first use.
+"""
+import importlib
+from dataclasses import asdict, dataclass, field
+
+from toolkit.latent_formats import LatentFormat
+
+# component kinds: which load policy applies (quantize/offload) and what a pool entry is
+DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR = (
+    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor")
+MODALITIES = ("image", "video", "audio")
+
+
+@dataclass(frozen=True)
+class SampleDefaults:
+    width: int = 1024
+    height: int = 1024
+    num_inference_steps: int = 28
+    guidance_scale: float = 3.5
+    num_frames: int = 1
+    fps: int = 0
+    duration: float = 0.0          # seconds, audio only
+    output_ext: str = "png"
+
+
+@dataclass(frozen=True)
+class Extra:
+    """A per-arch sample key: its type ("str" | "float" | "int" | "bool") and default (None = unset)."""
+    type: str
+    default: object = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named flavour of an arch (krea2 turbo/raw, sd3 3.5-large/3.5-medium): sample defaults and
+    extras that differ, and its own hub repo where it has one."""
+    defaults: dict = field(default_factory=dict)      # SampleDefaults fields
+    extras: dict = field(default_factory=dict)        # sample_extras defaults
+    name_or_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Reader:
+    """Reads one component from a single file stored in a format the libraries do not read (e.g.
+    ComfyUI scaled FP8): `func` is "module:function(path, component=, policy=) -> module"; `format`
+    joins the component's pool identity."""
+    func: str
+    format: str
+
+    @property
+    def format_name(self) -> str:
+        return self.format
+
+    def __call__(self, path, *, component, policy):
+        return load_object(self.func)(path, component=component, policy=policy)
+
+
+@dataclass(frozen=True)
+class Component:
+    role: str                  # the pipeline's __init__ argument
+    cls: str                   # library class (model_index.json may name a subclass of it)
+    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO | PROCESSOR
+    subfolder: str | None = None
+    optional: bool = False     # the pipeline takes None when the model has no such component
+    reader: Reader | None = None
+    with_denoiser: bool = False  # ships with the denoiser (ACE-Step's condition encoder): never shared by another
+
+    @property
+    def folder(self) -> str:
+        return self.subfolder or self.role
+
+    @property
+    def own(self) -> bool:
+        """Belongs to one denoiser checkpoint: two models that differ in it differ here too."""
+        return self.kind == DENOISER or self.with_denoiser
+
+    def load_class(self) -> type:
+        return load_class(self.cls)
+
+
+@dataclass(frozen=True)
+class Latents:
+    """What `scheduler.step` returns and how a `latent` frame carries it.
+
+    layout: BCHW | BCFHW (video) | packed (B, tokens, C*patch*patch) | packed_video (B, F*H*W tokens, C)
+            | BLC (audio, B, T, C) | BCT (audio, B, C, T). Frames are BCHW, BCFHW or BLC."""
+    layout: str
+    channels: int              # latent channels of the frame
+    spatial: int = 8           # pixels per latent pixel
+    temporal: int = 1          # video: frames per latent frame after the first
+    patch: int = 1             # packed: a token is patch x patch latent pixels
+    per_second: float = 0.0    # audio: latents per second (0: the model fixes the length)
+    format: LatentFormat | None = None   # latent->RGB preview table
+
+    @property
+    def frame_layout(self) -> str:
+        return {"BCHW": "BCHW", "packed": "BCHW", "BCFHW": "BCFHW", "packed_video": "BCFHW",
+                "BLC": "BLC", "BCT": "BLC"}[self.layout]
+
+    def latent_frames(self, num_frames: int) -> int:
+        return (num_frames - 1) // self.temporal + 1
+
+    def preview(self) -> dict:
+        """The start frame's `preview` block: frame layout and (when known) the RGB table."""
+        table = self.format.public() if self.format else {"rgb_factors": None, "rgb_bias": None}
+        return {"family": self.format.comfy_class if self.format else None, "layout": self.frame_layout, **table}
+
+
+@dataclass(frozen=True)
+class Tiny:
+    """A tiny random-weight instance of the arch (toolkit/models/tiny): `build(kit) -> components`
+    builds every component with the kit's seeded helpers; `sample` is a request that runs it in
+    about a second on a CPU; `pipeline_kwargs` are extra pipeline __init__ arguments to save."""
+    build: object
+    sample: dict
+    pipeline_kwargs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    name: str
+    modality: str                  # image | video | audio
+    default_name_or_path: str      # the real hub repo ("" when there is none: local files only)
+    pipeline: str                  # the diffusers pipeline class
+    components: tuple              # Component rows, in load order
+    defaults: SampleDefaults
+    latents: Latents
+    holder: type = None            # a BaseModel subclass when the pipeline call differs from the common one
+    pipeline_init_kwargs: dict = field(default_factory=dict)
+    output_type: str = "pil"       # what the pipeline returns: pil images, np frames, pt audio
+    size_divisor: int = 16         # width/height (image/video) must be multiples of this
+    round_size: bool = False       # round width/height up to size_divisor (with a warning) instead of refusing
+    needs_ctrl_img: bool = False
+    uses_negative_prompt: bool = True
+    sample_extras: dict = field(default_factory=dict)   # name -> Extra: per-arch sample keys
+    variants: dict = field(default_factory=dict)        # name -> Variant; the first is the default
+    checkpoint_formats: dict = field(default_factory=dict)  # profile key -> detected formats it accepts (inspect)
+    tiny: Tiny | None = None
+    description: str = ""
+
+    @property
+    def default_variant(self) -> str | None:
+        return next(iter(self.variants), None)
+
+    def component(self, role: str) -> Component:
+        return next(c for c in self.components if c.role == role)
+
+    @property
+    def denoiser_roles(self) -> tuple:
+        return tuple(c.role for c in self.components if c.kind == DENOISER)
+
+    def default_source(self, variant: str | None = None) -> str:
+        v = self.variants.get(variant or self.default_variant) if self.variants else None
+        return (v.name_or_path if v is not None and v.name_or_path else None) or self.default_name_or_path
+
+    def sample_defaults(self, variant: str | None = None) -> dict:
+        """SampleDefaults fields and extras' defaults, with the variant's on top."""
+        d = asdict(self.defaults)
+        d.update({k: e.default for k, e in self.sample_extras.items()})
+        v = self.variants.get(variant or self.default_variant) if self.variants else None
+        if v is not None:
+            d.update(v.defaults)
+            d.update(v.extras)
+        return d
+
+    def public(self) -> dict:
+        """The row as served to clients: no classes, paths or import strings."""
+        return {"name": self.name, "modality": self.modality, "default_name_or_path": self.default_name_or_path,
+                "description": self.description, "defaults": asdict(self.defaults),
+                "size_divisor": self.size_divisor, "round_size": self.round_size,
+                "needs_ctrl_img": self.needs_ctrl_img, "uses_negative_prompt": self.uses_negative_prompt,
+                "sample_extras": {k: e.default for k, e in self.sample_extras.items()},
+                "sample_extra_types": {k: e.type for k, e in self.sample_extras.items()},
+                "variants": {name: self.sample_defaults(name) for name in self.variants},
+                "variant_sources": {name: self.default_source(name) for name in self.variants},
+                "default_variant": self.default_variant,
+                "components": [c.role for c in self.components],
+                "preview": self.latents.preview()}
+
+
+def load_object(path: str):
+    """"module:Name" -> the object; a bare "Name" is looked up in diffusers, then transformers."""
+    module, sep, name = path.rpartition(":")
+    if sep:
+        return getattr(importlib.import_module(module), name)
+    for library in ("diffusers", "transformers"):
+        obj = getattr(importlib.import_module(library), path, None)
+        if obj is not None:
+            return obj
+    raise ImportError(f"{path} is neither in diffusers nor in transformers")
+
+
+_CLASSES: dict = {}
+
+
+def load_class(path: str) -> type:
+    cls = _CLASSES.get(path)
+    if cls is None:
+        cls = _CLASSES[path] = load_object(path)
+    return cls

@@ -1,0 +1,51 @@
+"""A scheduler's latents as a `latent` frame carries them: batch item 0, in the frame layout the arch's
+`Latents` row names (BCHW, BCFHW or BLC), float16 on the CPU. Packed tokens are unpacked here so
+that clients project every arch the same way, with the arch's channels x 3 table."""
+import sys
+
+import torch
+
+from toolkit.models.arch import Latents
+
+
+def unpack_tokens(latents: torch.Tensor, h: int, w: int, patch: int) -> torch.Tensor:
+    """(B, h*w, C*p*p) tokens, each a p x p patch with channel index c*p*p + dy*p + dx (Flux's
+    `_pack_latents`, Flux.2's patchify) -> (B, C, h*p, w*p)."""
+    b, length, d = latents.shape
+    if h * w != length:
+        raise ValueError(f"cannot unpack {length} tokens into {h}x{w}")
+    c = d // (patch * patch)
+    x = latents.reshape(b, h, w, c, patch, patch).permute(0, 3, 1, 4, 2, 5)
+    return x.reshape(b, c, h * patch, w * patch)
+
+
+def unpack_video_tokens(latents: torch.Tensor, f: int, h: int, w: int) -> torch.Tensor:
+    """(B, f*h*w, C) tokens in (frame, row, column) order (LTX-Video, patch 1) -> (B, C, f, h, w)."""
+    b, length, c = latents.shape
+    if f * h * w != length:
+        raise ValueError(f"cannot unpack {length} tokens into {f}x{h}x{w}")
+    return latents.reshape(b, f, h, w, c).permute(0, 4, 1, 2, 3)
+
+
+def to_frame(latents: torch.Tensor, spec: Latents, *, height: int, width: int, num_frames: int = 1,
+             max_frames: int = 4) -> tuple[torch.Tensor, str]:
+    """(contiguous float16 CPU tensor, frame layout); video is evenly subsampled to `max_frames`."""
+    x = latents.detach()[:1]
+    if spec.layout == "packed":
+        x = unpack_tokens(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
+    elif spec.layout == "packed_video":
+        x = unpack_video_tokens(x, spec.latent_frames(num_frames), height // spec.spatial, width // spec.spatial)
+    elif spec.layout == "BCT":
+        x = x.transpose(1, 2)
+    if spec.frame_layout == "BCFHW" and max_frames and x.shape[2] > max_frames:
+        idx = torch.linspace(0, x.shape[2] - 1, max_frames).round().long().to(x.device)
+        x = x.index_select(2, idx)
+    return x.to("cpu", torch.float16).contiguous(), spec.frame_layout
+
+
+def payload_bytes(t: torch.Tensor) -> bytes:
+    """Little-endian float16 bytes, C order."""
+    arr = t.numpy()
+    if sys.byteorder != "little":
+        arr = arr.byteswap()
+    return arr.tobytes()

@@ -1,0 +1,5 @@
+import sys
+
+from toolkit.models.tiny import main
+
+sys.exit(main())
