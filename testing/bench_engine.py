@@ -1,6 +1,13 @@
 """The inference engine against the bare diffusers pipeline, side by side, on tiny zimage (CPU).
 
     .venv/bin/python testing/bench_engine.py [--repeat 9] [--quick]
+    .venv/bin/python testing/bench_engine.py --all-archs [--repeat 5]     # every arch, and the swap pairs
+
+--all-archs: per arch, the engine's request time (tiny model, 64x64 or the arch's tiny size, a
+latent streamed every step) against the bare pipeline's call with the same arguments, interleaved,
+medians and their ratio; then each swap pair of testing/test_inference_engine.py (CROSS_PAIRS and
+same-arch shared pairs) on an emptied pool: what each request loaded and what was a pool hit.
+Writes testing/.bench/bench_all_archs.json and .md.
 
 The engine runs as `run.py` does (testing/engine_client.EngineProcess: its own process, HTTP on
 127.0.0.1); the bare pipeline (DiffusionPipeline.from_pretrained of the same folder) runs in this
@@ -232,12 +239,121 @@ class Bench:
         return {"rss_after_2": rss[2], "rss_after_n": rss[swaps], "swaps": swaps, "ratio": rss[swaps] / rss[2]}
 
 
+SWAP_SEQUENCES = [("wan21", "wan22_5b", "wan21"), ("wan21", "wan22_a14b", "wan21"),
+                  ("qwen_image", "qwen_image_edit", "qwen_image"), ("flux", "chroma", "flux"),
+                  ("flux", "flux_kontext", "flux"), ("sd3", "sd3:b", "sd3"), ("sdxl", "sdxl:b", "sdxl"),
+                  ("krea2-turbo", "krea2-raw", "krea2-turbo")]
+
+
+def all_archs(args) -> dict:
+    """Every arch: engine request vs bare call at the tiny size; then the swap pairs' pool traffic."""
+    from testing import test_inference_engine as sweep
+    from toolkit.config_modules import GenerateImageConfig
+    from toolkit.models.base_model import get_model_class
+    from toolkit.models.registry import ARCHS
+
+    job = os.path.join(ROOT, "testing", ".bench", "all_archs_job")
+    import shutil
+    shutil.rmtree(job, ignore_errors=True)
+    ep = EngineProcess(job, name="bench_all_archs").wait_ready()
+    client = ep.client
+    rows, swaps = [], []
+
+    def request(body):
+        t0 = time.perf_counter()
+        frames = client.stream(body)
+        end = frames[-1][0]
+        if end.get("status") != "ok":
+            raise RuntimeError(f"{body['model']['arch']}: {[h.get('message') for h, _p in frames if h['type'] == 'error']}")
+        return time.perf_counter() - t0
+
+    try:
+        for arch in (args.archs.split(",") if args.archs else ARCHS):
+            folder = str(cached_tiny(arch, 0))
+            sample = sweep.with_inputs(client, arch, sweep.sample_for(arch, seed=SEED), job)
+            body = {"model": {"arch": arch, "name_or_path": folder}, "sample": sample,
+                    "stream": {"latents": "raw", "every_n_steps": 1}}
+            holder = get_model_class(arch)({"arch": arch, "name_or_path": folder}, device="cpu")
+            # the holder here reads the uploaded input where the engine stored it
+            local = dict(sample, ctrl_img=os.path.join(job, "assets", sample["ctrl_img"])) if sample.get("ctrl_img") \
+                else sample
+            gen = GenerateImageConfig.from_dict(local, holder.model_config)
+            from diffusers import DiffusionPipeline
+            bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+            bare.set_progress_bar_config(disable=True)
+            kwargs = holder.pipeline_kwargs(gen)
+
+            def bare_call():
+                t0 = time.perf_counter()
+                bare(**kwargs, generator=torch.Generator("cpu").manual_seed(SEED), output_type=holder.output_type)
+                return time.perf_counter() - t0
+            request(body), bare_call()                          # load and warm both
+            eng, ref = [], []
+            for _ in range(args.repeat):
+                eng.append(request(body))
+                ref.append(bare_call())
+            del bare
+            rows.append({"arch": arch, "modality": ARCHS[arch].modality, "steps": sample["num_inference_steps"],
+                         "size": f"{sample.get('width', '')}x{sample.get('height', '')}".strip("x"),
+                         "engine_ms": med(eng) * 1e3, "bare_ms": med(ref) * 1e3, "ratio": med(eng) / med(ref)})
+            print(f"{arch:16} engine {rows[-1]['engine_ms']:8.1f} ms  bare {rows[-1]['bare_ms']:8.1f} ms  "
+                  f"ratio {rows[-1]['ratio']:.3f}", flush=True)
+        for names in SWAP_SEQUENCES:
+            if not all(n in sweep.COMFY_MODELS or n.split(":")[0] in ARCHS for n in names):
+                continue          # a pair of archs this checkout does not have
+            r = client.post("/unload")
+            assert r.status_code == 200, r.text
+            models = sweep.resolve_models(list(names))
+            seq = []
+            for name, arch, folder in models:
+                model = folder if isinstance(folder, dict) else {"arch": arch, "name_or_path": folder}
+                sample = sweep.with_inputs(client, arch, sweep.sample_for(arch, num_inference_steps=1), job)
+                before = client.health()["pool"]
+                t = request({"model": model, "sample": sample, "stream": {"latents": "none"}})
+                d = sweep._pool_diff(before, client.health()["pool"])
+                seq.append({"model": name, "seconds": t, "loaded": sorted(e["role"] for e in d["loaded"]),
+                            "hit": sorted(e["role"] for e in d["hit"]),
+                            "loaded_bytes": sum(e["bytes"] for e in d["loaded"]),
+                            "hit_bytes": sum(e["bytes"] for e in d["hit"])})
+            swaps.append({"sequence": ",".join(names), "requests": seq})
+            print(f"swap {','.join(names)}: " + " | ".join(f"{q['model']}: loaded {q['loaded']} hit {q['hit']}"
+                                                         for q in seq), flush=True)
+    finally:
+        ep.stop()
+    return {"archs": rows, "swaps": swaps}
+
+
+def write_all_archs(res: dict, out: str):
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out + ".json", "w") as f:
+        json.dump(res, f, indent=2, default=str)
+    lines = ["# Engine vs bare pipeline, every arch (tiny models, CPU)", "",
+             "| arch | modality | size | steps | engine ms | bare ms | ratio |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['arch']} | {r['modality']} | {r['size']} | {r['steps']} | {r['engine_ms']:.1f} | "
+              f"{r['bare_ms']:.1f} | {r['ratio']:.3f} |" for r in res["archs"]]
+    lines += ["", "## Swap pairs (pool emptied first; 1-step requests)", "",
+              "| sequence | request | loaded | pool hits | loaded MB | hit MB |", "|---|---|---|---|---|---|"]
+    for sw in res["swaps"]:
+        for i, q in enumerate(sw["requests"]):
+            lines.append(f"| {sw['sequence'] if i == 0 else ''} | {q['model']} | {', '.join(q['loaded']) or '-'} | "
+                         f"{', '.join(q['hit']) or '-'} | {q['loaded_bytes'] / 2**20:.2f} | {q['hit_bytes'] / 2**20:.2f} |")
+    with open(out + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=9, help="interleaved pairs per comparison (medians)")
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    ap.add_argument("--all-archs", action="store_true", help="every arch vs its bare pipeline, and the swap pairs")
+    ap.add_argument("--archs", help="with --all-archs: only these (comma-separated)")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
     args = ap.parse_args()
+    if args.all_archs:
+        args.repeat = 3 if args.quick else min(args.repeat, 5)
+        write_all_archs(all_archs(args), os.path.join(ROOT, "testing", ".bench", "bench_all_archs"))
+        return
     rep = 3 if args.quick else args.repeat
     t_start = time.perf_counter()
     res = {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpus": os.cpu_count(),

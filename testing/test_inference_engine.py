@@ -97,6 +97,10 @@ def _krea2_comfy(variant: str, root=None) -> dict:
 
 
 COMFY_MODELS = {"krea2-turbo": ("krea2", "turbo"), "krea2-raw": ("krea2", "raw")}
+# what --all swaps after the per-arch runs: every cross-arch pair, same-arch pairs (SD3 against an
+# SD3.5-style model on the same encoders), and the Krea 2 variants from ComfyUI files
+PAIR_SEQUENCES = [f"{a},{b},{a}" for a, b in CROSS_PAIRS] + ["sd3,sd3:b,sd3", "zimage,zimage:b,zimage",
+                                                             "krea2-turbo,krea2-raw,krea2-turbo"]
 PAIR_SHARED = {("krea2-turbo", "krea2-raw"): ("text_encoder", "tokenizer", "vae")}
 
 
@@ -659,31 +663,47 @@ def run_cancel(out: str | None = None, root=None, arch: str = "zimage", steps: i
 # --------------------------------------------------------------------------- --all
 
 
-def run_all(out: str | None = None, archs=SWEEP_ARCHS, timeout: float = 600) -> dict:
-    """One subprocess per arch (`--arch X --json`); writes report.md and report.json into `out`."""
+def _subprocess(args: list, timeout: float) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), *args, "--json"]
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        row = _last_json(p.stdout) or {"ok": False, "error": f"exit {p.returncode}, no JSON: "
+                                                             f"{(p.stderr or p.stdout)[-500:]}"}
+        if row.get("ok") and p.returncode != 0:
+            row.update(ok=False, error=f"reported ok but exited {p.returncode}")
+    except subprocess.TimeoutExpired:
+        row = {"ok": False, "error": f"timed out after {timeout} s"}
+    return row
+
+
+def run_all(out: str | None = None, archs=SWEEP_ARCHS, pairs=None, timeout: float = 600) -> dict:
+    """One subprocess per arch (`--arch X --json`), then one per swap pair (`--swap A,B,A --json`);
+    writes report.md and report.json into `out`."""
     out = out or DEFAULT_OUT
     os.makedirs(out, exist_ok=True)
-    rows = []
+    pairs = PAIR_SEQUENCES if pairs is None else pairs
+    rows, swaps = [], []
     for arch in archs:
         t0 = time.perf_counter()
-        cmd = [sys.executable, os.path.abspath(__file__), "--arch", arch, "--json", "--out", os.path.join(out, arch)]
-        try:
-            p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-            row = _last_json(p.stdout) or {"name": f"arch {arch}", "ok": False,
-                                           "error": f"exit {p.returncode}, no JSON: {(p.stderr or p.stdout)[-500:]}"}
-            if row.get("ok") and p.returncode != 0:
-                row.update(ok=False, error=f"reported ok but exited {p.returncode}")
-        except subprocess.TimeoutExpired:
-            row = {"name": f"arch {arch}", "ok": False, "error": f"timed out after {timeout} s"}
+        row = _subprocess(["--arch", arch, "--out", os.path.join(out, arch)], timeout)
         row.update(arch=arch, wall_s=round(time.perf_counter() - t0, 2))
         rows.append(row)
         print(f"{'PASS' if row['ok'] else 'FAIL'} {arch} ({row['wall_s']} s)" +
               ("" if row["ok"] else f": {row['error']}"), flush=True)
-    report = {"ok": all(r["ok"] for r in rows), "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "results": rows}
+    for names in pairs:
+        t0 = time.perf_counter()
+        row = _subprocess(["--swap", names, "--out", os.path.join(out, "swap-" + names.replace(",", "_"))], timeout)
+        row.update(sequence=names, wall_s=round(time.perf_counter() - t0, 2))
+        swaps.append(row)
+        print(f"{'PASS' if row['ok'] else 'FAIL'} swap {names} ({row['wall_s']} s)" +
+              ("" if row["ok"] else f": {row['error']}"), flush=True)
+    report = {"ok": all(r["ok"] for r in rows + swaps), "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "results": rows, "swaps": swaps}
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=2)
     lines = ["# Inference engine sweep", "", f"{report['created']}: "
-             f"{sum(r['ok'] for r in rows)}/{len(rows)} archs pass", "",
+             f"{sum(r['ok'] for r in rows)}/{len(rows)} archs and {sum(r['ok'] for r in swaps)}/{len(swaps)} "
+             "swap pairs pass (tiny random-weight models, CPU)", "",
              "| arch | modality | load s | sample s | frames (progress / latent) | file | pass | error |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -692,11 +712,20 @@ def run_all(out: str | None = None, archs=SWEEP_ARCHS, timeout: float = 600) -> 
         lines.append(f"| {r['arch']} | {r.get('modality', modality_of(r['arch']))} | {t.get('load_s', '')} | "
                      f"{t.get('sample_s', '')} | {fr.get('progress', '')} / {fr.get('latent', '')} | {file} | "
                      f"{'pass' if r['ok'] else 'FAIL'} | {(r.get('error') or '').replace('|', '/')} |")
+    lines += ["", "## Swap pairs", "", "Each request after the first: what loaded and what the pool reused.", "",
+              "| sequence | request | loaded | pool hits | pass | error |", "|---|---|---|---|---|---|"]
+    for r in swaps:
+        steps = r.get("steps") or [{}]
+        for i, st in enumerate(steps):
+            lines.append(f"| {r['sequence'] if i == 0 else ''} | {st.get('model', '')} | "
+                         f"{', '.join(st.get('loaded', [])) or '-'} | {', '.join(st.get('hit', [])) or '-'} | "
+                         f"{('pass' if r['ok'] else 'FAIL') if i == 0 else ''} | "
+                         f"{(r.get('error') or '').replace('|', '/') if i == 0 else ''} |")
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    failed = [r["arch"] for r in rows if not r["ok"]]
+    failed = [r["arch"] for r in rows if not r["ok"]] + [r["sequence"] for r in swaps if not r["ok"]]
     return {"name": "all", "ok": not failed, "error": f"failed: {', '.join(failed)}" if failed else None,
-            "report": os.path.join(out, "report.md"), "results": rows}
+            "report": os.path.join(out, "report.md"), "results": rows, "swaps": swaps}
 
 
 def _last_json(stdout: str):
@@ -723,8 +752,9 @@ def main(argv=None) -> int:
                       "the component pool after each (see model names below)")
     mode.add_argument("--cancel", action="store_true", help="cancel a 50-step zimage request at step 2; the "
                       "rerun must be byte-identical to an uncancelled run")
-    mode.add_argument("--all", action="store_true", help="--arch for every arch, one subprocess each; writes "
-                      "report.md and report.json into --out")
+    mode.add_argument("--all", action="store_true", help="--arch for every arch, then --swap for every pair "
+                      "(PAIR_SEQUENCES), one subprocess each; writes report.md and report.json into --out")
+    mode.add_argument("--pairs", action="store_true", help="only the swap pairs of --all")
     ap.add_argument("--out", help=f"output folder (default {os.path.relpath(DEFAULT_OUT, ROOT)}/<arch|swap|cancel>, "
                     "or the folder itself for --all)")
     ap.add_argument("--json", action="store_true", help="print the result as one JSON line (last line)")
@@ -736,12 +766,14 @@ def main(argv=None) -> int:
         res = run_swap(args.swap, args.out)
     elif args.cancel:
         res = run_cancel(args.out)
+    elif args.pairs:
+        res = run_all(args.out, archs=())
     else:
         res = run_all(args.out)
 
     if args.json:
         print(json.dumps(res, default=str))
-    elif not args.all:
+    elif not (args.all or args.pairs):
         print(json.dumps({k: v for k, v in res.items() if k not in ("ok", "error")}, indent=1, default=str))
     line = f"PASS {res['name']}" if res["ok"] else f"FAIL {res['name']}: {res['error']}"
     print(line, file=sys.stderr if args.json else sys.stdout)   # with --json the JSON stays stdout's last line
