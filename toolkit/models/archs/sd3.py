@@ -1,0 +1,74 @@
+"""Stable Diffusion 3 / 3.5: an MMDiT over two CLIP encoders with projection (CLIP-L, OpenCLIP-bigG:
+hidden states side by side, zero-padded to T5's width, then joined with T5-XXL's; pooled
+projections concatenated), the 16-channel VAE with shift and scale, flow-match Euler (shift 3).
+One arch for the 3.5 Large / Large Turbo / Medium and 3 Medium checkpoints (variants)."""
+from toolkit import latent_formats
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
+                                 SampleDefaults, Tiny, Variant)
+from toolkit.models.tiny import kit
+
+SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0)     # every SD3/3.5 repo's scheduler_config.json
+PIPELINE_KWARGS = {"image_encoder": None, "feature_extractor": None}
+
+
+def _tiny(b):
+    from diffusers import SD3Transformer2DModel
+
+    tokenizer, tokenizer_2, tokenizer_3 = kit.clip_tokenizer(), kit.clip_tokenizer(), kit.t5_tokenizer(512)
+    # CLIP widths 16 + 16 = T5's 32 (the pipeline pads the CLIP features up to T5's width)
+    with b.seeded("text_encoder"):
+        text_encoder = kit.clip_text_encoder(tokenizer, hidden=16, projection=True)
+    with b.seeded("text_encoder_2"):
+        text_encoder_2 = kit.clip_text_encoder(tokenizer_2, hidden=16, projection=True)
+    with b.seeded("text_encoder_3", "t5"):               # T5-XXL as Flux builds it
+        text_encoder_3 = kit.t5_encoder(tokenizer_3)
+    with b.seeded("vae"):
+        vae = kit.kl_vae(16, scaling_factor=1.5305, shift_factor=0.0609, quant_conv=False)
+    heads, head_dim = 2, 16
+    with b.seeded("transformer"):
+        transformer = SD3Transformer2DModel(
+            sample_size=8, patch_size=2, in_channels=16, out_channels=16, num_layers=2, attention_head_dim=head_dim,
+            num_attention_heads=heads, joint_attention_dim=text_encoder_3.config.d_model,
+            caption_projection_dim=heads * head_dim,
+            pooled_projection_dim=text_encoder.config.projection_dim + text_encoder_2.config.projection_dim,
+            pos_embed_max_size=32, dual_attention_layers=(0,), qk_norm="rms_norm").eval()   # SD3.5's blocks
+        kit.jitter_constants(transformer)
+    return dict(transformer=transformer, scheduler=kit.flow_match_scheduler(**SCHEDULER_CONFIG), vae=vae,
+                text_encoder=text_encoder, tokenizer=tokenizer, text_encoder_2=text_encoder_2,
+                tokenizer_2=tokenizer_2, text_encoder_3=text_encoder_3, tokenizer_3=tokenizer_3)
+
+
+# each model card's example call (all at 1024^2)
+VARIANTS = {
+    "3.5-large": Variant({"num_inference_steps": 28, "guidance_scale": 3.5},
+                         name_or_path="stabilityai/stable-diffusion-3.5-large"),
+    "3.5-large-turbo": Variant({"num_inference_steps": 4, "guidance_scale": 0.0},
+                               name_or_path="stabilityai/stable-diffusion-3.5-large-turbo"),
+    "3.5-medium": Variant({"num_inference_steps": 40, "guidance_scale": 4.5},
+                          name_or_path="stabilityai/stable-diffusion-3.5-medium"),
+    "3-medium": Variant({"num_inference_steps": 28, "guidance_scale": 7.0},
+                        name_or_path="stabilityai/stable-diffusion-3-medium-diffusers"),
+}
+
+SPEC = ArchSpec(
+    name="sd3", modality="image", default_name_or_path=VARIANTS["3.5-large"].name_or_path,
+    pipeline="StableDiffusion3Pipeline",
+    components=(
+        Component("scheduler", "SchedulerMixin", SCHEDULER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer_3", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("text_encoder", "CLIPTextModelWithProjection", TEXT_ENCODER),
+        Component("text_encoder_2", "CLIPTextModelWithProjection", TEXT_ENCODER),
+        Component("text_encoder_3", "T5EncoderModel", TEXT_ENCODER),
+        Component("vae", "AutoencoderKL", VAE),
+        Component("transformer", "SD3Transformer2DModel", DENOISER),
+    ),
+    pipeline_init_kwargs=PIPELINE_KWARGS,
+    defaults=SampleDefaults(1024, 1024, 28, 3.5), size_divisor=16,      # VAE 8x, 2x2 patches
+    latents=Latents("BCHW", 16, format=latent_formats.SD3),
+    variants=VARIANTS,
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0},
+              pipeline_kwargs=PIPELINE_KWARGS),
+    description="Stable Diffusion 3 / 3.5 (MMDiT, CLIP-L + CLIP-G + T5, 16-ch VAE)",
+)

@@ -1,0 +1,60 @@
+"""Stable Diffusion XL (base): a UNet over two CLIP encoders (CLIP-L hidden states, OpenCLIP-bigG
+hidden states + pooled projection, concatenated), the 4-channel KL VAE (0.13025), Euler as the
+repo ships it. The UNet's added conditions are the pooled text embedding and six size ids."""
+from toolkit import latent_formats
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
+                                 SampleDefaults, Tiny)
+from toolkit.models.tiny import kit
+
+# stabilityai/stable-diffusion-xl-base-1.0 scheduler/scheduler_config.json
+SCHEDULER_CONFIG = dict(num_train_timesteps=1000, beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                        prediction_type="epsilon", interpolation_type="linear", use_karras_sigmas=False,
+                        timestep_spacing="leading", steps_offset=1)
+PIPELINE_KWARGS = {"image_encoder": None, "feature_extractor": None}
+
+
+def _tiny(b):
+    from diffusers import EulerDiscreteScheduler, UNet2DConditionModel
+
+    tokenizer, tokenizer_2 = kit.clip_tokenizer(), kit.clip_tokenizer()
+    with b.seeded("text_encoder", "clip_l"):           # CLIP-L as Flux builds it
+        text_encoder = kit.clip_text_encoder(tokenizer)
+    with b.seeded("text_encoder_2"):
+        text_encoder_2 = kit.clip_text_encoder(tokenizer_2, projection=True)
+    with b.seeded("vae"):
+        vae = kit.kl_vae(4, scaling_factor=0.13025, quant_conv=True)
+    time_dim = 8
+    with b.seeded("unet"):
+        unet = UNet2DConditionModel(
+            sample_size=8, in_channels=4, out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+            up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), block_out_channels=(16, 32), layers_per_block=1,
+            transformer_layers_per_block=(1, 2), norm_num_groups=8, attention_head_dim=(2, 4),
+            use_linear_projection=True, addition_embed_type="text_time", addition_time_embed_dim=time_dim,
+            # the two encoders' hidden states side by side; the pooled projection and 6 size ids
+            cross_attention_dim=text_encoder.config.hidden_size + text_encoder_2.config.hidden_size,
+            projection_class_embeddings_input_dim=6 * time_dim + text_encoder_2.config.projection_dim).eval()
+    return dict(vae=vae, text_encoder=text_encoder, text_encoder_2=text_encoder_2, tokenizer=tokenizer,
+                tokenizer_2=tokenizer_2, unet=unet, scheduler=EulerDiscreteScheduler(**SCHEDULER_CONFIG))
+
+
+SPEC = ArchSpec(
+    name="sdxl", modality="image", default_name_or_path="stabilityai/stable-diffusion-xl-base-1.0",
+    pipeline="StableDiffusionXLPipeline",
+    components=(
+        Component("scheduler", "SchedulerMixin", SCHEDULER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("text_encoder", "CLIPTextModel", TEXT_ENCODER),
+        Component("text_encoder_2", "CLIPTextModelWithProjection", TEXT_ENCODER),
+        Component("vae", "AutoencoderKL", VAE),
+        Component("unet", "UNet2DConditionModel", DENOISER),
+    ),
+    # invisible-watermark is not installed here: never stamp outputs
+    pipeline_init_kwargs={**PIPELINE_KWARGS, "add_watermarker": False},
+    # the model card calls the pipeline with its defaults: 50 steps, CFG 5.0, at 1024^2
+    defaults=SampleDefaults(1024, 1024, 50, 5.0), size_divisor=8,
+    latents=Latents("BCHW", 4, format=latent_formats.SDXL),
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 5.0},
+              pipeline_kwargs=PIPELINE_KWARGS),
+    description="Stable Diffusion XL (UNet, CLIP-L + OpenCLIP-bigG)",
+)
