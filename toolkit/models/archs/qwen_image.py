@@ -1,0 +1,138 @@
+"""Qwen-Image: an MMDiT over a Qwen2.5-VL text encoder (last hidden state, the 34-token system
+prefix dropped) and the Qwen Image VAE (16 channels, the Wan 2.1 latent space), latents packed as
+2x2-patch tokens; guidance is true CFG (`true_cfg_scale`, on only with a negative prompt).
+
+The tiny Qwen2.5-VL encoder (with its vision tower), tokenizer and VAE are defined here and shared
+with qwen_image_edit (the Edit models ship the very same encoder, tokenizer and VAE files)."""
+from toolkit import latent_formats
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
+                                 SampleDefaults, Tiny)
+from toolkit.models.base_model import BaseModel
+from toolkit.models.tiny.tokenizers import PROMPTS, QWEN_ADDED, QWEN_CHAT_TEMPLATE, QWEN_SPECIAL, byte_level_bpe, \
+    qwen_corpus
+
+# the pipelines' prompt templates and how many leading tokens each drops (diffusers' own constants)
+PROMPT_TEMPLATE = ("<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, "
+                   "text, spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n{}"
+                   "<|im_end|>\n<|im_start|>assistant\n")
+EDIT_PLUS_TEMPLATE = ("<|im_start|>system\nDescribe the key features of the input image (color, shape, size, "
+                      "texture, objects, background), then explain how the user's text instruction should alter or "
+                      "modify the image. Generate a new image that meets the user's requirements while maintaining "
+                      "consistency with the original input where appropriate.<|im_end|>\n<|im_start|>user\n{}"
+                      "<|im_end|>\n<|im_start|>assistant\n")
+EDIT_IMAGE_PROMPT = "Picture 1: <|vision_start|><|image_pad|><|vision_end|>"
+PREFIX_TOKENS = {PROMPT_TEMPLATE: 34, EDIT_PLUS_TEMPLATE: 64}
+
+# the Qwen-Image / Qwen-Image-Edit repos' scheduler (exponential shift from the image-token count)
+SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=1.0, use_dynamic_shifting=True, base_shift=0.5, max_shift=0.9,
+                        base_image_seq_len=256, max_image_seq_len=8192, shift_terminal=0.02,
+                        time_shift_type="exponential")
+
+TEXT_HIDDEN = 32
+
+
+def tiny_qwen_tokenizer():
+    """Qwen2Tokenizer trained with both pipelines' templates in the corpus, so each system prefix
+    tokenizes to exactly as many tokens as the pipeline drops (34 Qwen-Image, 64 Edit-Plus)."""
+    from transformers import AddedToken, Qwen2Tokenizer
+
+    corpus = qwen_corpus([PROMPT_TEMPLATE.format(p) for p in PROMPTS] * 4
+                         + [EDIT_PLUS_TEMPLATE.format(EDIT_IMAGE_PROMPT + p) for p in PROMPTS] * 4)
+    vocab, merges = byte_level_bpe(Qwen2Tokenizer().backend_tokenizer, corpus, vocab_size=800,
+                                   special_tokens=QWEN_SPECIAL + QWEN_ADDED)
+    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token="<|im_end|>",
+                         pad_token="<|endoftext|>", model_max_length=131072)
+    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIAL], special_tokens=True)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN_ADDED])
+    tok.chat_template = QWEN_CHAT_TEMPLATE
+    for template, want in PREFIX_TOKENS.items():
+        got = len(tok(template.split("{}")[0]).input_ids)
+        if got != want:
+            raise RuntimeError(f"the tiny tokenizer gives a {got}-token template prefix, the pipeline drops {want}")
+    return tok
+
+
+def tiny_qwen25vl(b):
+    """(tokenizer, Qwen2_5_VLForConditionalGeneration): text width 32 (2 heads of 16, M-RoPE
+    sections 2+3+3), 2 layers, a 1-block vision tower whose merger outputs the text width."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    tok = tiny_qwen_tokenizer()
+    ids = {name: tok.convert_tokens_to_ids(t) for name, t in (
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"))}
+    text = dict(vocab_size=len(tok), hidden_size=TEXT_HIDDEN, intermediate_size=2 * TEXT_HIDDEN, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128000, rms_norm_eps=1e-6,
+                rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 3, 3]},
+                bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, patch_size=14, spatial_merge_size=2,
+                  temporal_patch_size=2, window_size=112, fullatt_block_indexes=[0], out_hidden_size=TEXT_HIDDEN)
+    with b.seeded("text_encoder", "qwen2_5_vl"):
+        encoder = Qwen2_5_VLForConditionalGeneration(Qwen2_5_VLConfig(
+            text_config=text, vision_config=vision, tie_word_embeddings=False, **ids)).eval()
+    return tok, encoder
+
+
+def tiny_qwen_image_vae(b):
+    """AutoencoderKLQwenImage: 8x spatial, 16 channels, the real latents_mean/std (its defaults)."""
+    from diffusers import AutoencoderKLQwenImage
+
+    with b.seeded("vae", "qwen_image_vae"):
+        return AutoencoderKLQwenImage(base_dim=4, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=1,
+                                      temperal_downsample=[False, True, True]).eval()
+
+
+def tiny_qwen_image_transformer(b, **over):
+    from diffusers import QwenImageTransformer2DModel
+
+    dims = dict(patch_size=2, in_channels=64, out_channels=16, num_layers=2, attention_head_dim=16,
+                num_attention_heads=2, joint_attention_dim=TEXT_HIDDEN, axes_dims_rope=(4, 6, 6))
+    dims.update(over)
+    with b.seeded("transformer"):
+        return QwenImageTransformer2DModel(**dims).eval()
+
+
+def tiny_qwen_image_shared(b) -> dict:
+    """What Qwen-Image and its Edit models share: text encoder, tokenizer, VAE, scheduler."""
+    tokenizer, text_encoder = tiny_qwen25vl(b)
+    return dict(tokenizer=tokenizer, text_encoder=text_encoder, vae=tiny_qwen_image_vae(b),
+                scheduler=_scheduler())
+
+
+def _scheduler():
+    from diffusers import FlowMatchEulerDiscreteScheduler
+    return FlowMatchEulerDiscreteScheduler(**SCHEDULER_CONFIG)
+
+
+def _tiny(b):
+    return dict(tiny_qwen_image_shared(b), transformer=tiny_qwen_image_transformer(b))
+
+
+class QwenImageModel(BaseModel):
+    """The engine's guidance_scale is the pipeline's `true_cfg_scale`; CFG runs only with a negative
+    prompt, so one is passed whenever the scale asks for CFG (" " when empty, as the model card)."""
+
+    def pipeline_kwargs(self, gen):
+        kw = {"prompt": gen.prompt, "width": gen.width, "height": gen.height,
+              "num_inference_steps": gen.num_inference_steps, "true_cfg_scale": gen.guidance_scale}
+        if gen.guidance_scale > 1:
+            kw["negative_prompt"] = gen.negative_prompt or " "
+        return kw
+
+
+COMPONENTS = (
+    Component("scheduler", "SchedulerMixin", SCHEDULER),
+    Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+    Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
+    Component("vae", "AutoencoderKLQwenImage", VAE),
+    Component("transformer", "QwenImageTransformer2DModel", DENOISER),
+)
+
+SPEC = ArchSpec(
+    name="qwen_image", modality="image", default_name_or_path="Qwen/Qwen-Image", pipeline="QwenImagePipeline",
+    holder=QwenImageModel, components=COMPONENTS,
+    defaults=SampleDefaults(1328, 1328, 50, 4.0),     # the model card: 1328^2 (1:1), 50 steps, true CFG 4.0
+    latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),     # the Qwen Image VAE = Wan 2.1's space
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
+    description="Qwen-Image (Qwen2.5-VL text encoder, true CFG, packed tokens)",
+)

@@ -1,0 +1,57 @@
+"""Qwen-Image-Edit-2509 (Edit Plus): Qwen-Image conditioned on an input image, which the Qwen2.5-VL
+encoder sees (through its processor, at about 384x384) and whose VAE latents (at about 1024x1024)
+join the transformer's sequence; the 64-token system prefix is dropped; true CFG.
+
+Same text encoder, tokenizer and VAE files as Qwen-Image (the tiny recipe is qwen_image.py's)."""
+from toolkit import latent_formats
+from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
+                                 Latents, SampleDefaults, Tiny)
+from toolkit.models.archs.qwen_image import QwenImageModel, tiny_qwen_image_shared, tiny_qwen_image_transformer
+
+
+class QwenImageEditModel(QwenImageModel):
+    """Qwen-Image's call plus the input image. width/height are passed, so the output is the
+    requested size (the pipeline otherwise derives it from the input's aspect at 1024x1024 area)."""
+
+    def pipeline_kwargs(self, gen):
+        from PIL import Image
+
+        with Image.open(gen.ctrl_img) as im:
+            image = im.convert("RGB")
+        return {"image": image, **super().pipeline_kwargs(gen)}
+
+
+def tiny_qwen2vl_processor(tokenizer):
+    """Qwen2VLProcessor over the shared tokenizer: 14-px patches merged 2x2, the pixel bounds of the
+    Qwen2.5-VL preprocessor config the Edit repos ship."""
+    from transformers import Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
+
+    image_processor = Qwen2VLImageProcessor(size={"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 16384},
+                                            patch_size=14, temporal_patch_size=2, merge_size=2)
+    return Qwen2VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                            video_processor=Qwen2VLVideoProcessor())
+
+
+def _tiny(b):
+    shared = tiny_qwen_image_shared(b)
+    return dict(shared, processor=tiny_qwen2vl_processor(shared["tokenizer"]),
+                transformer=tiny_qwen_image_transformer(b))
+
+
+SPEC = ArchSpec(
+    name="qwen_image_edit", modality="image", default_name_or_path="Qwen/Qwen-Image-Edit-2509",
+    pipeline="QwenImageEditPlusPipeline", holder=QwenImageEditModel,
+    components=(
+        Component("scheduler", "SchedulerMixin", SCHEDULER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("processor", "transformers:Qwen2VLProcessor", PROCESSOR),
+        Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
+        Component("vae", "AutoencoderKLQwenImage", VAE),
+        Component("transformer", "QwenImageTransformer2DModel", DENOISER),
+    ),
+    defaults=SampleDefaults(1024, 1024, 40, 4.0),     # the model card: 40 steps, true CFG 4.0 (1024^2 area)
+    needs_ctrl_img=True,
+    latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
+    description="Qwen-Image-Edit-2509 (Edit Plus): edit an input image (Qwen2.5-VL sees it), true CFG",
+)
