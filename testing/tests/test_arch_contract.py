@@ -84,7 +84,7 @@ def test_row(arch):
     for variant in list(spec.variants) or [None]:
         mc = ModelConfig.from_dict({"arch": arch, "name_or_path": "x/y", "variant": variant})
         GenerateImageConfig.from_dict({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}, mc)
-    GenerateImageConfig.from_dict(spec.tiny.sample, arch)
+    GenerateImageConfig.from_dict({**({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}), **spec.tiny.sample}, arch)
     json.dumps(spec.public())
 
 

@@ -34,6 +34,20 @@ def test_swap_shared_pair_loads_only_the_denoiser(tiny, tiny_root, tmp_path):
     assert repeat["delta"]["loads"] == 0 and repeat["delta"]["misses"] == 0, repeat
 
 
+@pytest.mark.parametrize("names", [n for n in sweep.PAIR_SEQUENCES if not n.startswith(("zimage", "krea2"))])
+def test_swap_pairs_reload_only_what_differs(names, tiny_root, tmp_path):
+    """Cross-arch pairs (Wan 2.1 <-> 2.2, Qwen-Image <-> Edit, Flux <-> Chroma / Kontext) and SD3 against
+    an SD3.5-style model on the same encoders: the shared files are pool hits, the rest loads."""
+    res = sweep.run_swap(names, str(tmp_path), root=str(tiny_root))
+    assert res["ok"], _explain(res)
+    a, b, _a, repeat = res["steps"]
+    models = sweep.resolve_models(names.split(",")[:2], str(tiny_root))
+    shared = sweep.shared_between(models[0], models[1])
+    assert shared and set(b["hit"]) >= shared and not set(b["loaded"]) & shared, b
+    assert set(b["loaded"]) >= set(own_roles(models[1][1])), b
+    assert repeat["delta"]["loads"] == 0, repeat
+
+
 def test_swap_krea2_turbo_raw_turbo_reloads_only_the_diffusion_model(tiny_root, tmp_path):
     res = sweep.run_swap("krea2-turbo,krea2-raw,krea2-turbo", str(tmp_path), root=str(tiny_root))
     assert res["ok"], _explain(res)
