@@ -1,6 +1,6 @@
 // Forms -> POST /generate body: only what the arch's ArchInfo says applies.
 import { describe, expect, it } from 'vitest';
-import { buildGenerateBody, effectiveDefaults, formsFromSettings, modelDefaults, sampleDefaults, snapToDivisor } from '@/components/generate/requestBody';
+import { buildGenerateBody, defaultSource, effectiveDefaults, formsFromSettings, modelDefaults, sampleDefaults, snapToDivisor, withVariant } from '@/components/generate/requestBody';
 import type { ArchInfo } from '@/components/generate/types';
 
 const defaultsFor = (a: ArchInfo, keep = {}) => sampleDefaults(effectiveDefaults(a, ''), a, keep);
@@ -120,6 +120,30 @@ describe('variants and profiles (from /models)', () => {
     const again = formsFromSettings(k2, [profile], { arch: 'k2', profile: 'k2-local', variant: 'raw', name_or_path: '/models/x' }, { num_inference_steps: 20 }, 3);
     expect(again.model).toMatchObject({ profile: 'k2-local', name_or_path: '' });
     expect(again.sample).toMatchObject({ num_inference_steps: 20, seed: 3 });
+  });
+});
+
+describe('variants with their own repos (sd3 3.5-large / 3.5-medium)', () => {
+  const sd3 = arch({
+    name: 'sd3',
+    default_name_or_path: 'org/large',
+    variants: { large: { num_inference_steps: 28 }, medium: { num_inference_steps: 40 } },
+    variant_sources: { large: 'org/large', medium: 'org/medium' },
+    default_variant: 'large',
+  });
+
+  it("name_or_path follows the variant's repo, unless the user typed other weights", () => {
+    expect(defaultSource(sd3, '')).toBe('org/large');
+    expect(defaultSource(sd3, 'medium')).toBe('org/medium');
+    expect(defaultSource(arch({}), '')).toBe('org/img');
+    const m = modelDefaults(sd3);
+    expect(m.name_or_path).toBe('org/large');
+    const medium = withVariant(sd3, m, 'medium');
+    expect(medium).toMatchObject({ variant: 'medium', name_or_path: 'org/medium' });
+    expect(withVariant(sd3, medium, 'large').name_or_path).toBe('org/large');
+    const typed = withVariant(sd3, { ...m, name_or_path: '/models/my-sd35' }, 'medium');
+    expect(typed).toMatchObject({ variant: 'medium', name_or_path: '/models/my-sd35' });
+    expect(buildGenerateBody(sd3, medium, defaultsFor(sd3), 'r', stream).model).toMatchObject({ name_or_path: 'org/medium', variant: 'medium' });
   });
 });
 

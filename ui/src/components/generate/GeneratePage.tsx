@@ -9,7 +9,7 @@ import ModelPanel from './ModelPanel';
 import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
 import { ACTIVE_PHASES } from './generationView';
-import { buildGenerateBody, effectiveDefaults, formsFromSettings, modelDefaults, sampleDefaults } from './requestBody';
+import { buildGenerateBody, effectiveDefaults, formsFromSettings, modelDefaults, sampleDefaults, withVariant } from './requestBody';
 import type { ArchInfo, GalleryItem, ModelForm, ProfileInfo, SampleForm } from './types';
 import { useEngine } from './useEngine';
 import { useGallery } from './useGallery';
@@ -71,7 +71,7 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   };
   const onVariant = (variant: string) => {
     if (arch && model) {
-      setModel({ ...model, variant });
+      setModel(withVariant(arch, model, variant));
       setSample((prev) => sampleDefaults(effectiveDefaults(arch, variant, null), arch, prev ?? {}));
     }
   };

@@ -18,6 +18,19 @@ export function variantOf(arch: ArchInfo, variant: string): string | null {
   return names.includes(variant) ? variant : (arch.default_variant ?? names[0]);
 }
 
+/** The weights a variant names by default: its own repo where it has one, else the arch's. */
+export function defaultSource(arch: ArchInfo, variant: string): string {
+  const v = variantOf(arch, variant);
+  return (v && arch.variant_sources?.[v]) || arch.default_name_or_path;
+}
+
+/** The model form after choosing another variant: name_or_path follows the variant's repo unless the
+ * user typed their own weights. */
+export function withVariant(arch: ArchInfo, model: ModelForm, variant: string): ModelForm {
+  const typed = model.name_or_path.trim() && model.name_or_path !== defaultSource(arch, model.variant);
+  return { ...model, variant, name_or_path: typed ? model.name_or_path : defaultSource(arch, variant) };
+}
+
 /** Sample defaults, flat: the arch's, then its variant's, then the profile's (engine precedence, lowest first). */
 export function effectiveDefaults(arch: ArchInfo, variant: string, profile?: ProfileInfo | null): Record<string, unknown> {
   const v = variantOf(arch, profile?.variant ?? variant);
@@ -29,7 +42,7 @@ export function modelDefaults(arch: ArchInfo, profile?: ProfileInfo | null): Mod
     profile: profile?.name ?? '',
     arch: arch.name,
     variant: profile?.variant ?? arch.default_variant ?? '',
-    name_or_path: profile ? '' : arch.default_name_or_path,
+    name_or_path: profile ? '' : defaultSource(arch, arch.default_variant ?? ''),
     quantize: false,
     qtype: DEFAULT_QTYPE,
     quantize_te: false,

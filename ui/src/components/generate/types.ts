@@ -24,6 +24,8 @@ export interface ArchInfo {
   /** variant name -> its sample defaults (common keys and extras); empty when the arch has none */
   variants?: Record<string, Record<string, unknown>>;
   default_variant?: string | null;
+  /** variant name -> its own hub repo (sd3's 3.5-large / 3.5-medium, ...) */
+  variant_sources?: Record<string, string>;
   round_size?: boolean;
   description: string;
   output_exts: string[];
