@@ -1,0 +1,47 @@
+"""Wan 2.2 TI2V 5B text-to-video: a dense 3D DiT over UMT5-XXL (Wan 2.1's) and the Wan 2.2 VAE
+(48 channels, 2x2 pixel patches + 8x = 16x spatial, 4x temporal); per-token timesteps
+(`expand_timesteps`, a model_index.json setting), UniPC with flow sigmas (shift 5)."""
+from toolkit import latent_formats
+from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Tiny
+from toolkit.models.archs.wan21 import COMPONENTS, tiny_umt5, tiny_wan_transformer, unipc_flow_scheduler
+from toolkit.models.tiny import kit
+
+# Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json: the per-channel statistics the pipeline
+# un-normalises the latents with before decoding
+LATENTS_MEAN = (
+    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557, -0.1382, 0.0542, 0.2813, 0.0891,
+    0.157, -0.0098, 0.0375, -0.1825, -0.2246, -0.1207, -0.0698, 0.5109, 0.2665, -0.2108, -0.2158, 0.2502,
+    -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899, -0.2799, -0.123, -0.0313, -0.1649, 0.0117, 0.0723,
+    -0.2839, -0.2083, -0.052, 0.3748, 0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667)
+LATENTS_STD = (
+    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.499, 0.4818, 0.5013, 0.8158, 1.0344, 0.5894, 1.0901,
+    0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
+    0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944,
+    0.5726, 1.2042, 0.5458, 1.6887, 0.3971, 1.06, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744)
+
+
+def _tiny(b):
+    tokenizer, text_encoder = tiny_umt5(b)          # the very UMT5 wan21 has (a shared pair)
+    with b.seeded("vae"):
+        # residual blocks, 12 = 3 x 2x2 patched pixel channels in and out, 8x inside: 16x spatial
+        vae = kit.wan_vae(48, is_residual=True, in_channels=12, out_channels=12, patch_size=2,
+                          scale_factor_spatial=16, scale_factor_temporal=4, latents_mean=list(LATENTS_MEAN),
+                          latents_std=list(LATENTS_STD))
+    transformer = tiny_wan_transformer(b, in_channels=48, out_channels=48)
+    return dict(tokenizer=tokenizer, text_encoder=text_encoder, vae=vae, scheduler=unipc_flow_scheduler(5.0),
+                transformer=transformer)
+
+
+SPEC = ArchSpec(
+    name="wan22_5b", modality="video", default_name_or_path="Wan-AI/Wan2.2-TI2V-5B-Diffusers",
+    pipeline="WanPipeline", components=COMPONENTS, pipeline_init_kwargs={"transformer_2": None}, output_type="np",
+    # model card: 720P (1280x704), 121 frames at 24 fps; the diffusers example: 50 steps, guidance 5.0
+    defaults=SampleDefaults(1280, 704, 50, 5.0, num_frames=121, fps=24, output_ext="mp4"),
+    size_divisor=32,                # 16x VAE x 2x2 DiT patches
+    latents=Latents("BCFHW", 48, spatial=16, temporal=4, format=latent_formats.WAN22),
+    # 128x128 (latents 48x3x8x8), not 64x64: at 64x64 x264 (toolkit/media.py's mp4 writer, mb-tree on) reads
+    # uninitialised memory for some clips of this model, so the same frames encode differently from run to run
+    tiny=Tiny(_tiny, {"width": 128, "height": 128, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 5.0,
+                      "fps": 8}, pipeline_kwargs={"expand_timesteps": True}),
+    description="Wan 2.2 TI2V 5B text-to-video",
+)
