@@ -214,8 +214,10 @@ def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bo
         stream = container.add_stream("libx264", rate=rate)
         stream.width, stream.height = frames.shape[2], frames.shape[1]
         stream.pix_fmt = "yuv420p"
-        # crf 0 is x264's lossless mode (in YUV 4:2:0, so chroma is still subsampled).
-        stream.options = {"crf": "0" if lossless else str(crf)}
+        # crf 0 is x264's lossless mode (in YUV 4:2:0, so chroma is still subsampled). mb-tree reads
+        # uninitialised memory on some small clips, so the same frames could encode to other bytes on
+        # each run (seen on 64x64 video); without it the output is a function of the frames alone.
+        stream.options = {"crf": "0" if lossless else str(crf), "x264-params": "mbtree=0"}
         # Frame/slice threading makes x264 output depend on scheduling; one thread is deterministic.
         stream.codec_context.thread_count = 1
         for i, arr in enumerate(frames):
