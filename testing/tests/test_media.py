@@ -127,6 +127,34 @@ def test_mp4_is_deterministic(tmp_path):
     assert open(a["path"], "rb").read() == open(b["path"], "rb").read()
 
 
+_ENCODE = """
+import hashlib, sys, numpy as np
+from toolkit.media import save_video
+rng = np.random.default_rng(3)
+y, x = np.mgrid[0:64, 0:64]
+frames = np.stack([np.clip(np.stack([(x * 4 + t * 9) % 256, (y * 4 + t * 5) % 256, ((x + y) * 2) % 256], -1)
+                           + rng.normal(0, 20, (64, 64, 3)), 0, 255).astype(np.uint8) for t in range(9)])
+rec = save_video(frames, sys.argv[1], fps=8)
+print(hashlib.sha256(open(rec["path"], "rb").read()).hexdigest())
+"""
+
+
+def test_mp4_bytes_do_not_depend_on_memory_contents(tmp_path):
+    """A small noisy clip (which x264's mb-tree encoded differently when the allocator handed it other
+    garbage) gives one file whatever MALLOC_PERTURB_ fills fresh memory with."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    digests = set()
+    for perturb in (0, 1, 7, 42, 99, 200):
+        p = subprocess.run([sys.executable, "-c", _ENCODE, str(tmp_path / f"v{perturb}.mp4")], cwd=root,
+                           env={**os.environ, "MALLOC_PERTURB_": str(perturb)}, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        digests.add(p.stdout.strip())
+    assert len(digests) == 1, digests
+
+
 def test_animated_webp_lossless(tmp_path):
     frames = (RNG.random((5, 15, 17, 3)) * 255).astype(np.uint8)  # distinct frames (libwebp merges repeats)
     info = save_video(frames, tmp_path / "v.webp", fps=10, lossless=True)
