@@ -311,8 +311,9 @@ def all_archs(args) -> dict:
                 before = client.health()["pool"]
                 t = request({"model": model, "sample": sample, "stream": {"latents": "none"}})
                 d = sweep._pool_diff(before, client.health()["pool"])
-                seq.append({"model": name, "seconds": t, "loaded": sorted(e["role"] for e in d["loaded"]),
-                            "hit": sorted(e["role"] for e in d["hit"]),
+                seq.append({"model": name, "seconds": t,
+                            "loaded": sorted(r for e in d["loaded"] for r in sweep._roles(e)),
+                            "hit": sorted(r for e in d["hit"] for r in sweep._roles(e)),
                             "loaded_bytes": sum(e["bytes"] for e in d["loaded"]),
                             "hit_bytes": sum(e["bytes"] for e in d["hit"])})
             swaps.append({"sequence": ",".join(names), "requests": seq})

@@ -457,6 +457,11 @@ def run_arch(arch: str, out: str | None = None, root=None) -> dict:
 # --------------------------------------------------------------------------- --swap
 
 
+def _roles(entry: dict) -> list:
+    """The roles a pool entry served in its latest build (one file may serve two: SD3's CLIP tokenizers)."""
+    return entry.get("roles") or [entry["role"]]
+
+
 def _pool(client) -> dict:
     return client.health()["pool"]
 
@@ -514,8 +519,8 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                 d = _pool_diff(before, after)
                 for e in d["loaded"]:
                     owner.setdefault(e["key"], (name, arch))
-                loaded = sorted(e["role"] for e in d["loaded"])
-                hit = sorted(e["role"] for e in d["hit"])
+                loaded = sorted(r for e in d["loaded"] for r in _roles(e))
+                hit = sorted(r for e in d["hit"] for r in _roles(e))
                 step = {"i": i + 1, "model": name, "arch": arch, "seconds": round(rec.total, 4),
                         "loaded": loaded, "hit": hit, "released": sorted(e["role"] for e in d["released"]),
                         "delta": d["d"], "entries": len(after["entries"]), "resident_bytes": after["resident_bytes"],
@@ -525,8 +530,9 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                 check(end.get("status") == "ok", f"{where} ended {end.get('status')!r}: {errs}")
                 check(d["d"]["loads"] == len(d["loaded"]),
                       f"{where}: pool `loads` went up by {d['d']['loads']} but {len(d['loaded'])} new entries appeared")
+                # (a fresh entry can have hits too: one file serving two roles, as SD3's two CLIP tokenizers)
                 before_hits = {e["key"]: e.get("hits", 0) for e in before["entries"]}
-                check(d["d"]["hits"] == sum(e["hits"] - before_hits[e["key"]] for e in d["hit"]),
+                check(d["d"]["hits"] == sum(e["hits"] - before_hits.get(e["key"], 0) for e in after["entries"]),
                       f"{where}: pool `hits` (+{d['d']['hits']}) does not match the entries' hit counts")
 
                 same = prev is not None and prev == (name, arch, folder)
@@ -543,9 +549,9 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                             notes.append(f"{where}: weightless {e['role']} ({e['class']}) of {o_name} reused "
                                          f"(identical content)")
                         continue
-                    check(e["role"] not in own, f"{where}: reused {o_name}'s {e['role']}: two models never "
+                    check(not set(_roles(e)) & own, f"{where}: reused {o_name}'s {e['role']}: two models never "
                           f"share a denoiser")
-                    check(e["role"] in shared or o_arch == arch, f"{where}: reused {e['role']} ({e['class']}, "
+                    check(set(_roles(e)) <= shared or o_arch == arch, f"{where}: reused {e['role']} ({e['class']}, "
                           f"{e['bytes']} bytes) loaded for {o_name} ({o_arch}): the models do not share it")
                 # after a model it shares components with: exactly those are hits, the rest loads
                 if shared:
@@ -562,10 +568,10 @@ def run_swap(names, out: str | None = None, root=None) -> dict:
                         notes.append(f"{where}: config-only {sorted(set(loaded) & CONFIG_ONLY_ROLES)} loaded again")
                 # the resident denoisers are this model's
                 mine = {e["key"] for e in d["loaded"] + d["hit"]} | (set(steps[-2]["_keys"]) if same else set())
-                den = [e for e in after["entries"] if e["key"] in mine and e["role"] in spec.denoiser_roles]
-                check(sorted(e["role"] for e in den) == sorted(spec.denoiser_roles),
-                      f"{where}: resident denoisers {sorted(e['role'] for e in den)}, expected "
-                      f"{sorted(spec.denoiser_roles)}")
+                den = sorted(r for e in after["entries"] if e["key"] in mine for r in _roles(e)
+                             if r in spec.denoiser_roles)
+                check(den == sorted(spec.denoiser_roles),
+                      f"{where}: resident denoisers {den}, expected {sorted(spec.denoiser_roles)}")
                 foreign = [e for e in after["entries"] if e["key"] not in mine and e["bytes"] > 0]
                 check(not foreign, f"{where}: {', '.join(e['role'] + ' of ' + owner.get(e['key'], ('?',))[0] for e in foreign)} "
                       f"still resident though this model does not use it")

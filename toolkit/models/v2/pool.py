@@ -27,6 +27,7 @@ class PoolEntry:
     touched: bool = True
     hits: int = 0
     role: str = ""             # the role it was last loaded or reused as (one file can serve two roles)
+    roles: set = field(default_factory=set)   # every role it serves in the latest build that used it
 
     @property
     def public_key(self) -> str:
@@ -34,7 +35,7 @@ class PoolEntry:
         return hashlib.sha1(self.identity.key.encode()).hexdigest()[:12]
 
     def describe(self) -> dict:
-        return {"key": self.public_key, "role": self.role or self.identity.role, "class": self.identity.cls.rsplit(".", 1)[-1],
+        return {"key": self.public_key, "role": self.role or self.identity.role, "roles": sorted(self.roles), "class": self.identity.cls.rsplit(".", 1)[-1],
                 "bytes": self.bytes, "device": _device_of(self.module), "dtype": self.identity.dtype,
                 "qtype": self.identity.qtype, "last_used": self.last_used, "hits": self.hits}
 
@@ -94,9 +95,12 @@ class ComponentPool:
             with self._lock:
                 self.hits += 1
                 entry.hits += 1
+                if not entry.touched:          # its first use in this build
+                    entry.roles = set()
                 entry.touched = True
                 entry.last_used = time.time()
                 entry.role = identity.role
+                entry.roles.add(identity.role)
             return entry.module
         with self._lock:
             self.misses += 1
@@ -107,7 +111,7 @@ class ComponentPool:
         with self._lock:
             self.loads += 1
             self.entries[identity.key] = PoolEntry(identity, module, module_bytes(module), time.time(),
-                                                   role=identity.role)
+                                                   role=identity.role, roles={identity.role})
 
     # -- residency ---------------------------------------------------------------------------------
     @contextlib.contextmanager
