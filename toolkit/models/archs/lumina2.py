@@ -47,7 +47,7 @@ def gemma_tokenizer():
     no pre-tokenization, <bos> prepended; merges learned (deterministically) on a small corpus."""
     from transformers import GemmaTokenizer
 
-    from toolkit.models.tiny.tokenizers import _learn_bpe
+    from toolkit.models.tiny.tokenizers import learn_bpe
 
     texts = [t.replace(" ", "\u2581") for t in _gemma_corpus()]
     counts: dict = {}
@@ -59,7 +59,7 @@ def gemma_tokenizer():
         vocab[f"<0x{i:02X}>"] = len(vocab)
     for ch in sorted({"\u2581", *"".join(texts)}):
         vocab.setdefault(ch, len(vocab))
-    merges = _learn_bpe(counts, GEMMA_VOCAB - len(vocab))
+    merges = learn_bpe(counts, GEMMA_VOCAB - len(vocab))
     for left, right in merges:
         vocab.setdefault(left + right, len(vocab))
     pad, eos, bos, unk, mask = GEMMA_SPECIAL

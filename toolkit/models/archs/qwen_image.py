@@ -8,8 +8,7 @@ from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, Tiny)
 from toolkit.models.base_model import BaseModel
-from toolkit.models.tiny.tokenizers import PROMPTS, QWEN_ADDED, QWEN_CHAT_TEMPLATE, QWEN_SPECIAL, byte_level_bpe, \
-    qwen_corpus
+from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
 
 # the pipelines' prompt templates and how many leading tokens each drops (diffusers' own constants)
 PROMPT_TEMPLATE = ("<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, "
@@ -34,22 +33,9 @@ TEXT_HIDDEN = 32
 def tiny_qwen_tokenizer():
     """Qwen2Tokenizer trained with both pipelines' templates in the corpus, so each system prefix
     tokenizes to exactly as many tokens as the pipeline drops (34 Qwen-Image, 64 Edit-Plus)."""
-    from transformers import AddedToken, Qwen2Tokenizer
-
-    corpus = qwen_corpus([PROMPT_TEMPLATE.format(p) for p in PROMPTS] * 4
-                         + [EDIT_PLUS_TEMPLATE.format(EDIT_IMAGE_PROMPT + p) for p in PROMPTS] * 4)
-    vocab, merges = byte_level_bpe(Qwen2Tokenizer().backend_tokenizer, corpus, vocab_size=800,
-                                   special_tokens=QWEN_SPECIAL + QWEN_ADDED)
-    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token="<|im_end|>",
-                         pad_token="<|endoftext|>", model_max_length=131072)
-    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIAL], special_tokens=True)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN_ADDED])
-    tok.chat_template = QWEN_CHAT_TEMPLATE
-    for template, want in PREFIX_TOKENS.items():
-        got = len(tok(template.split("{}")[0]).input_ids)
-        if got != want:
-            raise RuntimeError(f"the tiny tokenizer gives a {got}-token template prefix, the pipeline drops {want}")
-    return tok
+    return qwen2_tokenizer([PROMPT_TEMPLATE.format(p) for p in PROMPTS] * 4
+                           + [EDIT_PLUS_TEMPLATE.format(EDIT_IMAGE_PROMPT + p) for p in PROMPTS] * 4,
+                           prefixes={t.split("{}")[0]: n for t, n in PREFIX_TOKENS.items()})
 
 
 def tiny_qwen25vl(b):

@@ -109,7 +109,7 @@ def _byte_alphabet() -> list[str]:
     return [table[b] for b in range(256)]
 
 
-def _learn_bpe(word_counts: dict[tuple[str, ...], int], num_merges: int) -> list[tuple[str, str]]:
+def learn_bpe(word_counts: dict[tuple[str, ...], int], num_merges: int) -> list[tuple[str, str]]:
     """Plain BPE learning, deterministic by construction.
 
     Each round merges the most frequent adjacent pair; ties go to the
@@ -180,7 +180,7 @@ def byte_level_bpe(
     base = alphabet + ([c + end_of_word_suffix for c in alphabet] if end_of_word_suffix else [])
     vocab: dict[str, int] = {tok: i for i, tok in enumerate(base)}
     room = vocab_size - len(vocab) - len(special_tokens)
-    merges = _learn_bpe(counts, max(room, 0))
+    merges = learn_bpe(counts, max(room, 0))
     for left, right in merges:
         vocab.setdefault(left + right, len(vocab))
     for tok in special_tokens:
@@ -188,29 +188,25 @@ def byte_level_bpe(
     return vocab, merges
 
 
-def qwen2_tokenizer(extra_corpus: Sequence[str] = ()):
-    """Qwen2Tokenizer (Qwen2.5/Qwen3 text encoders): byte-level BPE, 800 tokens."""
+def qwen2_tokenizer(extra_corpus: Sequence[str] = (), *, prefixes: dict | None = None, with_vocab: bool = False):
+    """Qwen2Tokenizer (Qwen2.5/Qwen3 text encoders): byte-level BPE, 800 tokens. `prefixes` maps a
+    template's fixed part to the token count the pipeline drops (checked: a mismatch raises);
+    `with_vocab` returns (tokenizer, vocab, merges) for writers of the raw files."""
     from transformers import AddedToken, Qwen2Tokenizer
 
-    vocab, merges = byte_level_bpe(
-        Qwen2Tokenizer().backend_tokenizer,
-        qwen_corpus(extra_corpus),
-        vocab_size=800,
-        special_tokens=QWEN_SPECIAL + QWEN_ADDED,
-    )
-    tok = Qwen2Tokenizer(
-        vocab=vocab,
-        merges=merges,
-        unk_token=None,
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        model_max_length=131072,
-    )
+    vocab, merges = byte_level_bpe(Qwen2Tokenizer().backend_tokenizer, qwen_corpus(extra_corpus), vocab_size=800,
+                                   special_tokens=QWEN_SPECIAL + QWEN_ADDED)
+    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token="<|im_end|>",
+                         pad_token="<|endoftext|>", model_max_length=131072)
     tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIAL], special_tokens=True)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN_ADDED])
     tok.chat_template = QWEN_CHAT_TEMPLATE
-    return tok
+    for text, want in (prefixes or {}).items():
+        got = len(tok(text).input_ids)
+        if got != want:
+            raise RuntimeError(f"the tiny tokenizer gives {got} tokens for a template part the pipeline counts as "
+                               f"{want}: {text[:40]!r}...")
+    return (tok, vocab, merges) if with_vocab else tok
 
 
 def clip_tokenizer():

@@ -11,8 +11,7 @@ Parameters a library initialises to a constant get seeded noise, so a mis-mapped
 modulation table changes the output.
 """
 from toolkit.models.tiny import kit
-from toolkit.models.tiny.tokenizers import PROMPTS, QWEN_ADDED, QWEN_CHAT_TEMPLATE, QWEN_SPECIAL, byte_level_bpe, \
-    qwen_corpus
+from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
 
 TAPS = (2, 5, 8)
 TRANSFORMER_DIMS = dict(in_channels=64, num_layers=2, attention_head_dim=16, num_attention_heads=4,
@@ -32,20 +31,8 @@ SAMPLE = {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale":
 
 def tokenizer():
     """(Qwen2Tokenizer, vocab, merges) trained with the Krea 2 template in the corpus."""
-    from transformers import AddedToken, Qwen2Tokenizer
-
-    corpus = qwen_corpus([PROMPT_PREFIX + p + PROMPT_SUFFIX for p in PROMPTS] * 4)
-    vocab, merges = byte_level_bpe(Qwen2Tokenizer().backend_tokenizer, corpus, vocab_size=800,
-                                   special_tokens=QWEN_SPECIAL + QWEN_ADDED)
-    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token="<|im_end|>",
-                         pad_token="<|endoftext|>", model_max_length=131072)
-    tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIAL], special_tokens=True)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN_ADDED])
-    tok.chat_template = QWEN_CHAT_TEMPLATE
-    n_prefix, n_suffix = len(tok(PROMPT_PREFIX).input_ids), len(tok(PROMPT_SUFFIX).input_ids)
-    if (n_prefix, n_suffix) != (34, 5):
-        raise RuntimeError(f"tiny tokenizer gives a {n_prefix}-token prefix and {n_suffix}-token suffix, not 34/5")
-    return tok, vocab, merges
+    return qwen2_tokenizer([PROMPT_PREFIX + p + PROMPT_SUFFIX for p in PROMPTS] * 4,
+                           prefixes={PROMPT_PREFIX: 34, PROMPT_SUFFIX: 5}, with_vocab=True)
 
 
 def build(b) -> dict:
