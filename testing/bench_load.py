@@ -148,13 +148,15 @@ def main():
              num_inference_steps=gen.num_inference_steps, guidance_scale=gen.guidance_scale,
              generator=torch.Generator("cpu").manual_seed(1), output_type="pil")
 
+    sink = []
+    hook = {"on_step": None}
+
     def run_holder():
-        holder.generate_single(gen)
+        holder.generate_single(gen, on_step=hook["on_step"])
 
     run_bare(), run_holder()  # warm-up
-    sink = []
     unset_s, bare_s = interleaved(run_holder, run_bare, args.repeat)
-    holder.sample_step_hook = lambda i, n, t, lat, x0: sink.append(i)
+    hook["on_step"] = lambda i, n, t, lat, x0: sink.append(i)
     set_s, bare2_s = interleaved(run_holder, run_bare, args.repeat)
     results["generation"] = {"size": args.size, "steps": args.steps,
                              "bare_s": bare_s, "holder_hook_unset_s": unset_s, "ratio_unset": unset_s / bare_s,

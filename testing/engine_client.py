@@ -53,13 +53,19 @@ class EngineClient:
 
 
 class InProcessEngine:
-    """Engine + HTTP server in this process (the engine loop on a thread) for fast tests."""
+    """Engine + HTTP server in this process (the engine loop on a thread) for fast tests. The
+    generation worker runs on a thread too (`worker="thread"`) unless `worker="process"` is given;
+    `faults` (worker.Faults) then reach it directly: tests may change them while it runs."""
 
     def __init__(self, folder: str, token: str = "test-token-123", **engine_kw):
         from extensions_built_in.inference_engine.engine import Engine
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
+        from extensions_built_in.inference_engine.worker import Faults
+        engine_kw.setdefault("worker", "thread")
+        engine_kw.setdefault("faults", Faults())
         self.engine = Engine(output_folder=os.path.join(folder, "outputs"),
                              assets_folder=os.path.join(folder, "assets"), **engine_kw)
+        self.engine.start_worker()
         self.server = ServerThread(create_app(self.engine, token), bind_socket(0)).start()
         self.loop = threading.Thread(target=self.engine.run_forever, daemon=True, name="engine-loop")
         self.loop.start()

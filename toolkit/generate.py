@@ -72,12 +72,13 @@ def main(argv=None) -> int:
     for warning in gen.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     from toolkit.models.base_model import get_model_class
-    holder = get_model_class(mc.arch)(mc, device=args.device,
-                                      status_hook=lambda m, stage: print(f"[{stage}] {m}", file=sys.stderr))
+    def say(message, stage):
+        print(f"[{stage}] {message}", file=sys.stderr)
+    holder = get_model_class(mc.arch)(mc, device=args.device, status_hook=say)
     try:
         holder.load_model()
         gen.output_path = args.output
-        record, = holder.generate_images([gen])
+        record, = holder.generate_images([gen], on_status=say)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -8,6 +8,7 @@ file or the complete new one).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import secrets
 import sys
@@ -27,6 +28,20 @@ _EXT_ALIASES = {"jpeg": "jpg"}
 
 
 # ----------------------------------------------------------------------------- atomic writes
+
+
+_COMMIT_GUARD: contextvars.ContextVar = contextvars.ContextVar("aitk_commit_guard", default=None)
+
+
+@contextlib.contextmanager
+def commit_guard(check):
+    """While active, `check()` runs right before atomic_path moves a finished file into place; if it
+    raises, the file is discarded (a cancel that lands while a file is encoded)."""
+    token = _COMMIT_GUARD.set(check)
+    try:
+        yield
+    finally:
+        _COMMIT_GUARD.reset(token)
 
 
 @contextlib.contextmanager
@@ -56,6 +71,9 @@ def atomic_path(final_path) -> Iterator[Path]:
             os.fsync(fd)
         finally:
             os.close(fd)
+        guard = _COMMIT_GUARD.get()
+        if guard is not None:
+            guard()
         os.replace(tmp, final)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -40,8 +40,9 @@ class Generate(BaseProcess):
     def run(self):
         from toolkit.models.base_model import get_model_class
 
-        holder = get_model_class(self.model_config.arch)(
-            self.model_config, device=self.device, status_hook=lambda m, stage: print(f"[{stage}] {m}", flush=True))
+        def say(message, stage):
+            print(f"[{stage}] {message}", flush=True)
+        holder = get_model_class(self.model_config.arch)(self.model_config, device=self.device, status_hook=say)
         holder.load_model()
         os.makedirs(self.output_folder, exist_ok=True)
         stamp = time.strftime("%Y%m%d_%H%M%S")
@@ -49,6 +50,6 @@ class Generate(BaseProcess):
             for warning in gen.warnings:
                 print(f"warning: {warning}", flush=True)
             gen.output_path = os.path.join(self.output_folder, f"{stamp}_{i:03d}_{gen.resolved_seed()}.{gen.output_ext}")
-            record, = holder.generate_images([gen])
+            record, = holder.generate_images([gen], on_status=say)
             print(f"wrote {record['path']} ({record['bytes']} bytes, seed {record['seed']})", flush=True)
         holder.unload()

@@ -1,5 +1,6 @@
-"""The InferenceEngine job process: UI status/stop plumbing, the HTTP server's lifetime, and
-the engine loop on the main thread."""
+"""The InferenceEngine job process: UI status/stop plumbing, the HTTP server's lifetime, and the
+engine loop on the main thread. It never imports torch: generation runs in the engine's worker
+process (worker.py), which this process supervises and replaces when it hangs or dies."""
 import json
 import os
 import secrets
@@ -13,7 +14,7 @@ from toolkit.job_status import JobStatus
 from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
-               "idle_unload_seconds", "profiles_file", "compat_port")
+               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds")
 
 
 class InferenceEngine(BaseProcess):
@@ -41,6 +42,10 @@ class InferenceEngine(BaseProcess):
         self.dtype = eng.get("dtype", "auto")
         self.keep_resident_gb = _number(eng, "keep_resident_gb")
         self.idle_unload_seconds = _number(eng, "idle_unload_seconds")
+        self.grace_seconds = _number(eng, "grace_seconds", 10.0)
+        if not self.grace_seconds > 0:
+            raise ConfigError("engine.grace_seconds", "must be > 0 (seconds a cancel may take before the worker "
+                              "is restarted)")
         self.profiles = load_profiles(eng["profiles_file"]) if eng.get("profiles_file") else EMPTY_PROFILES
         self.default_model = eng.get("default_model", self.profiles.default_model)
         if isinstance(self.default_model, str):
@@ -67,6 +72,7 @@ class InferenceEngine(BaseProcess):
         engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
+                        grace_seconds=self.grace_seconds,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)
@@ -118,8 +124,9 @@ class InferenceEngine(BaseProcess):
         os.replace(tmp, self.engine_json)
 
 
-def _number(d: dict, key: str) -> float:
-    v = d.get(key, 0) or 0
+def _number(d: dict, key: str, default: float = 0) -> float:
+    v = d.get(key, default)
+    v = default if v is None else v
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
         raise ConfigError(f"engine.{key}", f"must be a number >= 0, got {v!r}")
     return float(v)

@@ -253,13 +253,9 @@ class Compat:
     def sampler_label(self, mc=None) -> tuple[str, str | None]:
         """(label, scheduler class) of the model that runs (or ran) `mc`, else the active one."""
         engine = self.engine
-        holder = engine.holder
-        if holder is None or (mc is not None and engine.active_config != mc):
+        cls = engine.scheduler_name()
+        if cls is None or (mc is not None and engine.active_config != mc):
             return "Default", None
-        sched = getattr(getattr(holder, "pipeline", None), "scheduler", None)
-        if sched is None:
-            return "Default", None
-        cls = type(sched).__name__
         return SCHEDULER_LABELS.get(cls, cls), cls
 
     # -- running ---------------------------------------------------------------------------------
@@ -426,7 +422,7 @@ class Compat:
         return None
 
     def progress(self, skip_current_image: bool = False):
-        req = self.engine.current
+        req = self.engine.running_request()
         queued = self.engine.queue_length()
         if req is None or req.status != "running":
             return {"progress": 0.0, "eta_relative": 0.0,
@@ -463,7 +459,7 @@ class Compat:
 
     def interrupt(self):
         """A1111's interrupt: the running request and the rest of its call's batch."""
-        req = self.engine.current
+        req = self.engine.running_request()
         if req is not None:
             with self.lock:
                 batch, _i = self.batches.get(req.request_id, ([req], 0))
@@ -472,7 +468,7 @@ class Compat:
 
     def skip(self):
         """A1111's skip: only the image being made now; the rest of the batch goes on."""
-        req = self.engine.current
+        req = self.engine.running_request()
         if req is not None:
             self.engine.cancel(req.request_id)
         return {}

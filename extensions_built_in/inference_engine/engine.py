@@ -1,8 +1,11 @@
-"""The engine: a FIFO of generation requests run one at a time on the calling (main) thread,
-the active holder, and the component pool that makes a model switch load only what differs.
+"""The engine: a FIFO of generation requests, their records and frame buffers, and the supervision
+of the generation worker that runs them (worker.py, in a process of its own). No torch here.
 
-It knows requests and holders, not HTTP: the server submits, cancels, subscribes to frames
-and reads snapshots; every frame a request produces goes through `Request.publish`.
+It knows requests, not HTTP: the server submits, cancels, subscribes to frames and reads snapshots;
+every frame a request produces goes through `Request.publish`. It knows the worker only through
+the messages of messages.py: a Run goes out, frames and a Done come back. A worker that does not
+honour a cancel or a stop within `grace_seconds`, or that dies, is killed and replaced; the request
+it was running ends with an error saying so, and the queue goes on on the fresh worker.
 """
 import collections
 import os
@@ -12,33 +15,25 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-import torch
-
+from extensions_built_in.inference_engine import messages as m
 from extensions_built_in.inference_engine.protocol import encode_frame
+from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
+from extensions_built_in.inference_engine.worker import Faults
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError, check_keys
-from toolkit.models import latents as latent_frames
-from toolkit.models.base_model import get_model_class
 from toolkit.models.registry import ARCHS as ARCHS_BY_NAME
 from toolkit.profiles import EMPTY as EMPTY_PROFILES
 from toolkit.request import resolve_request
-from toolkit.models.v2.pool import ComponentPool
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 FINISHED_KEPT = 100
 STREAM_DEFAULTS = {"latents": "raw", "every_n_steps": 1, "max_frames": 4, "preview": "x0", "detach": False}
-
-
-class GenerationCancelled(Exception):
-    pass
+POLL_SECONDS = 0.1          # how often the supervision loop looks at cancel and stop deadlines
+STOP_SECONDS = 3.0          # a stopping engine waits this long for the worker, then kills it
 
 
 class EngineBusy(RuntimeError):
     pass
-
-
-def is_oom(e: BaseException) -> bool:
-    return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower()
 
 
 def parse_stream(d) -> dict:
@@ -76,6 +71,7 @@ class Request:
     created_at: float = field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None
+    cancel_at: float | None = None    # monotonic time the running request was asked to stop
     step: int = 0
     total: int = 0
     results: list = field(default_factory=list)
@@ -132,55 +128,27 @@ class Request:
                 "results": self.results, "error": self.error}
 
 
-@dataclass
-class Faults:
-    """Injected failures for tests: raise an out-of-memory error on the n-th component load or
-    sampling step (counted from 1, once each). Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1"."""
-    load_oom: int = 0
-    sample_oom: int = 0
-    load_delay: float = 0.0     # seconds per component load: makes "cancel during a load" testable
-    _loads: int = 0
-    _steps: int = 0
-
-    @classmethod
-    def from_env(cls) -> "Faults":
-        spec = os.environ.get("AITK_ENGINE_FAULTS", "")
-        values = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
-        return cls(load_oom=int(values.get("load_oom", 0)), sample_oom=int(values.get("sample_oom", 0)),
-                   load_delay=float(values.get("load_delay", 0)))
-
-    def on_load(self):
-        if self.load_delay:
-            time.sleep(self.load_delay)
-        if self.load_oom:
-            self._loads += 1
-            if self._loads == self.load_oom:
-                self.load_oom = 0
-                raise torch.OutOfMemoryError("injected out of memory during load")
-
-    def on_step(self):
-        if self.sample_oom:
-            self._steps += 1
-            if self._steps == self.sample_oom:
-                self.sample_oom = 0
-                raise torch.OutOfMemoryError("injected out of memory during sampling")
-
-
 class Engine:
     def __init__(self, *, device: str = "cpu", output_folder: str, assets_folder: str | None = None,
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
-                 on_info=None, faults: Faults | None = None, pool: ComponentPool | None = None, profiles=None):
+                 on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0):
+        """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
+        thread of this process, for in-process tests). `faults` (worker.Faults) are injected there."""
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
         self.dtype = dtype
         self.idle_unload_seconds = idle_unload_seconds
-        self.pool = pool or ComponentPool(int(keep_resident_gb * (1 << 30)))
+        self.grace_seconds = grace_seconds
         self.on_info = on_info or (lambda info, step=None: None)
-        self.faults = faults or Faults.from_env()
         self.profiles = profiles or EMPTY_PROFILES
-        self.holder = None
-        self.active_config: ModelConfig | None = None
+        self.faults = faults
+        self.worker_options = {"device": device, "keep_resident_gb": keep_resident_gb, "faults": faults}
+        self.worker_kind = worker
+        self.worker = None
+        self.worker_state: m.State | None = None
+        self.worker_restarts = 0
+        self.worker_last_exit: str | None = None
         self.current: Request | None = None
         self.requests: dict[str, Request] = {}
         self._queue: collections.deque[Request] = collections.deque()
@@ -188,8 +156,9 @@ class Engine:
         self._cv = threading.Condition()
         self._stopping = threading.Event()
         self._last_active = time.time()
+        self._active_cache = (None, None)
+        self._names: set = set()            # output file names handed out by this engine
         self.started_at = time.time()
-        self.builds = 0                     # holder builds (not fast-path reuses)
         os.makedirs(self.output_folder, exist_ok=True)
 
     # -- the server's side (any thread) -------------------------------------------------------------
@@ -263,12 +232,20 @@ class Engine:
             queued = req in self._queue
             if queued:
                 self._queue.remove(req)
+            running = req is self.current and not req.finished
+            if running and req.cancel_at is None:
+                req.cancel_at = time.monotonic()
         if queued:
             self._finish(req, "cancelled", "cancelled before it started")
+        elif running and self.worker is not None:
+            self.worker.send(m.Cancel(request_id))
         return req
 
     def get(self, request_id: str) -> Request | None:
         return self.requests.get(request_id)
+
+    def running_request(self) -> Request | None:
+        return self.current
 
     def queue_snapshot(self) -> dict:
         with self._cv:
@@ -282,12 +259,33 @@ class Engine:
     def busy(self) -> bool:
         return self.current is not None or bool(self._queue)
 
+    @property
+    def active_config(self) -> ModelConfig | None:
+        """The model the worker holds (from its last State), as a ModelConfig."""
+        state = self.worker_state
+        active = state.active if state else None
+        cached_for, cached = self._active_cache
+        if active is not cached_for:
+            cached = ModelConfig.from_dict(active) if active else None
+            self._active_cache = (active, cached)
+        return cached
+
+    def scheduler_name(self) -> str | None:
+        """The active model's scheduler class (what the compatibility routes call its sampler)."""
+        return self.worker_state.scheduler if self.worker_state else None
+
     def health(self) -> dict:
-        mc = self.active_config
+        """Answered from what the engine already knows: never waits on the worker."""
+        mc, state = self.active_config, self.worker_state
+        w = self.worker
         return {"ok": True, "busy": self.busy(), "queue": len(self._queue),
                 "active": {"arch": mc.arch, "name_or_path": mc.profile or display_name(mc.name_or_path),
                            "profile": mc.profile, "variant": mc.variant} if mc else None,
-                "memory": memory_info(self.device), "pool": self.pool.stats(),
+                "memory": state.memory if state else {"device": self.device, "used": 0, "total": 0},
+                "pool": state.pool if state else {"hits": 0, "misses": 0, "evictions": 0, "loads": 0,
+                                                  "resident_bytes": 0, "entries": []},
+                "worker": {"kind": self.worker_kind, "pid": w.pid if w else None, "alive": bool(w and w.alive()),
+                           "restarts": self.worker_restarts, "last_exit": self.worker_last_exit},
                 "uptime": time.time() - self.started_at}
 
     def request_unload(self):
@@ -299,30 +297,43 @@ class Engine:
             self._cv.notify_all()
 
     def stop(self):
-        """Cancel everything; run_forever returns after the current step."""
+        """Cancel everything; run_forever returns within STOP_SECONDS whatever the worker does."""
         self._stopping.set()
         with self._cv:
             pending = list(self._queue)
             self._queue.clear()
-            if self.current is not None:
-                self.current.cancel_event.set()
+            current = self.current
+            if current is not None:
+                current.cancel_event.set()
+                current.cancel_at = current.cancel_at or time.monotonic()
             self._cv.notify_all()
+        if current is not None and self.worker is not None:
+            self.worker.send(m.Cancel(current.request_id))
         for req in pending:
             req.cancel_event.set()
             self._finish(req, "cancelled", "the engine is stopping")
 
     # -- the main thread -----------------------------------------------------------------------------
     _unload_pending = False
+    default_model = None
+
+    def start_worker(self):
+        self.worker = WORKERS[self.worker_kind](self.worker_options).start()
+        self._pump_until(lambda msg: isinstance(msg, m.State))
 
     def run_forever(self):
+        if self.worker is None:
+            self.start_worker()
         self._set_idle()
-        while not self._stopping.is_set():
-            req = self._next_request()
-            if req is not None:
-                self.execute(req)
-                self._last_active = time.time()
-                self._set_idle()
-        self.unload_all()
+        try:
+            while not self._stopping.is_set():
+                req = self._next_request()
+                if req is not None:
+                    self.execute(req)
+                    self._last_active = time.time()
+                    self._set_idle()
+        finally:
+            self.shutdown_worker()
 
     def _next_request(self) -> Request | None:
         with self._cv:
@@ -330,7 +341,7 @@ class Engine:
                 if self._unload_pending:
                     break
                 timeout = 1.0
-                if self.idle_unload_seconds and self.holder is not None:
+                if self.idle_unload_seconds and self.active_config is not None:
                     remaining = self._last_active + self.idle_unload_seconds - time.time()
                     if remaining <= 0:
                         break
@@ -339,120 +350,125 @@ class Engine:
             if self._queue and not self._stopping.is_set():
                 self.current = self._queue.popleft()
                 return self.current
-        if self._unload_pending or (self.idle_unload_seconds and self.holder is not None):
+        if self._stopping.is_set():
+            return None
+        if self._unload_pending or (self.idle_unload_seconds and self.active_config is not None):
             self._unload_pending = False
             self.unload_all()
-            self._set_idle()
         return None
 
     def unload_all(self):
-        self.holder = None
-        self.active_config = None
-        self.pool.unload_all()
-
-    default_model = None
+        """Drop the worker's holder and pool (waits for its State)."""
+        if self.worker is not None and self.worker.alive():
+            self.worker.send(m.Unload())
+            self._pump_until(lambda msg: isinstance(msg, m.State))
+        self._set_idle()
 
     def warm_load(self, model):
         self.default_model = model
         mc, _gen = self.resolve(model, {})
-        self._ensure_holder(mc, None)
+        if self.worker is None:
+            self.start_worker()
+        self.worker.send(m.Load(mc.to_dict()))
+        self._pump_until(lambda msg: isinstance(msg, m.State))
         self._set_idle()
 
+    def shutdown_worker(self):
+        if self.worker is not None:
+            self.worker.stop(STOP_SECONDS)
+            self.worker = None
+
     def execute(self, req: Request):
+        """Run `req` on the worker: forward its frames until it is done, or until the worker dies or
+        does not honour a cancel within grace_seconds (then it is killed and replaced)."""
         req.status, req.started_at = "running", time.time()
-        t0 = time.perf_counter()
+        self.current = req
         try:
-            holder = self._ensure_holder(req.model, req)
-            self._check_cancel(req)
-            self._sample(holder, req, t0)
-            self._finish(req, "ok")
-        except GenerationCancelled:
-            self._finish(req, "cancelled", "cancelled")
-        except ConfigError as e:
-            self._finish(req, "error", e.one_line())
-        except Exception as e:  # the engine keeps serving whatever one request did
-            message = f"out of memory: {e}" if is_oom(e) else f"{type(e).__name__}: {e}"
-            self._finish(req, "error", message)
+            if self.worker is None or not self.worker.alive():
+                self._restart_worker(None)
+            if req.cancel_event.is_set():
+                self._finish(req, "cancelled", "cancelled")
+                return
+            self.worker.send(m.Run(req.request_id, req.model.to_dict(), req.sample.to_dict(), req.stream,
+                                   self._output_path(req)))
+            while not req.finished:
+                try:
+                    msg = self.worker.recv(POLL_SECONDS)
+                except WorkerDied as e:
+                    self._finish(req, "error", f"the generation worker {e}; it was restarted and the queue goes on")
+                    self._restart_worker(str(e))
+                    return
+                if msg is not None:
+                    self._dispatch(msg)
+                if not req.finished and req.cancel_at is not None:
+                    grace = min(self.grace_seconds, STOP_SECONDS) if self._stopping.is_set() else self.grace_seconds
+                    if time.monotonic() - req.cancel_at > grace:
+                        self.worker.kill()
+                        self._finish(req, "error", f"the generation worker did not stop within {grace:g} s of the "
+                                                   "cancel; it was restarted and the queue goes on")
+                        self._restart_worker(f"killed: a cancel not honoured within {grace:g} s")
+                        return
         finally:
-            if self.holder is not None:
-                self.holder.sample_step_hook = None
-                self.holder.status_hook = None
             with self._cv:
                 self.current = None
 
-    def _ensure_holder(self, mc: ModelConfig, req: Request | None):
-        if self.holder is not None and self.active_config == mc:
-            return self.holder                        # fast path: nothing to load
-        status = self._status_fn(req, f"Loading {mc.arch}")
-        self.holder, self.active_config = None, None   # drop references so released entries can be freed
-        try:
-            holder = self._build(mc, status)
-        except Exception as e:
-            if not is_oom(e):
-                raise
-            status("out of memory while loading: freeing unused components and retrying", "loading")
-            self.pool.evict_untouched()
-            holder = self._build(mc, status)
-        self.pool.release_unused()
-        self.holder, self.active_config = holder, mc
-        self.builds += 1
-        return holder
+    def _restart_worker(self, reason: str | None):
+        """Replace a dead or killed worker (not while the engine stops)."""
+        if reason is not None:
+            self.worker_last_exit = reason
+            self.worker_restarts += 1
+            print(f"generation worker: {reason}; starting a new one", flush=True)
+        if self.worker is not None:
+            self.worker.kill()
+        self.worker = None
+        self.worker_state = None
+        # injected faults were for the worker that met them: a fresh worker starts clean
+        self.worker_options = {**self.worker_options, "faults": Faults()}
+        if not self._stopping.is_set():
+            self.start_worker()
 
-    def _build(self, mc: ModelConfig, status):
-        def on_status(message, stage="status"):
-            if stage == "loading" and message.startswith("loading "):
-                self.faults.on_load()
-            status(message, stage)
-        holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status)
-        with self.pool.building():
-            holder.load_model()
-        return holder
+    def _pump_until(self, done):
+        """Handle the worker's messages until one satisfies `done` (or it dies: WorkerDied)."""
+        while True:
+            msg = self.worker.recv(POLL_SECONDS)
+            if msg is None:
+                continue
+            self._dispatch(msg)
+            if done(msg):
+                return msg
 
-    def _status_fn(self, req: Request | None, prefix: str):
-        def status(message, stage="status"):
-            if req is not None:
-                self._check_cancel(req)
-                req.publish({"type": "status", "message": message, "stage": stage})
-            self.on_info(f"{prefix}: {message}" if stage in ("loading", "quantizing") else message)
-        return status
+    def _dispatch(self, msg):
+        if isinstance(msg, m.Frame):
+            req = self.requests.get(msg.request_id)
+            if req is not None and not req.finished:
+                if msg.header.get("type") == "progress":
+                    req.step, req.total = msg.header["step"], msg.header["total"]
+                req.publish(dict(msg.header), msg.payload)
+        elif isinstance(msg, m.Done):
+            req = self.requests.get(msg.request_id)
+            if req is not None and not req.finished:
+                req.results.extend(msg.results)
+                self._finish(req, msg.status, msg.error)
+        elif isinstance(msg, m.State):
+            self.worker_state = msg
+        elif isinstance(msg, m.Info):
+            self.on_info(msg.info, msg.step)
 
-    def _sample(self, holder, req: Request, t0: float):
-        spec, opts, gen = req.model.spec, req.stream, req.sample
-        holder.status_hook = self._status_fn(req, "Generating")
-
-        def on_step(i, n, timestep, latents, x0):
-            self._check_cancel(req)
-            self.faults.on_step()
-            req.step, req.total = i + 1, n
-            req.publish({"type": "progress", "step": i + 1, "total": n, "elapsed": time.perf_counter() - t0})
-            if opts["latents"] == "raw" and ((i + 1) % opts["every_n_steps"] == 0 or i + 1 == n):
-                src = x0 if (opts["preview"] == "x0" and x0 is not None) else latents
-                frame, layout = latent_frames.to_frame(src, spec.latents, height=gen.height, width=gen.width,
-                                                       num_frames=gen.num_frames, max_frames=opts["max_frames"])
-                req.publish({"type": "latent", "step": i + 1, "total": n, "layout": layout,
-                             "shape": list(frame.shape), "dtype": "float16"}, latent_frames.payload_bytes(frame))
-            self.on_info(f"Generating {i + 1}/{n}", i + 1)
-
-        holder.sample_step_hook = on_step
-        name = f"{req.request_id}.{gen.output_ext}"
-        gen.output_path = os.path.join(self.output_folder, name)
-        records = holder.generate_images([gen])
-        for rec in records:
-            relpath = os.path.relpath(rec["path"], self.output_folder)
-            result = {"type": "result", "path": rec["path"], "relpath": relpath, "url": f"/outputs/{relpath}",
-                      "kind": rec["kind"], "ext": rec["ext"], "bytes": rec["bytes"], "seed": rec["seed"],
-                      "width": rec.get("width"), "height": rec.get("height"),
-                      "num_frames": rec.get("num_frames"), "fps": rec.get("fps"), "duration": rec.get("duration")}
-            req.results.append({k: v for k, v in result.items() if k != "type"})
-            req.publish(result)
-
-    @staticmethod
-    def _check_cancel(req: Request):
-        if req.cancel_event.is_set():
-            raise GenerationCancelled()
+    def _output_path(self, req: Request) -> str:
+        """`<request_id>.<ext>`, or with a suffix when that name was ever used: never overwrites."""
+        ext = req.sample.output_ext
+        name, n = f"{req.request_id}.{ext}", 1
+        while name in self._names or os.path.lexists(os.path.join(self.output_folder, name)):
+            n += 1
+            name = f"{req.request_id}-{n}.{ext}"
+        self._names.add(name)
+        return os.path.join(self.output_folder, name)
 
     def _finish(self, req: Request, status: str, error: str | None = None):
-        req.status, req.error, req.finished_at = status, error, time.time()
+        with req.lock:
+            if req.finished:
+                return
+            req.status, req.error, req.finished_at = status, error, time.time()
         if status != "ok":
             req.publish({"type": "error", "message": error or status, "cancelled": status == "cancelled"})
         req.publish({"type": "end", "status": status})
@@ -475,18 +491,5 @@ def display_name(name_or_path: str) -> str:
     if os.path.exists(os.path.expanduser(name_or_path)):
         return os.path.basename(os.path.normpath(name_or_path))
     return name_or_path
-
-
-def memory_info(device: str) -> dict:
-    if str(device).startswith("cuda") and torch.cuda.is_available():
-        free, total = torch.cuda.mem_get_info(torch.device(device))
-        return {"device": str(device), "used": total - free, "total": total}
-    try:
-        with open("/proc/self/statm") as f:
-            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (OSError, ValueError):
-        rss, total = 0, 0
-    return {"device": "cpu", "used": rss, "total": total}
 
 

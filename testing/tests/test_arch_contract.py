@@ -128,12 +128,11 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     holder = get_model_class(arch)({"arch": arch, "name_or_path": folder, "local_only": True}, device="cpu")
     holder.load_model()
     calls, stages = [], []
-    holder.sample_step_hook = lambda i, n, t, lat, x0: calls.append((i, n, lat.clone()))
-    holder.status_hook = lambda message, stage: stages.append(stage)
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
     ext = gen.output_ext
     gen.output_path = str(tmp_path / f"holder.{ext}")
-    rec, = holder.generate_images([gen])
+    rec, = holder.generate_images([gen], on_step=lambda i, n, t, lat, x0: calls.append((i, n, lat.clone())),
+                                  on_status=lambda message, stage: stages.append(stage))
 
     bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     assert type(bare).__name__ == spec.pipeline
@@ -188,37 +187,48 @@ def test_engine_stream(arch, tiny, tiny_root, tmp_path):
 
 @pytest.mark.parametrize("arch", ARCH_NAMES)
 def test_cancel_leaves_holder_reusable(arch, tiny, tmp_path):
-    from extensions_built_in.inference_engine.engine import Engine, Subscriber
+    """On the generation worker (where the holder lives): a cancel at step 1, made from the worker's
+    own thread before step 2 (deterministic), writes nothing; the next identical request loads
+    nothing and gives the first run's bytes."""
+    from extensions_built_in.inference_engine import messages as m
+    from extensions_built_in.inference_engine.engine import parse_stream
+    from extensions_built_in.inference_engine.worker import WorkerCore
+    from toolkit.request import resolve_request
 
     spec = ARCHS[arch]
-    engine = Engine(output_folder=str(tmp_path / "out"), assets_folder=str(tmp_path))
-    model = {"arch": arch, "name_or_path": tiny(arch)}
-    sample = _sample(arch, tmp_path, num_inference_steps=3, output_ext=spec.defaults.output_ext)
+    mc, gen = resolve_request({"arch": arch, "name_or_path": tiny(arch)},
+                              _sample(arch, tmp_path, num_inference_steps=3, output_ext=spec.defaults.output_ext))
+    cancel_at, out = {}, []
 
-    def run(request_id: str, cancel_at: int | None = None):
-        req = engine.submit(model, sample, request_id=request_id)
-        if cancel_at is not None:
-            def deliver(frame, _is_latent, req=req):
-                header = json.loads(frame[4:4 + int.from_bytes(frame[:4], "little")])
-                if header["type"] == "progress" and header["step"] == cancel_at:
-                    engine.cancel(req.request_id)      # on the generation thread, before the next step
-            req.attach(Subscriber(deliver))
-        engine.execute(engine._next_request())          # on this thread: deterministic
-        return req
+    def emit(msg):
+        out.append(msg)
+        if isinstance(msg, m.Frame) and msg.header["type"] == "progress" and msg.header["step"] == 1 \
+                and msg.request_id in cancel_at:
+            core.cancel(msg.request_id)
+
+    core = WorkerCore(emit)
+
+    def run(rid: str, cancel: bool = False) -> m.Done:
+        if cancel:
+            cancel_at[rid] = 1
+        path = str(tmp_path / f"{rid}.{gen.output_ext}")
+        core.run(m.Run(rid, mc.to_dict(), gen.to_dict(), parse_stream(None), path))
+        return next(x for x in reversed(out) if isinstance(x, m.Done) and x.request_id == rid)
 
     first = run("first")
     assert first.status == "ok", first.error
-    loads = engine.pool.loads
-    cancelled = run("cancelled", cancel_at=1)
-    assert cancelled.status == "cancelled" and cancelled.step == 1 and not cancelled.results
-    assert not [n for n in os.listdir(tmp_path / "out") if "cancelled" in n], "a cancelled request left a file"
-    assert engine.holder is not None
+    loads = core.pool.loads
+    cancelled = run("cancelled", cancel=True)
+    steps = [x.header["step"] for x in out if isinstance(x, m.Frame) and x.request_id == "cancelled"
+             and x.header["type"] == "progress"]
+    assert cancelled.status == "cancelled" and steps == [1] and not cancelled.results
+    assert not [n for n in os.listdir(tmp_path) if "cancelled" in n], "a cancelled request left a file"
     again = run("again")
     assert again.status == "ok", again.error
-    assert engine.pool.loads == loads, "the request after a cancel reloaded components"
+    assert core.pool.loads == loads, "the request after a cancel reloaded components"
     with open(first.results[0]["path"], "rb") as f1, open(again.results[0]["path"], "rb") as f2:
         assert f1.read() == f2.read(), "the rerun after a cancel differs from the first run"
-    engine.unload_all()
+    core.unload_all()
 
 
 def test_every_arch_is_in_the_suite():

@@ -35,7 +35,8 @@ class Served:
     def __init__(self, folder):
         from extensions_built_in.inference_engine.engine import Engine
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
-        self.engine = Engine(output_folder=f"{folder}/outputs", assets_folder=f"{folder}/assets")
+        self.engine = Engine(output_folder=f"{folder}/outputs", assets_folder=f"{folder}/assets", worker="thread")
+        self.engine.start_worker()
         self.route = compat_routes(resolve, list_models, engine=self.engine)
         self.server = ServerThread(create_app(self.engine, TOKEN, extra_routes=[self.route]), bind_socket(0)).start()
         self.loop = threading.Thread(target=self.engine.run_forever, daemon=True, name="engine-loop")

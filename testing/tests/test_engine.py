@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from extensions_built_in.inference_engine.engine import Faults
+from extensions_built_in.inference_engine.worker import Faults
 from testing.engine_client import InProcessEngine
 
 TOKEN = "test-token-123"

@@ -38,10 +38,8 @@ def test_hook_exception_leaves_holder_usable(tiny, tmp_path):
     def stop(i, *a):
         if i == 1:
             raise Stop
-    holder.sample_step_hook = stop
     with pytest.raises(Stop):
-        holder.generate_single(gen)
-    holder.sample_step_hook = None
+        holder.generate_single(gen, on_step=stop)
     assert "step" not in holder.pipeline.scheduler.__dict__
     assert np.array_equal(np.asarray(holder.generate_single(gen)), first)
 
@@ -50,8 +48,8 @@ def test_flow_matching_x0(tiny, tmp_path):
     """For flow matching, the hook's x0 is x_t - sigma_t * v (checked on the last step, where x_{t-1} = x0)."""
     holder = _holder("zimage", tiny("zimage"))
     seen = []
-    holder.sample_step_hook = lambda i, n, t, lat, x0: seen.append((lat.clone(), x0.clone()))
-    holder.generate_single(_gen("zimage", tmp_path))
+    holder.generate_single(_gen("zimage", tmp_path), on_step=lambda i, n, t, lat, x0: seen.append((lat.clone(),
+                                                                                                 x0.clone())))
     last_latents, last_x0 = seen[-1]
     # the final sigma is 0, so the last Euler step lands exactly on the predicted x0
     assert torch.allclose(last_latents, last_x0, atol=1e-5)

@@ -40,8 +40,9 @@ def _edges(modules: dict) -> dict:
                 if node.level:
                     parts = package.split(".")
                     base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
-                targets.add(base)
-                targets.update(f"{base}.{a.name}" for a in node.names)
+                # `from pkg import module` uses the module; `from pkg import name` uses pkg
+                for a in node.names:
+                    targets.add(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base)
         resolved = set()
         for t in targets:
             while t and t not in modules:

@@ -102,7 +102,7 @@ def test_engine_generates_from_a_profile_and_swaps_only_the_diffusion_model(kfil
         assert h["active"] == {"arch": "krea2", "name_or_path": "krea2-turbo", "profile": "krea2-turbo",
                                "variant": "turbo"}
         assert "/" not in repr(h["active"]) and "/tmp" not in repr(h)
-        pool = eng.engine.pool
+        pool = eng.engine.worker.core.pool
         loads = pool.loads
         # turbo -> raw -> turbo: only the diffusion model reloads
         frames = c.stream({"model": "krea2-raw", "sample": {"prompt": "a fox"}})

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from extensions_built_in.inference_engine.engine import Engine
+from extensions_built_in.inference_engine.worker import WorkerCore
 from testing.fixtures import make_tiny_lora
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
@@ -41,7 +41,7 @@ def test_lora_output_equals_diffusers_fuse(arch, tiny, tmp_path):
 
 
 def test_lora_is_part_of_identity(tiny, lora, tmp_path):
-    eng = Engine(output_folder=str(tmp_path / "o"))
+    eng = WorkerCore(lambda msg: None)
     base = ModelConfig.from_dict({"arch": "zimage", "name_or_path": tiny("zimage")})
     with_lora = ModelConfig.from_dict({"arch": "zimage", "name_or_path": tiny("zimage"), "lora_path": lora})
     eng._ensure_holder(base, None)

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from extensions_built_in.inference_engine.engine import Engine
+from extensions_built_in.inference_engine.worker import WorkerCore
 from toolkit.models.tiny import make_shared_pair
 from toolkit.config_modules import ModelConfig
 from toolkit.models.v2.pool import ComponentPool
@@ -19,7 +20,8 @@ def pair(tmp_path_factory):
 
 
 def _engine(tmp_path, **kw):
-    return Engine(output_folder=str(tmp_path / "out"), **kw)
+    """The generation worker's side, where holders and the pool live."""
+    return WorkerCore(lambda msg: None, **kw)
 
 
 def _build(engine, folder, **model):
@@ -117,18 +119,21 @@ def test_eviction_before_load_when_memory_is_short(pair, tmp_path):
 
 
 def test_idle_unload(pair, tmp_path):
+    """The engine asks its worker to unload after idle_unload_seconds without requests."""
     import threading
     a, _ = pair
-    eng = _engine(tmp_path, idle_unload_seconds=0.3)
-    _build(eng, a)
+    eng = Engine(output_folder=str(tmp_path / "out"), idle_unload_seconds=0.3, worker="thread")
+    eng.warm_load({"arch": "zimage", "name_or_path": a})
+    pool = eng.worker.core.pool
+    assert pool.entries and eng.health()["active"]["arch"] == "zimage"
     t = threading.Thread(target=eng.run_forever, daemon=True)
     t.start()
-    deadline = time.time() + 10
-    while time.time() < deadline and eng.pool.entries:
+    deadline = time.time() + 30
+    while time.time() < deadline and (pool.entries or eng.health()["active"]):
         time.sleep(0.05)
     eng.stop()
     t.join(10)
-    assert not eng.pool.entries and eng.holder is None
+    assert not pool.entries and eng.health()["active"] is None
 
 
 def test_stats_reveal_no_paths(pair, tmp_path):

@@ -35,8 +35,7 @@ class BaseModel:
         self.output_type = self.spec.output_type
         self.device = str(device)
         self.dtype = resolve_dtype(self.model_config.dtype, self.device)
-        self.status_hook = status_hook          # (message, stage) -> None
-        self.sample_step_hook = None            # (step_index, num_steps, timestep, latents, x0) -> None
+        self.status_hook = status_hook          # (message, stage) -> None, while loading
         self.pipeline = None
         self.loaded: dict = {}
 
@@ -191,19 +190,25 @@ class BaseModel:
     def media_kwargs(self, gen: GenerateImageConfig, data) -> dict:
         return {"fps": gen.fps} if self.spec.modality == "video" else {}
 
-    def generate_single(self, gen: GenerateImageConfig):
+    def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None):
+        """Sample one config. `on_step(step_index, num_steps, timestep, latents, x0)` runs after every
+        scheduler step (it may raise to stop); `on_status(message, stage)` hears encoding, sampling
+        and decoding start."""
         import torch
 
         generator = torch.Generator("cpu").manual_seed(gen.resolved_seed())  # a seed means one image on any device
         with contextlib.ExitStack() as stack:
-            stack.enter_context(wrap_scheduler_step(self.pipeline.scheduler, self.sample_step_hook))
-            stack.enter_context(self._stage_wraps())
+            stack.enter_context(wrap_scheduler_step(self.pipeline.scheduler, on_step))
+            stack.enter_context(self._stage_wraps(on_status))
             out = self.pipeline(**self.pipeline_kwargs(gen), generator=generator, output_type=self.output_type)
         return self.extract_output(out)
 
-    def generate_images(self, gens: list, output_folder: str | None = None) -> list[dict]:
-        """Sample and save each config; one record per file written (atomically)."""
-        from toolkit.media import save_media
+    def generate_images(self, gens: list, output_folder: str | None = None, *, on_step=None, on_status=None,
+                        cancel=None) -> list[dict]:
+        """Sample and save each config; one record per file written (atomically). `cancel()` raises
+        to stop: it is asked after sampling and once more right before each file is moved into place,
+        so a cancel that arrives while a file is encoded still wins and leaves no file."""
+        from toolkit.media import commit_guard, save_media
 
         if self.pipeline is None:
             raise RuntimeError("load_model() first")
@@ -212,26 +217,26 @@ class BaseModel:
             if isinstance(gen, dict):
                 gen = GenerateImageConfig.from_dict(gen, self.model_config)
             seed = gen.resolved_seed()
-            data = self.generate_single(gen)
+            data = self.generate_single(gen, on_step=on_step, on_status=on_status)
+            if cancel is not None:
+                cancel()
             path = getattr(gen, "output_path", None) or os.path.join(
                 output_folder or ".", f"{int(time.time() * 1000)}_{i}_{seed}.{gen.output_ext}")
-            self._status(f"saving {os.path.basename(path)}", "saving")
-            record = save_media(self.spec.modality, data, path, ext=gen.output_ext, **self.media_kwargs(gen, data))
+            if on_status is not None:
+                on_status(f"saving {os.path.basename(path)}", "saving")
+            with commit_guard(cancel):
+                record = save_media(self.spec.modality, data, path, ext=gen.output_ext,
+                                    **self.media_kwargs(gen, data))
             record.update(seed=seed, prompt=gen.prompt)
             records.append(record)
         return records
 
-    def _emit_sample_step(self, latents, step_index: int, num_steps: int, timestep=None, x0=None):
-        """For holders with a hand-written sampling loop: report one finished step."""
-        if self.sample_step_hook is not None:
-            self.sample_step_hook(step_index, num_steps, timestep, latents, x0)
-
     @contextlib.contextmanager
-    def _stage_wraps(self):
-        """Stage messages from the pipeline's own methods, only while a status hook is set:
-        encoding (encode_prompt), sampling (the scheduler's set_timesteps, which every pipeline
-        calls once before its loop) and decoding (vae.decode)."""
-        if self.status_hook is None:
+    def _stage_wraps(self, on_status):
+        """Stage messages from the pipeline's own methods, only while someone listens: encoding
+        (encode_prompt), sampling (the scheduler's set_timesteps, which every pipeline calls once
+        before its loop) and decoding (vae.decode)."""
+        if on_status is None:
             yield
             return
         targets = [(self.pipeline, "encode_prompt", "encoding prompt", "encoding", False),
@@ -245,7 +250,7 @@ class BaseModel:
             if method is None:
                 continue
             installed.append((obj, name, obj.__dict__.get(name)))
-            setattr(obj, name, self._announce(method, message, stage, after))
+            setattr(obj, name, _announce(method, on_status, message, stage, after))
         try:
             yield
         finally:
@@ -255,21 +260,22 @@ class BaseModel:
                 else:
                     obj.__dict__[name] = previous   # another wrap (e.g. an arch's) was there first
 
-    def _announce(self, method, message, stage, after: bool):
-        """Say `message` once: before `method` runs, or after it returns."""
-        state = {"said": False}
 
-        @functools.wraps(method)
-        def wrapper(*args, **kwargs):
-            if not after and not state["said"]:
-                state["said"] = True
-                self._status(message, stage)
-            result = method(*args, **kwargs)
-            if after and not state["said"]:
-                state["said"] = True
-                self._status(message, stage)
-            return result
-        return wrapper
+def _announce(method, on_status, message, stage, after: bool):
+    """Say `message` once: before `method` runs, or after it returns."""
+    state = {"said": False}
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        if not after and not state["said"]:
+            state["said"] = True
+            on_status(message, stage)
+        result = method(*args, **kwargs)
+        if after and not state["said"]:
+            state["said"] = True
+            on_status(message, stage)
+        return result
+    return wrapper
 
 
 def get_model_class(arch: str) -> type:

@@ -97,11 +97,11 @@ class Krea2Model(BaseModel):
             kw["negative_prompt"] = gen.negative_prompt
         return kw
 
-    def generate_single(self, gen):
+    def generate_single(self, gen, **hooks):
         mu = krea2_mu(gen.width, gen.height, self.model_config.variant, gen.extras.get("mu"),
                       gen.extras.get("shift_y1", 0.5), gen.extras.get("shift_y2", 1.15))
         with self._force_mu(mu):
-            return super().generate_single(gen)
+            return super().generate_single(gen, **hooks)
 
     @contextlib.contextmanager
     def _force_mu(self, mu: float):

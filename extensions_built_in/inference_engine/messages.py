@@ -1,0 +1,86 @@
+"""The typed boundary between the engine (HTTP, queue, request records; no torch) and its generation
+worker (torch, the component pool, the holders), as vLLM's EngineCoreRequest/EngineCoreOutputs
+are: plain dataclasses sent over a local pipe. Nothing else crosses it.
+
+engine -> worker: Run, Cancel, Load, Unload, Shutdown
+worker -> engine: Ready, Frame, Done, State, Info
+"""
+from dataclasses import dataclass, field
+
+
+# -- engine -> worker ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Run:
+    """Generate one request: `model` is a resolved ModelConfig dict, `sample` a resolved
+    GenerateImageConfig dict (seed fixed), `stream` validated stream options, `output_path` the
+    file to write (the engine picks a name no other request has)."""
+    request_id: str
+    model: dict
+    sample: dict
+    stream: dict
+    output_path: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Load:
+    """Build (and keep) the holder for `model` without generating: a warm load."""
+    model: dict
+
+
+@dataclass(frozen=True)
+class Unload:
+    """Drop the holder and every pooled component (`idle`: the idle timer asked)."""
+    idle: bool = False
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    pass
+
+
+# -- worker -> engine ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ready:
+    pid: int
+    device: str
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a request's stream (status, progress, latent, result): the header without
+    `request_id`/`type` order concerns (the engine encodes it) and its payload bytes."""
+    request_id: str
+    header: dict
+    payload: bytes = b""
+
+
+@dataclass(frozen=True)
+class Done:
+    """The request ended: ok, error or cancelled; `results` are the result frames' records."""
+    request_id: str
+    status: str
+    error: str | None = None
+    results: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class State:
+    """What the worker holds, for /health and the compatibility routes: the active model (its
+    resolved config and scheduler class), the pool's stats and the device's memory."""
+    active: dict | None
+    scheduler: str | None
+    pool: dict
+    memory: dict
+    builds: int
+
+
+@dataclass(frozen=True)
+class Info:
+    """A line for the job's status (the UI's Queue page): loading, generating n/N, idle."""
+    info: str
+    step: int | None = None

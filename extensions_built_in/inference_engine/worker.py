@@ -1,0 +1,311 @@
+"""The generation worker: torch, the component pool and the holders, in a process of its own.
+
+The engine (engine.py) sends it `messages.Run`/`Cancel`/`Load`/`Unload`/`Shutdown` and gets back
+frames, the request's end, and a `State` of what is resident. `main()` is the child process's entry:
+a listener thread takes messages off the pipe (so a cancel lands while a step runs) and the main
+thread runs requests one at a time. `WorkerCore` is the same logic without a process, which the
+engine also runs on a thread for in-process tests. Libraries load in WorkerCore, not at import, so
+the engine can name this module without importing torch.
+"""
+import os
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+from extensions_built_in.inference_engine import messages as m
+
+
+class GenerationCancelled(Exception):
+    pass
+
+
+def is_oom(e: BaseException) -> bool:
+    import torch
+    return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
+@dataclass
+class Faults:
+    """Injected failures for tests (counted from 1, once each): an out-of-memory error on the n-th
+    component load or sampling step; a stuck step (sleeps `stuck_seconds` at step n with Python
+    signals blocked, ignoring cancel, as a long CUDA kernel would); a crash (`os._exit`) at step n.
+    `hold_step` holds step n until the request is cancelled (a long step that does honour a cancel).
+    Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1,stuck_step=1,crash_step=2"."""
+    load_oom: int = 0
+    sample_oom: int = 0
+    load_delay: float = 0.0     # seconds per component load: makes "cancel during a load" testable
+    stuck_step: int = 0
+    stuck_seconds: float = 3600.0
+    crash_step: int = 0
+    hold_step: int = 0
+    _loads: int = 0
+    _steps: int = 0
+
+    @classmethod
+    def from_env(cls) -> "Faults":
+        spec = os.environ.get("AITK_ENGINE_FAULTS", "")
+        values = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
+        return cls(load_oom=int(values.get("load_oom", 0)), sample_oom=int(values.get("sample_oom", 0)),
+                   load_delay=float(values.get("load_delay", 0)), stuck_step=int(values.get("stuck_step", 0)),
+                   stuck_seconds=float(values.get("stuck_seconds", 3600)), crash_step=int(values.get("crash_step", 0)),
+                   hold_step=int(values.get("hold_step", 0)))
+
+    def on_load(self):
+        import torch
+        if self.load_delay:
+            time.sleep(self.load_delay)
+        if self.load_oom:
+            self._loads += 1
+            if self._loads == self.load_oom:
+                self.load_oom = 0
+                raise torch.OutOfMemoryError("injected out of memory during load")
+
+    def on_step(self, check_cancel):
+        import torch
+        if not (self.sample_oom or self.stuck_step or self.crash_step or self.hold_step):
+            return
+        self._steps += 1
+        if self._steps == self.hold_step:
+            self.hold_step = 0
+            while True:               # raises GenerationCancelled once the cancel lands
+                check_cancel()
+                time.sleep(0.01)
+        if self._steps == self.crash_step:
+            os._exit(70)
+        if self._steps == self.stuck_step:
+            self.stuck_step = 0
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            time.sleep(self.stuck_seconds)
+        if self._steps == self.sample_oom:
+            self.sample_oom = 0
+            raise torch.OutOfMemoryError("injected out of memory during sampling")
+
+
+class WorkerCore:
+    """Runs requests: builds holders through the pool, samples with the step hook, writes the file.
+    `emit(message)` sends each output; `cancel(request_id)` may be called from any thread."""
+
+    def __init__(self, emit, *, device: str = "cpu", keep_resident_gb: float = 0, faults: Faults | None = None,
+                 pool=None):
+        from toolkit.models.v2.pool import ComponentPool
+
+        self.emit = emit
+        self.device = device
+        self.pool = pool or ComponentPool(int(keep_resident_gb * (1 << 30)))
+        self.faults = faults or Faults.from_env()
+        self.holder = None
+        self.active_config = None
+        self.builds = 0
+        self._cancelled: set = set()
+        self._lock = threading.Lock()
+
+    # -- any thread ---------------------------------------------------------------------------------
+    def cancel(self, request_id: str):
+        with self._lock:
+            self._cancelled.add(request_id)
+
+    def cancel_all(self):
+        """Shutting down: whatever runs stops at its next check."""
+        self._stopping = True
+
+    _stopping = False
+
+    def _check_cancel(self, request_id: str):
+        with self._lock:
+            if self._stopping or request_id in self._cancelled:
+                raise GenerationCancelled()
+
+    # -- the worker's main thread -------------------------------------------------------------------
+    def handle(self, msg):
+        if isinstance(msg, m.Run):
+            self.run(msg)                 # emits its State before its Done
+            return
+        if isinstance(msg, m.Load):
+            self.load(msg.model)
+        elif isinstance(msg, m.Unload):
+            self.unload_all()
+        self.emit(self.state())
+
+    def state(self) -> m.State:
+        mc = self.active_config
+        sched = getattr(getattr(self.holder, "pipeline", None), "scheduler", None)
+        return m.State(active=mc.to_dict() if mc else None, scheduler=type(sched).__name__ if sched else None,
+                       pool=self.pool.stats(), memory=memory_info(self.device), builds=self.builds)
+
+    def load(self, model: dict):
+        from toolkit.config_modules import ModelConfig
+        self._ensure_holder(ModelConfig.from_dict(model), None)
+        self._info_idle()
+
+    def unload_all(self):
+        self.holder = None
+        self.active_config = None
+        self.pool.unload_all()
+        self._info_idle()
+
+    def run(self, msg: m.Run):
+        from toolkit.config_modules import GenerateImageConfig, ModelConfig
+        from toolkit.errors import ConfigError
+
+        rid = msg.request_id
+        t0 = time.perf_counter()
+        status, error, results = "ok", None, []
+        try:
+            mc = ModelConfig.from_dict(msg.model)
+            gen = GenerateImageConfig.from_dict(msg.sample, mc)
+            holder = self._ensure_holder(mc, rid)
+            self._check_cancel(rid)
+            results = self._sample(holder, msg, mc, gen, t0)
+        except GenerationCancelled:
+            status, error = "cancelled", "cancelled"
+        except ConfigError as e:
+            status, error = "error", e.one_line()
+        except Exception as e:  # the worker keeps serving whatever one request did
+            status, error = "error", (f"out of memory: {e}" if is_oom(e) else f"{type(e).__name__}: {e}")
+        finally:
+            with self._lock:
+                self._cancelled.discard(rid)
+        self._info_idle()
+        self.emit(self.state())          # what is resident is known before the request is seen to end
+        self.emit(m.Done(rid, status, error, results))
+
+    def _ensure_holder(self, mc, rid: str | None):
+        if self.holder is not None and self.active_config == mc:
+            return self.holder                        # fast path: nothing to load
+        status = self._status_fn(rid, f"Loading {mc.arch}")
+        self.holder, self.active_config = None, None   # drop references so released entries can be freed
+        try:
+            holder = self._build(mc, status)
+        except Exception as e:
+            if not is_oom(e):
+                raise
+            status("out of memory while loading: freeing unused components and retrying", "loading")
+            self.pool.evict_untouched()
+            holder = self._build(mc, status)
+        self.pool.release_unused()
+        self.holder, self.active_config = holder, mc
+        self.builds += 1
+        return holder
+
+    def _build(self, mc, status):
+        from toolkit.models.base_model import get_model_class
+
+        def on_status(message, stage="status"):
+            if stage == "loading" and message.startswith("loading "):
+                self.faults.on_load()
+            status(message, stage)
+        holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status)
+        with self.pool.building():
+            holder.load_model()
+        return holder
+
+    def _status_fn(self, rid: str | None, prefix: str):
+        def status(message, stage="status"):
+            if rid is not None:
+                self._check_cancel(rid)
+                self.emit(m.Frame(rid, {"type": "status", "message": message, "stage": stage}))
+            self.emit(m.Info(f"{prefix}: {message}" if stage in ("loading", "quantizing") else message))
+        return status
+
+    def _sample(self, holder, msg: m.Run, mc, gen, t0: float) -> list:
+        from toolkit.models import latents as latent_frames
+
+        rid, opts, spec = msg.request_id, msg.stream, mc.spec
+
+        def on_step(i, n, timestep, latents, x0):
+            self._check_cancel(rid)
+            self.emit(m.Frame(rid, {"type": "progress", "step": i + 1, "total": n,
+                                    "elapsed": time.perf_counter() - t0}))
+            if opts["latents"] == "raw" and ((i + 1) % opts["every_n_steps"] == 0 or i + 1 == n):
+                src = x0 if (opts["preview"] == "x0" and x0 is not None) else latents
+                frame, layout = latent_frames.to_frame(src, spec.latents, height=gen.height, width=gen.width,
+                                                       num_frames=gen.num_frames, max_frames=opts["max_frames"])
+                self.emit(m.Frame(rid, {"type": "latent", "step": i + 1, "total": n, "layout": layout,
+                                        "shape": list(frame.shape), "dtype": "float16"},
+                                  latent_frames.payload_bytes(frame)))
+            self.emit(m.Info(f"Generating {i + 1}/{n}", i + 1))
+            self.faults.on_step(lambda: self._check_cancel(rid))     # after the step is reported
+
+        gen.output_path = msg.output_path
+        records = holder.generate_images([gen], on_step=on_step, on_status=self._status_fn(rid, "Generating"),
+                                         cancel=lambda: self._check_cancel(rid))
+        out_dir = os.path.dirname(msg.output_path)
+        results = []
+        for rec in records:
+            relpath = os.path.relpath(rec["path"], out_dir)
+            result = {"path": rec["path"], "relpath": relpath, "url": f"/outputs/{relpath}", "kind": rec["kind"],
+                      "ext": rec["ext"], "bytes": rec["bytes"], "seed": rec["seed"], "width": rec.get("width"),
+                      "height": rec.get("height"), "num_frames": rec.get("num_frames"), "fps": rec.get("fps"),
+                      "duration": rec.get("duration")}
+            results.append(result)
+            self.emit(m.Frame(rid, {"type": "result", **result}))
+        return results
+
+    def _info_idle(self):
+        mc = self.active_config
+        self.emit(m.Info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0))
+
+
+def memory_info(device: str) -> dict:
+    """The device's memory in use: CUDA's, or this worker's resident set on the CPU."""
+    import torch
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        free, total = torch.cuda.mem_get_info(torch.device(device))
+        return {"device": str(device), "used": total - free, "total": total}
+    try:
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        rss, total = 0, 0
+    return {"device": "cpu", "used": rss, "total": total}
+
+
+# -- the worker process ------------------------------------------------------------------------------
+def main(conn, options: dict):
+    """The child process: `options` are WorkerCore's keyword arguments (device, keep_resident_gb,
+    faults). Ctrl-C reaches the whole process group; the engine decides when this process ends,
+    so SIGINT is ignored here."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    send_lock = threading.Lock()
+    closed = threading.Event()
+
+    def emit(msg):
+        if closed.is_set():
+            return
+        with send_lock:
+            try:
+                conn.send(msg)
+            except (BrokenPipeError, OSError):
+                closed.set()
+
+    core = WorkerCore(emit, **options)
+    work: queue.Queue = queue.Queue()
+
+    def listen():
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                msg = m.Shutdown()
+            if isinstance(msg, m.Cancel):
+                core.cancel(msg.request_id)
+            else:
+                work.put(msg)
+            if isinstance(msg, m.Shutdown):
+                core.cancel_all()
+                return
+
+    threading.Thread(target=listen, daemon=True, name="worker-listen").start()
+    emit(m.Ready(os.getpid(), core.device))
+    emit(core.state())
+    while True:
+        msg = work.get()
+        if isinstance(msg, m.Shutdown):
+            break
+        core.handle(msg)
+    core.unload_all()
+    closed.set()
+    conn.close()
