@@ -1,6 +1,7 @@
 """python run.py CONFIG [CONFIG ...]: run job configs (YAML or JSON) one after another."""
 import argparse
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -11,6 +12,10 @@ def main(argv=None) -> int:
     parser.add_argument("config_file_list", nargs="+", help="job config files (.yaml/.yml/.json)")
     parser.add_argument("-r", "--recover", action="store_true", help="continue with the next config if one fails")
     args = parser.parse_args(argv)
+    # Ctrl-C (and the UI's stop, which sends SIGINT) must stop a job even when this process was
+    # started with SIGINT ignored, as a `cmd &` in a non-interactive shell is: Python then leaves
+    # the inherited SIG_IGN in place instead of installing its KeyboardInterrupt handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     from jobs import get_job
     from toolkit.errors import ConfigError

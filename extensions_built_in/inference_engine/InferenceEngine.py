@@ -66,9 +66,10 @@ class InferenceEngine(BaseProcess):
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
 
         status = self.job_status
+        os.makedirs(self.job_folder, exist_ok=True)
+        self._lock = lock_job_folder(self.job_folder)      # held until this process exits
         if status:
             status.update(status="running", info="Starting server", pid=os.getpid(), step=0)
-        os.makedirs(self.job_folder, exist_ok=True)
         engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
@@ -122,6 +123,25 @@ class InferenceEngine(BaseProcess):
             os.fsync(f.fileno())
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.engine_json)
+
+
+def lock_job_folder(folder: str):
+    """An exclusive lock on the job folder (its engine.lock file, holding our pid): a second engine
+    started on the same folder would overwrite engine.json and, when stopped, delete it under the
+    first. The lock goes with the process, however it ends."""
+    import fcntl
+    path = os.path.join(folder, "engine.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        other = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ConfigError("engine.job_folder", f"another engine (pid {other}) is serving {folder}: stop it, "
+                          "or give this one another job_folder") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
 
 
 def _number(d: dict, key: str, default: float = 0) -> float:

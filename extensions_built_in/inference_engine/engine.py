@@ -160,6 +160,7 @@ class Engine:
         self._names: set = set()            # output file names handed out by this engine
         self.started_at = time.time()
         os.makedirs(self.output_folder, exist_ok=True)
+        remove_partial_files(self.output_folder)
 
     # -- the server's side (any thread) -------------------------------------------------------------
     def submit(self, model: dict, sample: dict, stream: dict | None = None, request_id: str | None = None) -> Request:
@@ -482,6 +483,21 @@ class Engine:
     def _set_idle(self):
         mc = self.active_config
         self.on_info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0)
+
+
+def remove_partial_files(folder: str) -> int:
+    """Temp files a killed run left behind (toolkit.media.atomic_path's `.<name>.<hex>.tmp`): no
+    reader ever sees them, and nothing else will remove them."""
+    pattern = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$")
+    removed = 0
+    for name in os.listdir(folder):
+        if pattern.match(name):
+            try:
+                os.remove(os.path.join(folder, name))
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def display_name(name_or_path: str) -> str:

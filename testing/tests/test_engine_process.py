@@ -137,3 +137,54 @@ def test_bad_engine_config_names_the_key(tmp_path):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), str(cfg)], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode != 0 and "config.process[0].engine.port" in p.stderr
+
+
+def test_stop_while_the_worker_is_stuck(tiny, tiny_root, tmp_path):
+    """SIGINT while a step hangs with signals blocked (a long CUDA call): the engine kills its worker
+    and exits 0 without waiting for it, engine.json removed, no worker process left."""
+    tiny("zimage")
+    ep = EngineProcess(str(tmp_path), env={**_env(tiny_root), "AITK_ENGINE_FAULTS": "stuck_step=1"},
+                       engine_extra={"grace_seconds": 600}).wait_ready()
+    try:
+        started, got = threading.Event(), []
+        body = {"model": {"arch": "zimage", "name_or_path": "tiny:zimage"},
+                "sample": {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 3}}
+        t = threading.Thread(target=lambda: got.extend(ep.client.stream(
+            body, on_frame=lambda h, p: started.set() if h["type"] == "progress" else None)))
+        t.start()
+        assert started.wait(120)
+        worker_pid = ep.client.health()["worker"]["pid"]
+        assert worker_pid and worker_pid != ep.proc.pid and _pid_alive(worker_pid)
+        ep.proc.send_signal(signal.SIGINT)
+        assert ep.proc.wait(60) == 0
+        t.join(60)
+        assert got[-1][0]["type"] == "end" and got[-1][0]["status"] in ("error", "cancelled")
+        assert not os.path.exists(ep.engine_json)
+        deadline = time.time() + 30
+        while time.time() < deadline and _pid_alive(worker_pid):
+            time.sleep(0.05)      # reaped by the engine before it exited; the kernel may take a moment
+        assert not _pid_alive(worker_pid)
+    finally:
+        ep.stop()
+
+
+def test_second_engine_on_one_folder_is_refused(tiny, tiny_root, tmp_path):
+    """Two engines on one job folder: the second refuses to start, naming the first's pid; the first's
+    engine.json stays and it keeps serving. Partial files a killed run left are removed at start."""
+    out = tmp_path / "outputs"
+    out.mkdir()
+    (out / ".leftover.png.0123456789ab.tmp").write_bytes(b"partial")
+    (out / "kept.png").write_bytes(b"a real output")
+    first = EngineProcess(str(tmp_path), env=_env(tiny_root)).wait_ready()
+    try:
+        assert sorted(os.listdir(out)) == ["kept.png"]
+        info = json.loads((tmp_path / "engine.json").read_text())
+        second = EngineProcess(str(tmp_path), env=_env(tiny_root), name="second")
+        assert second.proc.wait(120) != 0
+        log = second.read_log()
+        assert f"another engine (pid {first.proc.pid})" in log and "engine.job_folder" in log
+        second.stop()
+        assert json.loads((tmp_path / "engine.json").read_text()) == info
+        assert first.client.health()["ok"]
+    finally:
+        first.stop()

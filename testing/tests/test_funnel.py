@@ -136,10 +136,26 @@ def test_missing_sources_are_named(tmp_path):
 def test_hub_repo_offline_is_a_clear_error(monkeypatch):
     from diffusers import AutoencoderKL
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ComponentLoadError, match="not in the local hub cache and HF_HUB_OFFLINE"):
+    with pytest.raises(ComponentLoadError, match="not in the local hub cache, and HF_HUB_OFFLINE is set"):
         aitk(AutoencoderKL).load("someorg/some-model-that-is-not-cached", role="vae", subfolder="vae")
     with pytest.raises(ComponentLoadError, match="hub repos are not allowed"):
         aitk(AutoencoderKL).load("someorg/x", role="vae", subfolder="vae", allow_hub=False)
+
+
+def test_hub_unreachable_is_not_reported_as_offline(monkeypatch):
+    """Online, a cache miss whose download failed (no connection) says so, not "HF_HUB_OFFLINE is set"."""
+    import huggingface_hub
+    from diffusers import AutoencoderKL
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    def no_connection(repo_id, **kw):
+        raise LocalEntryNotFoundError("An error happened while trying to locate the files on the Hub: "
+                                      "connection refused")
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_connection)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(ComponentLoadError) as e:
+        aitk(AutoencoderKL).load("someorg/not-cached", role="vae", subfolder="vae")
+    assert "could not be reached" in str(e.value) and "HF_HUB_OFFLINE" not in str(e.value)
 
 
 def test_hub_repo_resolves_through_snapshot(monkeypatch, tiny):

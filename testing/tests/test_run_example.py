@@ -79,3 +79,30 @@ config:
     assert "Traceback" not in err and "interrupted" in err
     assert not [f for f in os.listdir(tmp_path / "out") if f.endswith(".tmp")]
     shutil.rmtree(tmp_path / "out")
+
+
+def test_ctrl_c_works_when_started_with_sigint_ignored(tiny, tiny_root, tmp_path):
+    """A job launched as `cmd &` from a non-interactive shell starts with SIGINT ignored: run.py
+    installs its handler anyway, so Ctrl-C and the UI's stop still end it."""
+    tiny("wan21")
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(f"""job: extension
+config:
+  name: ignored_sigint
+  process:
+    - type: Generate
+      output_folder: {tmp_path / 'out'}
+      model: {{arch: wan21, name_or_path: "tiny:wan21"}}
+      sample: {{width: 64, height: 64, num_frames: 9, fps: 8, num_inference_steps: 2, seed: 1}}
+      prompts: [{', '.join(['x'] * 200)}]
+""")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), str(cfg)], cwd=tmp_path,
+                            env=_env(tiny_root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.time() + 120
+    while time.time() < deadline and not glob.glob(str(tmp_path / "out" / "*.mp4")):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+
