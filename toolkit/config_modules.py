@@ -64,7 +64,11 @@ class ModelConfig:
         if not isinstance(comps, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
                                                   for k, v in comps.items()):
             raise ConfigError(f"{where}.components", "must map component names to paths")
+        roles = [c.role for c in spec.components]
         for role, path in comps.items():
+            if role not in roles:
+                raise ConfigError(f"{where}.components.{role}", f"arch {arch} has no component {role!r} "
+                                  f"(its components: {', '.join(roles)})")
             if not os.path.exists(os.path.expanduser(path)):
                 raise ConfigError(f"{where}.components.{role}", f"no such file or folder: {path}")
         for f in fields(cls):

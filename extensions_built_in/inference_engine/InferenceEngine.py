@@ -14,7 +14,7 @@ from toolkit.job_status import JobStatus
 from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
-               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds")
+               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots")
 
 
 class InferenceEngine(BaseProcess):
@@ -57,6 +57,7 @@ class InferenceEngine(BaseProcess):
             except ConfigError as e:
                 raise e if e.key.startswith(("engine.", "model_profiles")) else ConfigError(
                     f"engine.default_model.{e.key.split('.', 1)[-1]}", e.message) from None
+        self.model_roots = self._model_roots(eng)
         self.engine_json = os.path.join(self.job_folder, "engine.json")
         self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
 
@@ -73,7 +74,7 @@ class InferenceEngine(BaseProcess):
         engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
-                        grace_seconds=self.grace_seconds,
+                        grace_seconds=self.grace_seconds, model_roots=self.model_roots,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)
@@ -111,6 +112,24 @@ class InferenceEngine(BaseProcess):
                 status.close()
                 status.update(status="error" if failed else "stopped", info=failed or "Stopped", force=True)
             print("inference engine stopped", flush=True)
+
+    def _model_roots(self, eng: dict) -> list:
+        """Where requests may name local model files: the job folder, the hub cache, the tiny-model
+        cache, the profiles' folders, and `engine.model_roots` (extra folders, e.g. /models)."""
+        from huggingface_hub import constants
+
+        from toolkit.models.tiny import default_cache_root
+        extra = eng.get("model_roots") or []
+        if not isinstance(extra, list) or not all(isinstance(r, str) and r for r in extra):
+            raise ConfigError("engine.model_roots", "must be a list of folders")
+        roots = [self.job_folder, constants.HF_HUB_CACHE, str(default_cache_root()), *map(os.path.abspath, extra)]
+        if self.profiles.path:
+            roots.append(os.path.dirname(os.path.abspath(self.profiles.path)))
+        for profile in self.profiles.profiles.values():
+            for path in [profile.checkpoint, *profile.components.values()]:
+                if path:
+                    roots.append(path if os.path.isdir(path) else os.path.dirname(path))
+        return roots
 
     def _write_engine_json(self, port: int):
         data = {"host": "127.0.0.1", "port": port, "token": self.token, "pid": os.getpid(),

@@ -131,15 +131,18 @@ class Request:
 class Engine:
     def __init__(self, *, device: str = "cpu", output_folder: str, assets_folder: str | None = None,
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
-                 on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0):
+                 on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
+                 model_roots=None):
         """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
-        thread of this process, for in-process tests). `faults` (worker.Faults) are injected there."""
+        thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
+        `model_roots`: the folders a request may name local files in (None: anywhere)."""
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
         self.dtype = dtype
         self.idle_unload_seconds = idle_unload_seconds
         self.grace_seconds = grace_seconds
+        self.model_roots = [os.path.realpath(os.path.expanduser(r)) for r in model_roots] if model_roots else None
         self.on_info = on_info or (lambda info, step=None: None)
         self.profiles = profiles or EMPTY_PROFILES
         self.faults = faults
@@ -167,6 +170,7 @@ class Engine:
         """Validate and queue a request. Raises ConfigError naming the bad field."""
         if self._stopping.is_set():
             raise EngineBusy("the engine is stopping")
+        self.check_paths(model)
         mc, gen = self.resolve(model, sample)
         if gen.ctrl_img:
             gen.ctrl_img = self.resolve_asset(gen.ctrl_img)
@@ -214,6 +218,22 @@ class Engine:
 
     def model_names(self) -> list[str]:
         return sorted(self.profiles.profiles) + sorted(ARCHS_BY_NAME)
+
+    def check_paths(self, model):
+        """Local paths a request names must lie under `model_roots`, checked before anything looks at
+        them, with one answer whether they exist or not: the API does not tell a token holder which
+        files exist elsewhere on this machine. (A profile's paths are the operator's, not the request's.)"""
+        if self.model_roots is None or not isinstance(model, dict):
+            return
+        named = [(f"model.{k}", model.get(k)) for k in ("name_or_path", "extras_name_or_path", "lora_path")]
+        if isinstance(model.get("components"), dict):
+            named += [(f"model.components.{role}", path) for role, path in model["components"].items()]
+        for key, value in named:
+            if not isinstance(value, str) or not _is_local_path(value):
+                continue
+            real = os.path.realpath(os.path.expanduser(value))
+            if not any(real == root or real.startswith(root + os.sep) for root in self.model_roots):
+                raise ConfigError(key, "is not in a folder this engine loads models from (engine.model_roots)")
 
     def resolve_asset(self, path: str) -> str:
         """ctrl_img must name a file under the assets folder (an upload)."""
@@ -483,6 +503,16 @@ class Engine:
     def _set_idle(self):
         mc = self.active_config
         self.on_info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0)
+
+
+def _is_local_path(value: str) -> bool:
+    """A filesystem path as the loader will read it: not a `tiny:<arch>` name, and not a hub repo id
+    (`org/name` that is no folder here; the loader tries a local path first)."""
+    from toolkit.models.tiny import is_tiny
+    from toolkit.models.v2.sources import looks_like_repo_id
+    if not value or is_tiny(value):
+        return False
+    return not looks_like_repo_id(value) or os.path.exists(value)
 
 
 def remove_partial_files(folder: str) -> int:

@@ -1,4 +1,5 @@
 """The engine over real HTTP (in-process server on loopback) with tiny models."""
+import os
 import threading
 import time
 
@@ -315,3 +316,60 @@ def test_models_serves_registry(eng):
     assert archs["wan21"]["modality"] == "video" and archs["wan21"]["preview"]["layout"] == "BCFHW"
     assert archs["ace_step"]["preview"]["layout"] == "BLC" and archs["ace_step"]["preview"]["rgb_factors"] is None
     assert archs["zimage"]["size_divisor"] == 16 and "holder" not in archs["zimage"]
+
+
+def test_paths_outside_the_model_roots_get_one_answer(tiny, tmp_path):
+    """A request naming local files outside engine.model_roots is refused before anything reads them,
+    with the same message whether the file exists or not; paths inside the roots, tiny names and repo
+    ids pass. An unknown component role is refused too, naming it."""
+    from extensions_built_in.inference_engine.engine import Engine
+    from toolkit.errors import ConfigError
+
+    folder = tiny("zimage")
+    eng = Engine(output_folder=str(tmp_path / "out"), worker="thread", model_roots=[os.path.dirname(folder)])
+    sample = {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 1}
+    answers = {}
+    for key, value in [("lora_path", "/etc/passwd"), ("lora_path", "/no/such/file.safetensors"),
+                       ("name_or_path", "/root"), ("name_or_path", "/no/such/folder"),
+                       ("extras_name_or_path", "/etc")]:
+        with pytest.raises(ConfigError) as e:
+            eng.submit({"arch": "zimage", "name_or_path": folder, key: value} if key != "name_or_path"
+                       else {"arch": "zimage", key: value}, sample)
+        assert e.value.key == f"model.{key}"
+        answers.setdefault(key, set()).add(e.value.message)
+    assert all(len(messages) == 1 for messages in answers.values()), answers
+    with pytest.raises(ConfigError) as e:
+        eng.submit({"arch": "zimage", "name_or_path": folder, "components": {"vae": "/etc/hosts"}}, sample)
+    assert e.value.key == "model.components.vae" and "model_roots" in e.value.message
+    with pytest.raises(ConfigError) as e:
+        eng.submit({"arch": "zimage", "name_or_path": folder, "components": {"unet": folder}}, sample)
+    assert e.value.key == "model.components.unet" and "no component 'unet'" in e.value.message
+    assert eng.submit({"arch": "zimage", "name_or_path": folder}, sample).status == "queued"
+    assert eng.submit({"arch": "zimage", "name_or_path": "tiny:zimage"}, sample).status == "queued"
+    assert eng.submit({"arch": "zimage", "name_or_path": "org/some-repo"}, sample).status == "queued"
+
+
+def test_a_reused_request_id_never_overwrites_an_older_file(tiny, tmp_path):
+    """Once an id has left the kept history it can be used again; its file gets a new name."""
+    from extensions_built_in.inference_engine import engine as engine_module
+    from extensions_built_in.inference_engine.engine import Engine
+
+    eng = Engine(output_folder=str(tmp_path / "out"), worker="thread")
+    model = {"arch": "zimage", "name_or_path": tiny("zimage")}
+    sample = {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 1}
+    eng.start_worker()
+    try:
+        first = eng.submit(model, {**sample, "seed": 1}, request_id="load000")
+        eng.execute(eng._next_request())
+        with open(first.results[0]["path"], "rb") as f:
+            kept = f.read()
+        for r in list(eng.requests):                    # the id leaves the kept history
+            eng.requests.pop(r)
+        again = eng.submit(model, {**sample, "seed": 2}, request_id="load000")
+        eng.execute(eng._next_request())
+        assert again.status == "ok" and again.results[0]["path"] != first.results[0]["path"]
+        with open(first.results[0]["path"], "rb") as f:
+            assert f.read() == kept
+        assert engine_module.FINISHED_KEPT >= 1
+    finally:
+        eng.shutdown_worker()
