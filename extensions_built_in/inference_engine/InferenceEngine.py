@@ -14,7 +14,7 @@ from toolkit.job_status import JobStatus
 from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
-               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots")
+               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs")
 
 
 class InferenceEngine(BaseProcess):
@@ -58,6 +58,9 @@ class InferenceEngine(BaseProcess):
                 raise e if e.key.startswith(("engine.", "model_profiles")) else ConfigError(
                     f"engine.default_model.{e.key.split('.', 1)[-1]}", e.message) from None
         self.model_roots = self._model_roots(eng)
+        self.docs = eng.get("docs", False)
+        if not isinstance(self.docs, bool):
+            raise ConfigError("engine.docs", f"must be true or false, got {self.docs!r}")
         self.engine_json = os.path.join(self.job_folder, "engine.json")
         self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
 
@@ -78,7 +81,7 @@ class InferenceEngine(BaseProcess):
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)
-        server = ServerThread(create_app(engine, self.token, extra_routes=[compat]),
+        server = ServerThread(create_app(engine, self.token, extra_routes=[compat], docs=self.docs),
                               bind_socket(self.port)).start()
         compat_server = None
         failed = None

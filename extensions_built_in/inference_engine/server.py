@@ -17,6 +17,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extensions_built_in.inference_engine.engine import Engine, EngineBusy, Subscriber
 from toolkit.errors import ConfigError
@@ -49,6 +50,30 @@ class GenerateBody(BaseModel):
     wait: bool = False
 
 
+class ErrorBody(BaseModel):
+    """Every 4xx answer: one line, and the field it is about (`body` for the body as a whole)."""
+    detail: str
+    field: str
+
+
+class ApiError(HTTPException):
+    def __init__(self, status: int, field: str, detail: str):
+        super().__init__(status, detail)
+        self.field = field
+
+
+ERRORS = {401: {"model": ErrorBody, "description": "missing or bad engine token (field: token)"},
+          404: {"model": ErrorBody, "description": "no such request, profile or file"},
+          409: {"model": ErrorBody, "description": "not now (the engine is busy)"},
+          413: {"model": ErrorBody, "description": "too large"},
+          422: {"model": ErrorBody, "description": "a bad value, naming its field"},
+          503: {"model": ErrorBody, "description": "the engine is stopping"}}
+
+
+def errors(*codes) -> dict:
+    return {c: ERRORS[c] for c in (401, 422, *codes)}
+
+
 def token_dependency(token: str):
     """The engine token, as `X-Engine-Token` or `Authorization: Bearer`, compared in constant time."""
     def require_token(request: HttpRequest):
@@ -57,15 +82,22 @@ def token_dependency(token: str):
         if given is None and auth.lower().startswith("bearer "):
             given = auth[7:].strip()
         if not given or not hmac.compare_digest(given.encode(), token.encode()):
-            raise HTTPException(401, "missing or bad engine token")
+            raise ApiError(401, "token", "missing or bad engine token (X-Engine-Token or Authorization: Bearer)")
     return require_token
 
 
-def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
-    app = FastAPI(title="AI Toolkit inference engine", version="1")
+def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False) -> FastAPI:
+    """`docs`: serve the OpenAPI schema at /openapi.json (behind the token like every route but
+    /health). The interactive /docs and /redoc pages are never served: they load their scripts
+    from a CDN, and docs/engine_api.md is the reference."""
+    app = FastAPI(title="AI Toolkit inference engine", version="1", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.engine = engine
 
     require_token = token_dependency(token)
+    if docs:
+        @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+        def openapi():
+            return app.openapi()
 
     @app.middleware("http")
     async def request_id_header(request, call_next):
@@ -79,18 +111,41 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def body_error(_request, exc: RequestValidationError):
-        """Body-shape errors read like ConfigError's: one line naming the field (details kept)."""
-        errors = exc.errors()
-        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        field = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path"))
-        return JSONResponse({"detail": f"{field}: {first.get('msg', 'invalid')}" if field else first.get("msg"),
-                             "field": field, "errors": jsonable_encoder(errors)}, status_code=422)
+        """Body-shape errors read like ConfigError's: one line naming the field, `body` when it is
+        the body as a whole (malformed JSON, empty, not an object)."""
+        errs = exc.errors()
+        first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request", "type": ""}
+        loc = [p for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+        if first.get("type") == "json_invalid":
+            at = f" at character {loc[0]}" if loc and isinstance(loc[0], int) else ""
+            cause = (first.get("ctx") or {}).get("error") or "JSON decode error"
+            field, message = "body", f"malformed JSON{at}: {cause}"
+        elif not loc or not all(isinstance(p, str) for p in loc):
+            field = "body"
+            message = "send a JSON object" if first.get("type") == "missing" else first.get("msg", "invalid")
+        else:
+            field, message = ".".join(loc), first.get("msg", "invalid")
+        # the inputs are not echoed back: they may be large, binary, or secret
+        details = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in errs]
+        return JSONResponse({"detail": f"{field}: {message}", "field": field, "errors": jsonable_encoder(details)},
+                            status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request, exc: StarletteHTTPException):
+        field = getattr(exc, "field", None)
+        detail = str(exc.detail)
+        if exc.status_code == 400 and detail == "There was an error parsing the body":
+            return JSONResponse({"detail": "body: is not valid JSON text (UTF-8)", "field": "body"}, status_code=422)
+        if field is None:
+            field = {401: "token", 404: "path", 405: "method"}.get(exc.status_code, "body")
+        return JSONResponse({"detail": detail, "field": field}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.get("/health")
     def health():
         return engine.health()
 
-    @app.get("/models", dependencies=[Depends(require_token)])
+    @app.get("/models", dependencies=[Depends(require_token)], responses=errors())
     def models():
         archs = []
         for spec in ARCHS.values():
@@ -100,21 +155,21 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
         return {"archs": archs, "profiles": [p.public() for p in engine.profiles.profiles.values()],
                 "default_model": engine.profiles.default_model}
 
-    @app.get("/inspect/{profile}", dependencies=[Depends(require_token)])
+    @app.get("/inspect/{profile}", dependencies=[Depends(require_token)], responses=errors(404))
     def inspect_profile(profile: str):
         """A profile's component files, from their safetensors headers only."""
         from toolkit.inspect import inspect_profile as inspect
         if profile not in engine.profiles.profiles:
-            raise HTTPException(404, f"unknown profile {profile!r}")
+            raise ApiError(404, "profile", f"unknown profile {profile!r}")
         return inspect(engine.profiles.get(profile))
 
-    @app.post("/generate", dependencies=[Depends(require_token)])
+    @app.post("/generate", dependencies=[Depends(require_token)], responses=errors(503))
     async def generate(body: GenerateBody, request: HttpRequest):
         stream = body.stream.model_dump() if body.stream else None
         try:
             req = engine.submit(body.model, body.sample, stream, body.request_id)
         except EngineBusy as e:
-            raise HTTPException(503, str(e))
+            raise ApiError(503, "body", str(e))
         headers = {"X-Request-Id": req.request_id}
         if body.wait:
             await asyncio.to_thread(req.done_event.wait)
@@ -123,46 +178,46 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
         return StreamingResponse(_follow(engine, req, cancel_on_disconnect=not req.stream["detach"]),
                                  media_type="application/octet-stream", headers=headers)
 
-    @app.get("/stream/{request_id}", dependencies=[Depends(require_token)])
+    @app.get("/stream/{request_id}", dependencies=[Depends(require_token)], responses=errors(404))
     async def stream(request_id: str):
         req = engine.get(request_id)
         if req is None:
-            raise HTTPException(404, f"unknown request {request_id!r}")
+            raise ApiError(404, "request_id", f"unknown request {request_id!r}")
         return StreamingResponse(_follow(engine, req, cancel_on_disconnect=False),
                                  media_type="application/octet-stream", headers={"X-Request-Id": request_id})
 
-    @app.post("/cancel/{request_id}", dependencies=[Depends(require_token)])
+    @app.post("/cancel/{request_id}", dependencies=[Depends(require_token)], responses=errors(404))
     def cancel(request_id: str):
         req = engine.cancel(request_id)
         if req is None:
-            raise HTTPException(404, f"unknown request {request_id!r}")
+            raise ApiError(404, "request_id", f"unknown request {request_id!r}")
         return JSONResponse({"request_id": request_id, "status": req.status}, headers={"X-Request-Id": request_id})
 
-    @app.get("/queue", dependencies=[Depends(require_token)])
+    @app.get("/queue", dependencies=[Depends(require_token)], responses=errors())
     def queue():
         return engine.queue_snapshot()
 
-    @app.post("/unload", dependencies=[Depends(require_token)])
+    @app.post("/unload", dependencies=[Depends(require_token)], responses=errors(409))
     def unload():
         try:
             engine.request_unload()
         except EngineBusy as e:
-            raise HTTPException(409, str(e))
+            raise ApiError(409, "body", str(e))
         return {"unloaded": True}
 
-    @app.post("/assets", dependencies=[Depends(require_token)])
+    @app.post("/assets", dependencies=[Depends(require_token)], responses=errors(404, 413))
     async def assets(request: HttpRequest, name: str):
         if not engine.assets_folder:
-            raise HTTPException(404, "this engine has no assets folder")
+            raise ApiError(404, "path", "this engine has no assets folder")
         if not ASSET_NAME.match(name) or ".." in name:
-            raise HTTPException(400, "name: use letters, digits, '_', '-', '.' (no folders)")
+            raise ApiError(422, "name", "name: use letters, digits, '_', '-', '.' (no folders)")
         data = bytearray()
         async for chunk in request.stream():
             data += chunk
             if len(data) > MAX_ASSET_BYTES:
-                raise HTTPException(413, f"asset is over {MAX_ASSET_BYTES} bytes")
+                raise ApiError(413, "body", f"asset is over {MAX_ASSET_BYTES} bytes")
         if not data:
-            raise HTTPException(400, "empty body: send the file's bytes")
+            raise ApiError(422, "body", "empty body: send the file's bytes")
         stored = f"{uuid.uuid4().hex[:8]}_{name}"
         from toolkit.media import atomic_path
         os.makedirs(engine.assets_folder, exist_ok=True)
@@ -171,12 +226,15 @@ def create_app(engine: Engine, token: str, extra_routes=None) -> FastAPI:
                 f.write(data)
         return {"name": name, "path": stored}
 
-    @app.get("/outputs/{relpath:path}", dependencies=[Depends(require_token)])
+    @app.get("/outputs/{relpath:path}", dependencies=[Depends(require_token)], responses=errors(404))
     def outputs(relpath: str):
         root = os.path.realpath(engine.output_folder)
-        full = os.path.realpath(os.path.join(root, relpath))
+        try:
+            full = os.path.realpath(os.path.join(root, relpath))
+        except ValueError:                  # an embedded NUL: no file has that name
+            full = ""
         if not full.startswith(root + os.sep) or not os.path.isfile(full):
-            raise HTTPException(404, "no such output")
+            raise ApiError(404, "relpath", "no such output")
         return FileResponse(full)
 
     for route in extra_routes or ():

@@ -130,7 +130,7 @@ def test_other_routes_give_clear_4xx_and_engine_keeps_serving(eng):
     assert c.post("/cancel/unknown-id").status_code == 404
     assert c.get("/stream/unknown-id").status_code == 404
     assert c.get("/outputs/nothing.png").status_code == 404
-    assert c.post("/assets?name=x.png", content=b"").status_code == 400
+    assert c.post("/assets?name=x.png", content=b"").status_code == 422     # empty: names the body
     assert c.post("/assets", content=b"abc").status_code == 422      # name missing
     assert c.post("/generate", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
     assert types(c.stream(body(eng)))[-1] == "end"
@@ -305,11 +305,6 @@ def test_unload_conflict_and_success(eng):
     assert h["active"] is None and h["pool"]["entries"] == [] and h["pool"]["resident_bytes"] == 0
 
 
-def test_openapi_schema(eng):
-    spec = eng.client.get("/openapi.json").json()
-    assert "/generate" in spec["paths"] and "GenerateBody" in spec["components"]["schemas"]
-
-
 def test_models_serves_registry(eng):
     archs = {a["name"]: a for a in eng.client.get("/models").json()["archs"]}
     assert set(archs) >= {"zimage", "flux", "sd1", "wan21", "ace_step"}
@@ -373,3 +368,56 @@ def test_a_reused_request_id_never_overwrites_an_older_file(tiny, tmp_path):
         assert engine_module.FINISHED_KEPT >= 1
     finally:
         eng.shutdown_worker()
+
+
+BAD_BODIES = [
+    ("malformed JSON", b'{"model": {"arch": "zimage"}, "sample": ', {"content-type": "application/json"}),
+    ("not UTF-8, JSON type", b'\xff\xfe{"a": 1}', {"content-type": "application/json"}),
+    ("not UTF-8, no type", b'\xff\xfe{"a": 1}', {}),
+    ("empty", b"", {"content-type": "application/json"}),
+    ("an array", b"[1, 2]", {"content-type": "application/json"}),
+]
+
+
+@pytest.mark.parametrize("name,content,headers", BAD_BODIES, ids=[b[0] for b in BAD_BODIES])
+def test_bad_bodies_are_422_naming_the_body(eng, name, content, headers):
+    r = eng.client.post("/generate", content=content, headers=headers)
+    assert r.status_code == 422, (r.status_code, r.text)
+    body = r.json()
+    assert body["field"] == "body" and body["detail"].startswith("body: ") and "\\xff" not in r.text
+
+
+def test_every_error_names_a_field(eng):
+    import httpx
+    cases = [("GET", "/outputs/%00", 404, "relpath"), ("GET", "/outputs/nope.png", 404, "relpath"),
+             ("GET", "/stream/nope", 404, "request_id"), ("POST", "/cancel/nope", 404, "request_id"),
+             ("GET", "/inspect/nope", 404, "profile"), ("GET", "/nowhere", 404, "path"),
+             ("POST", "/generate", 422, "model")]
+    for method, path, status, field in cases:
+        r = eng.client.http.request(method, path, json={} if method == "POST" else None)
+        assert (r.status_code, r.json()["field"]) == (status, field), (path, r.text)
+    r = httpx.get(eng.url + "/queue")
+    assert r.status_code == 401 and r.json()["field"] == "token"
+
+
+def test_schema_and_docs_are_not_public(eng, tmp_path):
+    """/openapi.json, /docs and /redoc are off by default; with docs on, the schema needs the token
+    and declares the error shape every route answers with."""
+    import httpx
+    from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
+    for path in ("/openapi.json", "/docs", "/redoc"):
+        assert httpx.get(eng.url + path).status_code == 404
+    server = ServerThread(create_app(eng.engine, TOKEN, docs=True), bind_socket(0)).start()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        assert httpx.get(url + "/openapi.json").status_code == 401
+        schema = httpx.get(url + "/openapi.json", headers={"X-Engine-Token": TOKEN}).json()
+        assert httpx.get(url + "/docs").status_code == 404
+        assert "GenerateBody" in schema["components"]["schemas"]
+        gen = schema["paths"]["/generate"]["post"]["responses"]
+        assert {"401", "422"} <= set(gen)
+        ref = gen["422"]["content"]["application/json"]["schema"]["$ref"]
+        assert ref.endswith("/ErrorBody")
+        assert schema["components"]["schemas"]["ErrorBody"]["properties"]["detail"]["type"] == "string"
+    finally:
+        server.stop()
