@@ -421,3 +421,26 @@ def test_schema_and_docs_are_not_public(eng, tmp_path):
         assert schema["components"]["schemas"]["ErrorBody"]["properties"]["detail"]["type"] == "string"
     finally:
         server.stop()
+
+
+def test_a_cancel_landing_while_the_file_is_written_still_wins(tiny, tmp_path):
+    """The cancel arrives after the last step, while the file is being encoded: the request ends
+    cancelled and no file appears (the file is checked against the cancel before it is moved in)."""
+    from extensions_built_in.inference_engine import messages as m
+    from extensions_built_in.inference_engine.engine import parse_stream
+    from extensions_built_in.inference_engine.worker import WorkerCore
+    from toolkit.request import resolve_request
+
+    out = []
+
+    def emit(msg):
+        out.append(msg)
+        if isinstance(msg, m.Frame) and msg.header.get("stage") == "saving":
+            core.cancel(msg.request_id)
+    core = WorkerCore(emit)
+    mc, gen = resolve_request({"arch": "zimage", "name_or_path": tiny("zimage")},
+                              {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 2})
+    core.run(m.Run("late", mc.to_dict(), gen.to_dict(), parse_stream(None), str(tmp_path / "late.png")))
+    done = out[-1]
+    assert isinstance(done, m.Done) and done.status == "cancelled" and not done.results
+    assert os.listdir(tmp_path) == []
