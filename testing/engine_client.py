@@ -57,7 +57,7 @@ class InProcessEngine:
     generation worker runs on a thread too (`worker="thread"`) unless `worker="process"` is given;
     `faults` (worker.Faults) then reach it directly: tests may change them while it runs."""
 
-    def __init__(self, folder: str, token: str = "test-token-123", **engine_kw):
+    def __init__(self, folder: str, token: str = "test-token-123", extra_routes=None, docs: bool = False, **engine_kw):
         from extensions_built_in.inference_engine.engine import Engine
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
         from extensions_built_in.inference_engine.worker import Faults
@@ -66,7 +66,8 @@ class InProcessEngine:
         self.engine = Engine(output_folder=os.path.join(folder, "outputs"),
                              assets_folder=os.path.join(folder, "assets"), **engine_kw)
         self.engine.start_worker()
-        self.server = ServerThread(create_app(self.engine, token), bind_socket(0)).start()
+        self.server = ServerThread(create_app(self.engine, token, extra_routes=extra_routes, docs=docs),
+                                   bind_socket(0)).start()
         self.loop = threading.Thread(target=self.engine.run_forever, daemon=True, name="engine-loop")
         self.loop.start()
         self.url = f"http://127.0.0.1:{self.server.port}"
