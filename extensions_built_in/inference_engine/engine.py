@@ -21,6 +21,7 @@ from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError, check_keys
+from toolkit.local_weights import weights_here
 from toolkit.models.registry import ARCHS as ARCHS_BY_NAME
 from toolkit.profiles import EMPTY as EMPTY_PROFILES
 from toolkit.request import resolve_request
@@ -37,7 +38,12 @@ class EngineBusy(RuntimeError):
 
 
 def parse_stream(d) -> dict:
-    d = dict(d or {})
+    """A request's stream options over STREAM_DEFAULTS: the one place they are checked (every
+    entry point passes the client's dict as it came); ConfigError names `stream.<key>`."""
+    if d is None:
+        d = {}
+    if not isinstance(d, dict):
+        raise ConfigError("stream", f"must be an object of stream options, got {type(d).__name__}")
     check_keys(d, STREAM_DEFAULTS, "stream")
     out = {**STREAM_DEFAULTS, **d}
     if out["latents"] not in ("raw", "none"):
@@ -202,22 +208,69 @@ class Engine:
         return resolve_request(model, sample, self.profiles, self.dtype)
 
     def model_for_name(self, name: str | None) -> dict:
-        """A model named by a client that knows names only (compat APIs): a profile, an arch, or
-        None for the active model (else the default)."""
+        """A model named by a client that knows names only (compat APIs): a profile, an arch, or None
+        for the active model (else the default), as a ModelConfig dict (`arch` always set). A name
+        that cannot load here is a ConfigError("model") now, before anything is submitted or unloaded."""
         if name in (None, ""):
             if self.active_config is not None:
                 return self.active_config.to_dict()
-            if self.default_model is not None:
-                return self.default_model if isinstance(self.default_model, dict) else {"profile": self.default_model}
-            raise ConfigError("model", "no model is loaded and none was named")
-        if name in self.profiles.profiles:
-            return {"profile": name}
-        if name in ARCHS_BY_NAME:
-            return {"arch": name}
-        raise ConfigError("model", f"unknown model {name!r} (profiles: {', '.join(self.model_names()) or 'none'})")
+            if self.default_model is None:
+                raise ConfigError("model", "no model is loaded and none was named")
+            model = self.default_model if isinstance(self.default_model, dict) else {"profile": self.default_model}
+        elif name in self.profiles.profiles or name in ARCHS_BY_NAME:
+            why = self._not_here(name)
+            if why:
+                raise ConfigError("model", why)
+            model = {"profile": name} if name in self.profiles.profiles else {"arch": name}
+        else:
+            raise ConfigError("model", f"unknown model {name!r} (models here: {', '.join(self.model_names()) or 'none'})")
+        return self.profiles.resolve_model(model)[0]
 
-    def model_names(self) -> list[str]:
-        return sorted(self.profiles.profiles) + sorted(ARCHS_BY_NAME)
+    def model_names(self, modality: str | None = None) -> list[str]:
+        """The names model_for_name takes that can load here, without the network: profiles whose
+        files exist, then archs whose default weights are a local folder or in the local hub cache."""
+        names = sorted(self.profiles.profiles) + sorted(set(ARCHS_BY_NAME) - set(self.profiles.profiles))
+        return [n for n in names if (modality is None or self._arch_of_name(n).modality == modality)
+                and self._not_here(n) is None]
+
+    def _arch_of_name(self, name: str):
+        prof = self.profiles.profiles.get(name)
+        return ARCHS_BY_NAME[prof.architecture if prof else name]
+
+    def _not_here(self, name: str) -> str | None:
+        """Why a profile or arch name cannot load here, or None."""
+        if name in self.profiles.profiles:
+            try:
+                self.profiles.get(name).model_config()
+            except ConfigError as e:
+                return f"{name!r} cannot load: {e.one_line()}"
+            return None
+        spec = ARCHS_BY_NAME[name]
+        if weights_here(spec):
+            return None
+        source = spec.default_source()
+        if not source:
+            return f"arch {name!r} has no public weights: name a profile for it"
+        return (f"{name!r}: its weights ({source}) are not in the local hub cache; download them "
+                f"(hf download {source}) or name a profile")
+
+    def default_sample(self, *, profile: str | None = None, arch: str | None = None,
+                       variant: str | None = None) -> dict:
+        """The sample a request that sets no sample key gets, as GenerateImageConfig.to_dict(): for a
+        profile, [generation] over its defaults over its variant's and arch's; for an arch, its variant's
+        over its own. What the Generate form starts from. A control image is left None."""
+        sample = {}
+        if profile is not None:
+            prof = self.profiles.get(profile)
+            arch, variant, sample = prof.architecture, prof.variant, self.profiles.sample_defaults(profile)
+        spec = ARCHS_BY_NAME[arch]
+        stand_in = spec.needs_ctrl_img and not sample.get("ctrl_img")
+        if stand_in:   # the arch needs one to validate; the form asks the person for it
+            sample = {**sample, "ctrl_img": "ctrl_img"}
+        out = GenerateImageConfig.from_dict(sample, arch, "sample", variant).to_dict()
+        if stand_in:
+            out["ctrl_img"] = None
+        return out
 
     def check_paths(self, model):
         """Local paths a request names must lie under `model_roots`, checked before anything looks at

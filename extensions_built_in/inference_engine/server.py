@@ -30,22 +30,15 @@ PENDING_LATENTS = 4        # a slow reader skips latents beyond this many undeli
 OUTPUT_EXTS = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}
 
 
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    latents: str = "raw"
-    every_n_steps: int = 1
-    max_frames: int = 4
-    preview: str = "x0"
-    detach: bool = False
-
-
 class GenerateBody(BaseModel):
-    """`model` and `sample` are validated by ModelConfig / GenerateImageConfig, which name the bad field."""
+    """`model`, `sample` and `stream` are validated by the engine (ModelConfig, GenerateImageConfig,
+    parse_stream), which names the bad field: this layer only checks the body's shape."""
     model_config = ConfigDict(extra="forbid")
     model: dict | str = Field(description="ModelConfig {arch, name_or_path, quantize, ...}, or a profile: "
                                       "{profile: NAME, ...overrides} or \"NAME\"")
     sample: dict = Field(default_factory=dict, description="GenerateImageConfig: {prompt, width, height, ...}")
-    stream: StreamOptions | None = None
+    stream: dict | None = Field(default=None, description="{latents: raw|none, every_n_steps, max_frames, "
+                                "preview: x0|noisy, detach}: checked by the engine (engine.parse_stream)")
     request_id: str | None = None
     wait: bool = False
 
@@ -147,13 +140,24 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
 
     @app.get("/models", dependencies=[Depends(require_token)], responses=errors())
     def models():
+        """The registry and the profiles, each with the sample a request gets when it sets none
+        (`sample`, `variant_samples`): resolved by the engine, so a client never re-merges precedence."""
         archs = []
         for spec in ARCHS.values():
             row = spec.public()
             row["output_exts"] = list(OUTPUT_EXTS[spec.modality])
+            row["sample"] = engine.default_sample(arch=spec.name)
+            row["variant_samples"] = {v: engine.default_sample(arch=spec.name, variant=v) for v in spec.variants}
             archs.append(row)
-        return {"archs": archs, "profiles": [p.public() for p in engine.profiles.profiles.values()],
-                "default_model": engine.profiles.default_model}
+        profiles = []
+        for p in engine.profiles.profiles.values():
+            row = {**p.public(), "sample": None, "sample_error": None}
+            try:
+                row["sample"] = engine.default_sample(profile=p.name)
+            except ConfigError as e:      # e.g. a [generation] width this arch refuses: say so, list the rest
+                row["sample_error"] = e.one_line()
+            profiles.append(row)
+        return {"archs": archs, "profiles": profiles, "default_model": engine.profiles.default_model}
 
     @app.get("/inspect/{profile}", dependencies=[Depends(require_token)], responses=errors(404))
     def inspect_profile(profile: str):
@@ -165,9 +169,8 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
 
     @app.post("/generate", dependencies=[Depends(require_token)], responses=errors(503))
     async def generate(body: GenerateBody, request: HttpRequest):
-        stream = body.stream.model_dump() if body.stream else None
         try:
-            req = engine.submit(body.model, body.sample, stream, body.request_id)
+            req = engine.submit(body.model, body.sample, body.stream, body.request_id)
         except EngineBusy as e:
             raise ApiError(503, "body", str(e))
         headers = {"X-Request-Id": req.request_id}

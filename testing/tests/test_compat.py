@@ -13,31 +13,47 @@ import pytest
 from PIL import Image
 
 from extensions_built_in.inference_engine.compat import compat_routes, serve_compat_on_port
-from toolkit.errors import ConfigError
+from toolkit.profiles import load_profiles
 
 TOKEN = "compat-token-123"
-MODELS = {"tiny-turbo": "zimage", "tiny-sd1": "sd1", "zimage": "zimage", "wan21": "wan21"}   # name -> arch
+ZIMAGE_REPO = "Tongyi-MAI/Z-Image-Turbo"
 
 
-def resolve(name):
-    """The test's resolve_model: a fake profile or an arch name -> a tiny model; None -> the default."""
-    name = name or "tiny-turbo"
-    if name not in MODELS:
-        raise ConfigError("model", f"unknown model {name!r} (known: {', '.join(MODELS)})")
-    return {"arch": MODELS[name], "name_or_path": f"tiny:{MODELS[name]}"}
-
-
-def list_models():
-    return list(MODELS)
+def fake_hub_cache(root, repo_id: str, folder: str):
+    """A local hub cache holding `repo_id` as its `main` snapshot: the files of `folder`."""
+    repo = root / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "snapshots").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    (repo / "snapshots" / ("0" * 40)).symlink_to(folder, target_is_directory=True)
 
 
 class Served:
-    def __init__(self, folder):
+    """A real engine (thread worker) with profiles made of tiny models, and a local hub cache that
+    holds zimage's default repo only: what the compat routes can offer is what can load here."""
+
+    def __init__(self, folder, tiny):
         from extensions_built_in.inference_engine.engine import Engine
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
-        self.engine = Engine(output_folder=f"{folder}/outputs", assets_folder=f"{folder}/assets", worker="thread")
+        (folder / "wan").mkdir()
+        (folder / "gone").mkdir()
+        (folder / "profiles.toml").write_text(
+            f'[model_profiles.tiny-turbo]\narchitecture = "zimage"\ncheckpoint = "{tiny("zimage")}"\n'
+            f'[model_profiles.tiny-sd1]\narchitecture = "sd1"\ncheckpoint = "{tiny("sd1")}"\n'
+            f'[model_profiles.tiny-wan]\narchitecture = "wan21"\ncheckpoint = "{folder / "wan"}"\n'
+            f'[model_profiles.gone]\narchitecture = "zimage"\ncheckpoint = "{folder / "gone"}"\n')
+        profiles = load_profiles(str(folder / "profiles.toml"))
+        (folder / "gone").rmdir()                    # a profile whose files went away: it cannot load
+        self.hub = pytest.MonkeyPatch()
+        import huggingface_hub.constants
+        (folder / "hub").mkdir()
+        fake_hub_cache(folder / "hub", ZIMAGE_REPO, tiny("zimage"))
+        self.hub.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(folder / "hub"))
+        self.engine = Engine(output_folder=f"{folder}/outputs", assets_folder=f"{folder}/assets", worker="thread",
+                             profiles=profiles)
+        self.engine.default_model = "tiny-turbo"    # what a call that names no model gets (warm_load sets it)
         self.engine.start_worker()
-        self.route = compat_routes(resolve, list_models, engine=self.engine)
+        self.route = compat_routes(engine=self.engine)
         self.server = ServerThread(create_app(self.engine, TOKEN, extra_routes=[self.route]), bind_socket(0)).start()
         self.loop = threading.Thread(target=self.engine.run_forever, daemon=True, name="engine-loop")
         self.loop.start()
@@ -49,11 +65,12 @@ class Served:
         self.loop.join(30)
         self.server.stop()
         self.http.close()
+        self.hub.undo()
 
 
 @pytest.fixture(scope="module")
-def srv(tiny_root, tmp_path_factory):      # tiny_root: `tiny:<arch>` resolves into the session's cache
-    s = Served(str(tmp_path_factory.mktemp("compat")))
+def srv(tiny, tmp_path_factory):
+    s = Served(tmp_path_factory.mktemp("compat"), tiny)
     yield s
     s.close()
 
@@ -98,6 +115,7 @@ def test_openai_images_generate_b64(srv):
 
 
 def test_openai_url_format_arch_name_and_models(srv):
+    # an arch name: its default repo, from the local hub cache
     r = openai_client(srv).images.generate(model="zimage", prompt="two cats", n=2, size="64x64",
                                            response_format="url", quality="hd", style="vivid")
     assert len(r.data) == 2 and all(d.url.startswith(srv.url + "/outputs/") for d in r.data)
@@ -105,7 +123,12 @@ def test_openai_url_format_arch_name_and_models(srv):
         got = httpx.get(d.url, headers={"Authorization": f"Bearer {TOKEN}"})
         assert got.status_code == 200 and Image.open(io.BytesIO(got.content)).size == (64, 64)
     ids = [m.id for m in openai_client(srv).models.list()]
-    assert ids == ["tiny-turbo", "tiny-sd1", "zimage"]            # the video model is not offered for images
+    # profiles, then archs whose weights are here; not the video profile, the profile whose files went
+    # away, or the archs whose repos are not in the local hub cache
+    assert ids == ["tiny-sd1", "tiny-turbo", "zimage"]
+    assert openai_client(srv).models.retrieve("tiny-sd1").id == "tiny-sd1"
+    r = httpx.get(srv.url + "/v1/models/sd1", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
 
 
 def test_openai_errors_in_openai_shape(srv):
@@ -113,7 +136,8 @@ def test_openai_errors_in_openai_shape(srv):
     client = openai_client(srv)
     cases = [(dict(model="tiny-turbo", prompt="x", size="huge"), "size"),
              (dict(model="dall-e-9", prompt="x", size="64x64"), "model"),
-             (dict(model="wan21", prompt="x", size="64x64"), "model"),
+             (dict(model="wan21", prompt="x", size="64x64"), "model"),       # not in the hub cache
+             (dict(model="tiny-wan", prompt="x", size="64x64"), "model"),    # a video model
              (dict(model="tiny-turbo", prompt="x", size="60x64"), "size"),    # not a multiple of 16
              (dict(model="tiny-turbo", prompt="x", n=11, size="64x64"), "n")]
     for kwargs, param in cases:
@@ -126,6 +150,50 @@ def test_openai_errors_in_openai_shape(srv):
         openai_client(srv, api_key="wrong-token").images.generate(model="tiny-turbo", prompt="x", size="64x64")
     r = httpx.get(srv.url + "/v1/models")
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_model_that_cannot_load_here_is_refused_before_anything_unloads(srv):
+    """A name the listings leave out is a 4xx naming the model field, answered before a request is
+    queued, so the model the engine holds stays loaded."""
+    r = srv.http.post("/sdapi/v1/txt2img", json=sillytavern_body(steps=1))
+    assert r.status_code == 200, r.text
+    active = srv.engine.health()["active"]
+    finished = [f["request_id"] for f in srv.engine.queue_snapshot()["finished"]]
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    for name, why in (("sd1", "local hub cache"), ("flux", "local hub cache"), ("krea2", "no public weights"),
+                      ("gone", "no such file or folder")):
+        r = httpx.post(srv.url + "/v1/images/generations", headers=bearer,
+                       json={"model": name, "prompt": "x", "size": "64x64"})
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["param"] == "model", r.text
+        assert name in err["message"] and why in err["message"], err
+        r = srv.http.post("/sdapi/v1/txt2img", json=sillytavern_body(override_settings={"sd_model_checkpoint": name}))
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "override_settings",
+                                                                          "sd_model_checkpoint"], r.text
+    assert srv.engine.health()["active"] == active and active["profile"] == "tiny-turbo"
+    assert [f["request_id"] for f in srv.engine.queue_snapshot()["finished"]] == finished
+
+
+def test_weights_here_needs_every_component_of_the_cached_snapshot(tiny, tmp_path, monkeypatch):
+    """A partial snapshot (an interrupted download) is not offered; a complete one, or a local folder, is."""
+    import shutil
+
+    import huggingface_hub.constants
+    from toolkit.local_weights import weights_here
+    from toolkit.models.registry import ARCHS
+    spec = ARCHS["zimage"]
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert not weights_here(spec)                                    # no cache at all
+    partial = tmp_path / "partial"
+    shutil.copytree(tiny("zimage"), partial, symlinks=True)
+    shutil.rmtree(partial / "vae")
+    fake_hub_cache(tmp_path / "hub", ZIMAGE_REPO, str(partial))
+    assert not weights_here(spec)
+    shutil.copytree(tiny("zimage") + "/vae", partial / "vae")
+    assert weights_here(spec)
+    monkeypatch.setattr(type(spec), "default_source", lambda self, variant=None: tiny("zimage"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
+    assert weights_here(spec)                                        # a local folder
 
 
 # -- A1111 -------------------------------------------------------------------------------------------
@@ -165,6 +233,8 @@ def test_a1111_random_seed_and_defaults(srv):
     ({"prompt": 5}, "prompt"),
     ({"override_settings": {"sd_model_checkpoint": "nope"}}, "override_settings.sd_model_checkpoint"),
     ({"override_settings": {"sd_model_checkpoint": "wan21"}}, "override_settings.sd_model_checkpoint"),
+    ({"override_settings": {"sd_model_checkpoint": "tiny-wan"}}, "override_settings.sd_model_checkpoint"),
+    ({"override_settings": {"sd_model_checkpoint": "sd1"}}, "override_settings.sd_model_checkpoint"),
 ])
 def test_a1111_bad_values_name_the_field(srv, over, field):
     r = srv.http.post("/sdapi/v1/txt2img", json=sillytavern_body(**over))
@@ -188,7 +258,7 @@ def test_a1111_auth(srv):
 
 def test_a1111_models_options_round_trip(srv, tiny_root):
     models = srv.http.get("/sdapi/v1/sd-models")
-    assert [m["title"] for m in models.json()] == ["tiny-turbo", "tiny-sd1", "zimage"]
+    assert [m["title"] for m in models.json()] == ["tiny-sd1", "tiny-turbo", "zimage"]
     assert set(models.json()[0]) == {"title", "model_name", "hash", "sha256", "filename", "config"}
     assert "/" not in models.text and str(tiny_root) not in models.text
     try:

@@ -117,12 +117,22 @@ def test_bad_generate_input_names_the_field(eng, payload, field):
     assert r.status_code == 422 and field in r.text, r.text
 
 
-@pytest.mark.parametrize("payload", [{"sample": {}}, {"model": {"arch": "zimage"}, "extra": 1},
-                                     {"model": {"arch": "zimage"}, "stream": {"latents": "jpeg"}},
-                                     {"model": {"arch": "zimage"}, "stream": {"bogus": 1}}])
+@pytest.mark.parametrize("payload", [{"sample": {}}, {"model": {"arch": "zimage"}, "extra": 1}])
 def test_bad_body_shapes_are_422(eng, payload):
     r = eng.client.post("/generate", json=payload)
     assert r.status_code == 422, r.text
+
+
+@pytest.mark.parametrize("stream,field", [
+    ({"latents": "jpeg"}, "stream.latents"), ({"bogus": 1}, "stream.bogus"), ({"max_frames": 0}, "stream.max_frames"),
+    ({"every_n_steps": True}, "stream.every_n_steps"), ({"preview": "png"}, "stream.preview"),
+    ({"detach": "yes"}, "stream.detach"), ("fast", "stream"), ([1], "stream"),
+])
+def test_stream_options_are_checked_once_by_the_engine(eng, stream, field):
+    """The HTTP layer passes `stream` through as it came; engine.parse_stream names the bad key."""
+    r = eng.client.post("/generate", json={**body(eng), "stream": stream})
+    assert r.status_code == 422 and r.json()["field"] == field, r.text
+    assert r.json()["detail"].startswith(field), r.text
 
 
 def test_other_routes_give_clear_4xx_and_engine_keeps_serving(eng):
@@ -444,3 +454,33 @@ def test_a_cancel_landing_while_the_file_is_written_still_wins(tiny, tmp_path):
     done = out[-1]
     assert isinstance(done, m.Done) and done.status == "cancelled" and not done.results
     assert os.listdir(tmp_path) == []
+
+
+def test_models_serves_resolved_defaults(tmp_path):
+    """GET /models carries the sample a request gets when it sets none, resolved by the engine:
+    per arch (and variant), and per profile with the profiles file's [generation] on top."""
+    from toolkit.profiles import load_profiles
+    (tmp_path / "w").mkdir()
+    (tmp_path / "p.toml").write_text(
+        '[generation]\nwidth = 1000\nguidance_scale = 2.0\n'
+        f'[model_profiles.k2]\narchitecture = "krea2"\nvariant = "raw"\ncheckpoint = "{tmp_path / "w"}"\n'
+        '[model_profiles.k2.defaults]\nsteps = 20\nguidance_scale = 5.0\n'
+        f'[model_profiles.z]\narchitecture = "zimage"\ncheckpoint = "{tmp_path / "w"}"\n')
+    e = InProcessEngine(str(tmp_path / "engine"), token=TOKEN, profiles=load_profiles(str(tmp_path / "p.toml")))
+    try:
+        models = e.client.get("/models").json()
+    finally:
+        e.close()
+    archs = {a["name"]: a for a in models["archs"]}
+    k2 = archs["krea2"]
+    assert k2["sample"]["num_inference_steps"] == 8 and k2["sample"]["mu"] == 1.15           # turbo: the default
+    assert k2["variant_samples"]["raw"]["num_inference_steps"] == 52 and k2["variant_samples"]["raw"]["mu"] is None
+    assert archs["zimage"]["variant_samples"] == {} and archs["zimage"]["sample"]["output_ext"] == "png"
+    assert archs["qwen_image_edit"]["sample"]["ctrl_img"] is None                 # needs one; the form asks
+    profiles = {p["name"]: p for p in models["profiles"]}
+    # request > [generation] > profile > variant > arch; krea2 rounds 1000 up to 1008
+    assert profiles["k2"]["sample"] == {**k2["variant_samples"]["raw"], "num_inference_steps": 20,
+                                        "guidance_scale": 2.0, "width": 1008}
+    assert profiles["k2"]["sample_error"] is None
+    # zimage refuses a width that is no multiple of 16: said, and the listing still answers
+    assert profiles["z"]["sample"] is None and profiles["z"]["sample_error"].startswith("sample.width")

@@ -1,12 +1,30 @@
 // Forms -> POST /generate body: only what the arch's ArchInfo says applies.
 import { describe, expect, it } from 'vitest';
-import { buildGenerateBody, defaultSource, effectiveDefaults, formsFromSettings, modelDefaults, sampleDefaults, snapToDivisor, withVariant } from '@/components/generate/requestBody';
+import { buildGenerateBody, defaultSource, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults, snapToDivisor, withVariant } from '@/components/generate/requestBody';
 import type { ArchInfo } from '@/components/generate/types';
 
-const defaultsFor = (a: ArchInfo, keep = {}) => sampleDefaults(effectiveDefaults(a, ''), a, keep);
+const defaultsFor = (a: ArchInfo, keep = {}) => sampleDefaults(resolvedDefaults(a, ''), a, keep);
 
+/** What the engine's GET /models puts in `sample`: a resolved GenerateImageConfig dict. */
+const resolved = (over: Record<string, unknown>): Record<string, unknown> => ({
+  prompt: '',
+  negative_prompt: '',
+  width: 1024,
+  height: 768,
+  num_inference_steps: 8,
+  guidance_scale: 3.5,
+  seed: -1,
+  num_frames: 1,
+  fps: 0,
+  duration: 0,
+  ctrl_img: null,
+  output_ext: 'png',
+  ...over,
+});
+
+/** An ArchInfo; its resolved `sample` is the engine's for these defaults and extras unless given. */
 function arch(over: Partial<ArchInfo>): ArchInfo {
-  return {
+  const a: ArchInfo = {
     name: 'img',
     modality: 'image',
     default_name_or_path: 'org/img',
@@ -18,8 +36,12 @@ function arch(over: Partial<ArchInfo>): ArchInfo {
     description: '',
     output_exts: ['png', 'jpg'],
     preview: { family: null, layout: 'BCHW', rgb_factors: null, rgb_bias: null },
+    sample: {},
+    variant_samples: {},
     ...over,
   };
+  if (!over.sample) a.sample = resolved({ ...a.defaults, ...a.sample_extras });
+  return a;
 }
 
 const stream = { detach: true, maxFrames: 8 };
@@ -85,7 +107,9 @@ describe('buildGenerateBody', () => {
   });
 });
 
-describe('variants and profiles (from /models)', () => {
+describe('variants and profiles: defaults the engine resolved (GET /models), picked, never merged', () => {
+  const turbo = resolved({ num_inference_steps: 8, guidance_scale: 0, mu: 1.15, shift: 0.5 });
+  const raw = resolved({ num_inference_steps: 52, guidance_scale: 3.5, mu: null, shift: 0.5 });
   const k2 = arch({
     name: 'k2',
     sample_extras: { mu: null, shift: 0.5 },
@@ -95,31 +119,47 @@ describe('variants and profiles (from /models)', () => {
       raw: { num_inference_steps: 52, guidance_scale: 3.5, mu: null },
     },
     default_variant: 'turbo',
+    sample: turbo,
+    variant_samples: { turbo, raw },
   });
 
-  it("a variant's defaults sit over the arch's; a null extra is left out of the request", () => {
-    const turbo = sampleDefaults(effectiveDefaults(k2, ''), k2);
-    expect(turbo).toMatchObject({ num_inference_steps: 8, extras: { mu: 1.15, shift: 0.5 } });
-    const raw = sampleDefaults(effectiveDefaults(k2, 'raw'), k2);
-    expect(raw).toMatchObject({ num_inference_steps: 52, guidance_scale: 3.5, extras: { mu: null, shift: 0.5 } });
-    const body = buildGenerateBody(k2, { ...modelDefaults(k2), variant: 'raw' }, raw, 'r', stream);
+  it("a variant's resolved sample; a null extra is left out of the request", () => {
+    expect(resolvedDefaults(k2, '')).toBe(turbo);
+    expect(resolvedDefaults(k2, 'raw')).toBe(raw);
+    expect(resolvedDefaults(k2, 'no-such-variant')).toBe(turbo);
+    expect(sampleDefaults(resolvedDefaults(k2, ''), k2)).toMatchObject({ num_inference_steps: 8, extras: { mu: 1.15, shift: 0.5 } });
+    const rawForm = sampleDefaults(resolvedDefaults(k2, 'raw'), k2);
+    expect(rawForm).toMatchObject({ num_inference_steps: 52, guidance_scale: 3.5, extras: { mu: null, shift: 0.5 } });
+    const body = buildGenerateBody(k2, { ...modelDefaults(k2), variant: 'raw' }, rawForm, 'r', stream);
     expect(body.model).toMatchObject({ arch: 'k2', variant: 'raw' });
     expect(body.sample).toMatchObject({ shift: 0.5 });
     expect(body.sample).not.toHaveProperty('mu');
   });
 
-  it('a profile: {profile, overrides}, never arch or name_or_path; its defaults over the variant', () => {
-    const profile = { name: 'k2-local', architecture: 'k2', variant: 'raw', defaults: { num_inference_steps: 20 } };
+  it('a profile: {profile, overrides}, never arch or name_or_path; its resolved sample, [generation] included', () => {
+    // the profiles file's [generation] (guidance_scale 2, width 1000 -> 1008) sits over the profile's own defaults
+    const profile = {
+      name: 'k2-local',
+      architecture: 'k2',
+      variant: 'raw',
+      defaults: { num_inference_steps: 20, guidance_scale: 5 },
+      sample: { ...raw, num_inference_steps: 20, guidance_scale: 2, width: 1008 },
+    };
     const model = { ...modelDefaults(k2, profile), quantize: true };
     expect(model).toMatchObject({ profile: 'k2-local', arch: 'k2', variant: 'raw', name_or_path: '' });
-    const sample = sampleDefaults(effectiveDefaults(k2, model.variant, profile), k2);
-    expect(sample).toMatchObject({ num_inference_steps: 20, guidance_scale: 3.5 });
+    const sample = sampleDefaults(resolvedDefaults(k2, model.variant, profile), k2);
+    expect(sample).toMatchObject({ num_inference_steps: 20, guidance_scale: 2, width: 1008, extras: { mu: null } });
     const body = buildGenerateBody(k2, model, sample, 'r', stream);
     expect(body.model).toEqual({ profile: 'k2-local', quantize: true, qtype: 'qfloat8' });
     // and back: a result made from the profile reuses the profile
     const again = formsFromSettings(k2, [profile], { arch: 'k2', profile: 'k2-local', variant: 'raw', name_or_path: '/models/x' }, { num_inference_steps: 20 }, 3);
     expect(again.model).toMatchObject({ profile: 'k2-local', name_or_path: '' });
-    expect(again.sample).toMatchObject({ num_inference_steps: 20, seed: 3 });
+    expect(again.sample).toMatchObject({ num_inference_steps: 20, guidance_scale: 2, width: 1008, seed: 3 });
+  });
+
+  it("a profile the engine could not resolve starts from its variant's sample (submitting then says why)", () => {
+    const profile = { name: 'bad', architecture: 'k2', variant: 'raw', defaults: {}, sample: null, sample_error: 'sample.width: …' };
+    expect(resolvedDefaults(k2, '', profile)).toBe(raw);
   });
 });
 

@@ -9,7 +9,7 @@ import ModelPanel from './ModelPanel';
 import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
 import { ACTIVE_PHASES } from './generationView';
-import { buildGenerateBody, effectiveDefaults, formsFromSettings, modelDefaults, sampleDefaults, withVariant } from './requestBody';
+import { buildGenerateBody, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults, withVariant } from './requestBody';
 import type { ArchInfo, GalleryItem, ModelForm, ProfileInfo, SampleForm } from './types';
 import { useEngine } from './useEngine';
 import { useGallery } from './useGallery';
@@ -42,7 +42,7 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
     const m = { ...modelDefaults(a, profile), ...(variant ? { variant } : {}) };
     setModel(m);
     setSample((prev) =>
-      sampleDefaults(effectiveDefaults(a, m.variant, profile), a, prev ? { prompt: prev.prompt, negative_prompt: prev.negative_prompt, seed: prev.seed } : {}),
+      sampleDefaults(resolvedDefaults(a, m.variant, profile), a, prev ? { prompt: prev.prompt, negative_prompt: prev.negative_prompt, seed: prev.seed } : {}),
     );
   };
 
@@ -72,7 +72,7 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   const onVariant = (variant: string) => {
     if (arch && model) {
       setModel(withVariant(arch, model, variant));
-      setSample((prev) => sampleDefaults(effectiveDefaults(arch, variant, null), arch, prev ?? {}));
+      setSample((prev) => sampleDefaults(resolvedDefaults(arch, variant, null), arch, prev ?? {}));
     }
   };
 

@@ -19,6 +19,8 @@ interface Props {
 export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange }: Props) {
   const variants = Object.keys(arch?.variants ?? {});
   const byProfile = !!model.profile;
+  // the engine could not resolve this profile's defaults (e.g. a [generation] size its arch refuses)
+  const profileError = byProfile ? profiles.find((p) => p.name === model.profile)?.sample_error : null;
   return (
     <section className="card" aria-label="Model">
       <h3>Model</h3>
@@ -35,6 +37,11 @@ export default function ModelPanel({ archs, profiles, arch, model, onArch, onPro
             ))}
           </select>
         </label>
+      )}
+      {profileError && (
+        <div className="alert error" data-testid="profile-error">
+          This profile&apos;s defaults do not resolve: {profileError}
+        </div>
       )}
       <label className="field">
         Arch

@@ -1,6 +1,7 @@
 // Forms -> the engine's POST /generate body, and back (reuse a gallery item's settings).
 // Which fields apply, and their defaults, come from GET /models (ArchInfo, variants, profiles),
-// never from a table here.
+// never from a table here; the defaults arrive resolved by the engine (its precedence, [generation]
+// included), so this file picks one and never merges them.
 import type { ArchInfo, ModelForm, ProfileInfo, SampleForm } from './types';
 
 export const DEFAULT_QTYPE = 'qfloat8';
@@ -31,10 +32,12 @@ export function withVariant(arch: ArchInfo, model: ModelForm, variant: string): 
   return { ...model, variant, name_or_path: typed ? model.name_or_path : defaultSource(arch, variant) };
 }
 
-/** Sample defaults, flat: the arch's, then its variant's, then the profile's (engine precedence, lowest first). */
-export function effectiveDefaults(arch: ArchInfo, variant: string, profile?: ProfileInfo | null): Record<string, unknown> {
+/** The sample a request gets when it sets none, as the engine resolved it (GET /models): the profile's,
+ * else the arch variant's (also when the engine could not resolve the profile's: submitting says why). */
+export function resolvedDefaults(arch: ArchInfo, variant: string, profile?: ProfileInfo | null): Record<string, unknown> {
+  if (profile?.sample) return profile.sample;
   const v = variantOf(arch, profile?.variant ?? variant);
-  return { ...arch.defaults, ...arch.sample_extras, ...(v ? arch.variants?.[v] : {}), ...(profile?.defaults ?? {}) };
+  return (v && arch.variant_samples?.[v]) || arch.sample;
 }
 
 export function modelDefaults(arch: ArchInfo, profile?: ProfileInfo | null): ModelForm {
@@ -56,7 +59,7 @@ export function modelDefaults(arch: ArchInfo, profile?: ProfileInfo | null): Mod
 export function sampleDefaults(defaults: Record<string, unknown>, arch: ArchInfo, keep: Partial<SampleForm> = {}): SampleForm {
   const num = (k: string) => Number(defaults[k] ?? 0);
   const extras: Record<string, unknown> = {};
-  for (const key of Object.keys(arch.sample_extras)) extras[key] = defaults[key] ?? arch.sample_extras[key];
+  for (const key of Object.keys(arch.sample_extras)) extras[key] = defaults[key] ?? null;
   return {
     prompt: keep.prompt ?? '',
     negative_prompt: keep.negative_prompt ?? '',
@@ -146,7 +149,7 @@ export function formsFromSettings(
     lora_path: str(model.lora_path, ''),
     lora_scale: typeof model.lora_scale === 'number' ? model.lora_scale : 1,
   };
-  const defaults = effectiveDefaults(arch, outModel.variant, profile);
+  const defaults = resolvedDefaults(arch, outModel.variant, profile);
   const merged: Record<string, unknown> = { ...defaults };
   for (const key of [...COMMON_KEYS, ...Object.keys(arch.sample_extras)]) if (sample[key] !== undefined) merged[key] = sample[key];
   const outSample = sampleDefaults(merged, arch, {

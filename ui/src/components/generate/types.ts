@@ -27,6 +27,10 @@ export interface ArchInfo {
   /** variant name -> its own hub repo (sd3's 3.5-large / 3.5-medium, ...) */
   variant_sources?: Record<string, string>;
   round_size?: boolean;
+  /** the sample a request for this arch (its default variant) gets when it sets none, as the engine resolves it */
+  sample: Record<string, unknown>;
+  /** variant name -> the sample a request for that variant gets when it sets none (engine-resolved) */
+  variant_samples: Record<string, Record<string, unknown>>;
   description: string;
   output_exts: string[];
   preview: PreviewSpec;
@@ -38,6 +42,10 @@ export interface ProfileInfo {
   architecture: string;
   variant: string | null;
   defaults: Record<string, unknown>;
+  /** the sample a request for this profile gets when it sets none ([generation] included), engine-resolved;
+   * null when the engine cannot resolve it (sample_error says why) */
+  sample: Record<string, unknown> | null;
+  sample_error?: string | null;
 }
 
 export interface ModelsResponse {

@@ -1,0 +1,90 @@
+"""Compatibility routes for clients that already exist, one module per API family:
+`a1111` (A1111 / stable-diffusion.cpp `/sdapi/v1/*`: SillyTavern, SD.Next-style clients, webuiapi)
+and `openai` (`/v1/images/generations`, `/v1/models`); `common` holds their auth, error answer and
+the shared `Session`, `preview` the latent PNG of /sdapi/v1/progress.
+
+They are thin: every generation goes through `Engine.submit`, the same FIFO as `/generate`, and the
+waits run on worker threads (asyncio.to_thread), so the event loop never blocks. A client names
+models by name only; `Engine.model_for_name` turns a name into a model, and refuses (4xx naming
+the client's model field) one that cannot load here before anything is submitted or unloaded.
+`Engine.model_names` lists only what can load here.
+
+Auth: the engine token as `Authorization: Bearer <token>`, as `X-Engine-Token`, or as the
+password of HTTP Basic auth with any user name (A1111 clients' `--api-auth user:pass`).
+
+    route = compat_routes(engine=engine)
+    app = create_app(engine, token, extra_routes=[route])
+    extra = serve_compat_on_port(engine, token, route, port)      # optional fixed port
+"""
+import os
+
+from fastapi import FastAPI, HTTPException, Request as HttpRequest
+from fastapi.responses import FileResponse
+
+from extensions_built_in.inference_engine.compat import a1111, openai
+from extensions_built_in.inference_engine.compat.common import REALM, CompatError, Session, auth_checker, compat_error
+from toolkit.errors import ConfigError
+
+
+def compat_routes(*, engine=None):
+    """`route(app, require_token)` adding the compat routes (create_app's `extra_routes`).
+
+    The engine is `engine`, else `app.state.engine`. One route serves any number of apps (the
+    engine port and the compat port) with one shared Session (the model set through
+    /sdapi/v1/options, running batches)."""
+    def route(app: FastAPI, require_token):
+        eng = engine or getattr(app.state, "engine", None)
+        if eng is None:
+            raise RuntimeError("compat routes need the engine: compat_routes(engine=engine) "
+                               "or app.state.engine = engine")
+        if route.session is None:
+            route.session = Session(eng)
+        authorized = auth_checker(require_token)
+        app.add_exception_handler(CompatError, compat_error)
+        a1111.add_routes(app, route.session, authorized)
+        openai.add_routes(app, route.session, authorized)
+
+    route.session = None
+    return route
+
+
+# -- a fixed extra port ------------------------------------------------------------------------------
+
+def compat_app(engine, token: str, route) -> FastAPI:
+    """An app with only the compat routes (and /outputs, for OpenAI `response_format: url`)."""
+    from extensions_built_in.inference_engine.server import token_dependency
+
+    app = FastAPI(title="AI Toolkit inference engine (compatibility API)", version="1",
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.engine = engine
+    require_token = token_dependency(token)
+    route(app, require_token)
+    ok = auth_checker(require_token)
+
+    @app.get("/outputs/{relpath:path}")
+    def outputs(relpath: str, request: HttpRequest):
+        if not ok(request):
+            raise HTTPException(401, "missing or bad engine token", headers={"WWW-Authenticate": REALM})
+        root = os.path.realpath(engine.output_folder)
+        full = os.path.realpath(os.path.join(root, relpath))
+        if not full.startswith(root + os.sep) or not os.path.isfile(full):
+            raise HTTPException(404, "no such output")
+        return FileResponse(full)
+
+    return app
+
+
+def serve_compat_on_port(engine, token: str, route, port: int):
+    """Serve the compat routes alone on 127.0.0.1:`port` (engine.compat_port), for clients that
+    cannot read engine.json; returns the started ServerThread (call .stop() on shutdown)."""
+    from extensions_built_in.inference_engine.server import ServerThread, bind_socket
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
+        raise ConfigError("engine.compat_port", f"must be a port number, got {port!r}")
+    try:
+        sock = bind_socket(port)
+    except OSError as e:
+        raise ConfigError("engine.compat_port", f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
+    server = ServerThread(compat_app(engine, token, route), sock)
+    server.thread.name = "engine-compat-http"
+    return server.start()

@@ -1,0 +1,254 @@
+"""The A1111 / stable-diffusion.cpp `/sdapi/v1/*` routes (SillyTavern, SD.Next-style clients,
+webuiapi): txt2img, models and options, progress with a latent preview, interrupt and skip."""
+import asyncio
+import json
+import random
+import time
+
+from fastapi import Depends, FastAPI, Request as HttpRequest
+
+from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
+                                                                json_object)
+from extensions_built_in.inference_engine.compat.preview import latent_png_b64
+
+MAX_IMAGES = 16                  # per call (batch_size * n_iter)
+MODEL_FIELD = "override_settings.sd_model_checkpoint"
+# engine field -> the client's field, so a 422 names what the client sent
+FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "width",
+          "sample.height": "height", "sample.num_inference_steps": "steps", "sample.guidance_scale": "cfg_scale",
+          "sample.seed": "seed"}
+# diffusers scheduler class -> the A1111-style sampler name shown to clients
+SCHEDULER_LABELS = {
+    "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
+    "EulerDiscreteScheduler": "Euler", "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
+    "PNDMScheduler": "PLMS (PNDM)", "UniPCMultistepScheduler": "UniPC", "DPMSolverMultistepScheduler": "DPM++ 2M",
+    "DPMSolverSinglestepScheduler": "DPM++ SDE", "LMSDiscreteScheduler": "LMS", "HeunDiscreteScheduler": "Heun",
+    "DDPMScheduler": "DDPM", "KDPM2DiscreteScheduler": "DPM2", "KDPM2AncestralDiscreteScheduler": "DPM2 a",
+}
+SAMPLER_NOTE = "the model's own scheduler; sampler_name and scheduler in requests are accepted and ignored"
+# SillyTavern asks for these when it loads its settings; nothing here upscales or swaps VAEs
+FIXED_LISTS = {"/sdapi/v1/upscalers": [{"name": "None", "model_name": None, "model_path": None, "model_url": None,
+                                        "scale": 1}],
+               "/sdapi/v1/latent-upscale-modes": [], "/sdapi/v1/sd-vae": []}
+
+
+def invalid(field: str, message: str) -> CompatError:
+    """FastAPI's 422 validation shape (what A1111 answers), naming the field in loc and msg."""
+    return CompatError(422, {"detail": [{"loc": ["body", *field.split(".")], "msg": f"{field}: {message}",
+                                         "type": "value_error"}]})
+
+
+def failed(kind: str, message: str, status: int = 500) -> CompatError:
+    """A1111's error shape for a failed job."""
+    return CompatError(status, {"error": kind, "detail": message, "body": "", "errors": message})
+
+
+class A1111:
+    def __init__(self, session: Session):
+        self.session = session
+        self.engine = session.engine
+        self._preview = (None, -1, None)        # (request_id, step, b64) of the last /progress image
+
+    def sampler_label(self, mc=None) -> tuple[str, str | None]:
+        """(label, scheduler class) of the model that runs (or ran) `mc`, else the active one."""
+        cls = self.engine.scheduler_name()
+        if cls is None or (mc is not None and self.engine.active_config != mc):
+            return "Default", None
+        return SCHEDULER_LABELS.get(cls, cls), cls
+
+    async def txt2img(self, request: HttpRequest):
+        body = await json_object(request, invalid)
+        prompt = body.get("prompt") or ""
+        negative = body.get("negative_prompt") or ""
+        for field, v in (("prompt", prompt), ("negative_prompt", negative)):
+            if not isinstance(v, str):
+                raise invalid(field, f"must be a string, got {type(v).__name__}")
+        counts = {}
+        for field in ("batch_size", "n_iter"):
+            v = body.get(field)
+            v = 1 if v is None else v
+            if not is_int(v) or not 1 <= v <= MAX_IMAGES:
+                raise invalid(field, f"must be an integer from 1 to {MAX_IMAGES}, got {v!r}")
+            counts[field] = int(v)
+        count = counts["batch_size"] * counts["n_iter"]
+        if count > MAX_IMAGES:
+            raise invalid("batch_size", f"batch_size * n_iter must be <= {MAX_IMAGES}, got {count}")
+        seed = body.get("seed")
+        seed = -1 if seed is None or seed == "" else seed
+        if not is_int(seed) or int(seed) < -1:
+            raise invalid("seed", f"must be -1 (random) or an integer >= 0, got {seed!r}")
+        seed = int(seed)
+        base_seed = random.randrange(0, 2**31) if seed == -1 else seed
+        overrides = body.get("override_settings") or {}
+        if not isinstance(overrides, dict):
+            raise invalid("override_settings", "must be an object")
+        session = self.session
+        name = overrides.get("sd_model_checkpoint") or session.selected
+        model, name = await asyncio.to_thread(session.resolve, name, MODEL_FIELD, invalid)
+        sample = {"prompt": prompt, "output_ext": "png"}
+        if negative:
+            sample["negative_prompt"] = negative
+        for ours, theirs in (("width", "width"), ("height", "height"), ("num_inference_steps", "steps"),
+                             ("guidance_scale", "cfg_scale")):
+            if body.get(theirs) is not None:
+                sample[ours] = body[theirs]
+        samples = [{**sample, "seed": base_seed + i} for i in range(count)]
+        reqs = await asyncio.to_thread(session.submit_all, model, samples, invalid, FIELDS, MODEL_FIELD)
+        session.last_used = (name, reqs[0].model)
+        started = time.time()
+        await session.wait_all(reqs, request)
+        errors = [r.error for r in reqs if r.status == "error"]
+        if errors:
+            raise failed("GenerationError", errors[0])
+        images = await asyncio.to_thread(session.read_images, reqs)
+        interrupted = any(r.status == "cancelled" for r in reqs)
+        info = self._info(reqs, name, prompt, negative, counts, started, interrupted)
+        parameters = {k: v for k, v in body.items() if k != "auth"}     # SillyTavern puts its auth here
+        send = body.get("send_images", True) is not False
+        return {"images": [b64 for _r, _res, b64 in images] if send else [], "parameters": parameters,
+                "info": json.dumps(info)}
+
+    def _info(self, reqs, name, prompt, negative, counts, started, interrupted) -> dict:
+        first = reqs[0].sample
+        seeds = [r.sample.seed for r in reqs]
+        sampler, _cls = self.sampler_label(reqs[0].model)
+        model_name = name or self.session.current_name()
+        warnings = sorted({w for r in reqs for w in r.sample.warnings})
+        stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(started))
+
+        def infotext(s):
+            lines = [prompt]
+            if negative:
+                lines.append(f"Negative prompt: {negative}")
+            lines.append(f"Steps: {first.num_inference_steps}, Sampler: {sampler}, CFG scale: {first.guidance_scale}, "
+                         f"Seed: {s}, Size: {first.width}x{first.height}, Model: {model_name}, Version: aitk-engine")
+            return "\n".join(lines)
+        return {"prompt": prompt, "all_prompts": [prompt] * len(reqs), "negative_prompt": negative,
+                "all_negative_prompts": [negative] * len(reqs), "seed": seeds[0], "all_seeds": seeds,
+                "subseed": -1, "all_subseeds": [-1] * len(reqs), "subseed_strength": 0,
+                "width": first.width, "height": first.height, "sampler_name": sampler,
+                "cfg_scale": first.guidance_scale, "steps": first.num_inference_steps,
+                "batch_size": counts["batch_size"], "n_iter": counts["n_iter"], "restore_faces": False,
+                "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": None,
+                "sd_vae_name": None, "sd_vae_hash": None, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
+                "denoising_strength": None, "extra_generation_params": {}, "index_of_first_image": 0,
+                "infotexts": [infotext(s) for r, s in zip(reqs, seeds) if r.status == "ok"], "styles": [],
+                "job_timestamp": stamp, "clip_skip": 1, "is_using_inpainting_conditioning": False,
+                "version": "aitk-engine", "interrupted": interrupted, "warnings": warnings,
+                "request_ids": [r.request_id for r in reqs]}
+
+    def sd_models(self):
+        """Only what can load here (Engine.model_names): profiles, and archs whose weights are local."""
+        return [{"title": n, "model_name": n, "hash": None, "sha256": None, "filename": n, "config": None}
+                for n in self.session.image_model_names()]
+
+    def get_options(self):
+        return {**self.session.options, "sd_model_checkpoint": self.session.current_name(),
+                "sd_checkpoint_hash": None, "samples_format": "png", "sd_vae": "Automatic"}
+
+    async def set_options(self, request: HttpRequest):
+        session = self.session
+        body = await json_object(request, invalid)
+        name = body.get("sd_model_checkpoint")
+        if name is not None:
+            _model, name = await asyncio.to_thread(session.resolve, name, "sd_model_checkpoint", invalid)
+        for k, v in body.items():
+            if k != "sd_model_checkpoint" and len(session.options) < 256 and isinstance(v, (str, int, float, bool)):
+                session.options[k] = v
+        if name is not None:
+            session.selected = name
+        return None
+
+    def progress(self, skip_current_image: bool = False):
+        req = self.engine.running_request()
+        queued = self.engine.queue_length()
+        if req is None or req.status != "running":
+            return {"progress": 0.0, "eta_relative": 0.0,
+                    "state": {"skipped": False, "interrupted": False, "job": "", "job_count": queued,
+                              "job_timestamp": "0", "job_no": 0, "sampling_step": 0, "sampling_steps": 0},
+                    "current_image": None, "textinfo": "Waiting" if queued else None}
+        batch, index = self.session.batch_of(req)
+        step, total = req.step, req.total
+        frac = step / total if total else 0.0
+        progress = (index + frac) / len(batch)
+        t0 = batch[0].started_at or req.started_at or time.time()
+        elapsed = max(time.time() - t0, 0.0)
+        eta = elapsed / progress - elapsed if progress > 0 else 0.0
+        image = None if skip_current_image else self._current_image(req)
+        return {"progress": round(progress, 4), "eta_relative": round(eta, 3),
+                "state": {"skipped": False, "interrupted": req.cancel_event.is_set(), "job": req.request_id,
+                          "job_count": len(batch) + max(0, queued - sum(r.status == "queued" for r in batch)),
+                          "job_timestamp": time.strftime("%Y%m%d%H%M%S", time.localtime(t0)),
+                          "job_no": index, "sampling_step": step, "sampling_steps": total},
+                "current_image": image,
+                "textinfo": f"Sampling step {step}/{total}" if total else "Loading the model"}
+
+    def _current_image(self, req) -> str | None:
+        frame = req.latest_latent
+        if frame is None:
+            return None
+        rid, step, cached = self._preview
+        if rid == req.request_id and step == req.step:
+            return cached
+        image = latent_png_b64(frame, req.model.spec)
+        self._preview = (req.request_id, req.step, image)
+        return image
+
+    def interrupt(self):
+        """A1111's interrupt: the running request and the rest of its call's batch."""
+        req = self.engine.running_request()
+        if req is not None:
+            batch, _i = self.session.batch_of(req)
+            self.session.cancel_all([req] + [r for r in batch if r is not req])
+        return {}
+
+    def skip(self):
+        """A1111's skip: only the image being made now; the rest of the batch goes on."""
+        req = self.engine.running_request()
+        if req is not None:
+            self.engine.cancel(req.request_id)
+        return {}
+
+    def samplers(self):
+        label, cls = self.sampler_label()
+        if cls is None:
+            return [{"name": "Default", "aliases": ["model default"],
+                     "options": {"note": SAMPLER_NOTE + " (load a model to see which it is)"}}]
+        return [{"name": label, "aliases": [cls, "default"], "options": {"scheduler": cls, "note": SAMPLER_NOTE}}]
+
+    @staticmethod
+    def schedulers():
+        return [{"name": "automatic", "label": "Automatic", "aliases": None, "default_rho": -1,
+                 "need_inner_model": False}]
+
+
+def _constant(value):
+    def answer():
+        return value
+    return answer
+
+
+def add_routes(app: FastAPI, session: Session, authorized):
+    """The /sdapi/v1 routes on `app`; `authorized(request) -> bool` (Basic, Bearer or X-Engine-Token)."""
+    api = A1111(session)
+
+    def auth(request: HttpRequest):
+        if not authorized(request):
+            raise CompatError(401, {"detail": "Not authenticated: send the engine token as the Basic auth "
+                                              "password (any user name) or as a Bearer token"},
+                              {"WWW-Authenticate": REALM})
+
+    deps = [Depends(auth)]
+    for method, path, handler in (("POST", "/sdapi/v1/txt2img", api.txt2img),
+                                  ("GET", "/sdapi/v1/sd-models", api.sd_models),
+                                  ("GET", "/sdapi/v1/options", api.get_options),
+                                  ("POST", "/sdapi/v1/options", api.set_options),
+                                  ("GET", "/sdapi/v1/progress", api.progress),
+                                  ("POST", "/sdapi/v1/interrupt", api.interrupt),
+                                  ("POST", "/sdapi/v1/skip", api.skip),
+                                  ("GET", "/sdapi/v1/samplers", api.samplers),
+                                  ("GET", "/sdapi/v1/schedulers", api.schedulers)):
+        app.add_api_route(path, handler, methods=[method], dependencies=deps)
+    for path, answer in FIXED_LISTS.items():
+        app.add_api_route(path, _constant(answer), methods=["GET"], dependencies=deps)
+    return api

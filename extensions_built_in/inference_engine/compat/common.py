@@ -1,0 +1,220 @@
+"""What both compat families share: their auth, the error answer, reading a JSON body, and the
+`Session` (the state every app serving them shares) that names models and runs batches through the
+engine's public methods only."""
+import asyncio
+import base64
+import binascii
+import math
+import re
+import threading
+from types import SimpleNamespace
+
+from fastapi import HTTPException, Request as HttpRequest
+from fastapi.responses import JSONResponse
+
+from extensions_built_in.inference_engine.engine import EngineBusy
+from toolkit.errors import ConfigError
+from toolkit.models.registry import ARCHS
+
+WAIT_POLL = 0.5                  # seconds per wait on a worker thread (a cancelled wait frees it this soon)
+REALM = 'Basic realm="aitk-engine", charset="UTF-8"'
+
+
+class CompatError(Exception):
+    """An answer in the client family's own error shape."""
+
+    def __init__(self, status: int, body, headers: dict | None = None):
+        super().__init__(str(body))
+        self.status, self.body, self.headers = status, body, headers
+
+
+async def compat_error(_request, exc: CompatError):
+    return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
+
+
+# -- auth --------------------------------------------------------------------------------------------
+
+def basic_password(authorization: str) -> str | None:
+    """The password of an `Authorization: Basic base64(user:pass)` header (any user), else None."""
+    if not authorization[:6].lower() == "basic ":
+        return None
+    try:
+        decoded = base64.b64decode(authorization[6:].strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    _user, sep, password = decoded.partition(":")
+    return password if sep and password else None
+
+
+def auth_checker(require_token):
+    """request -> bool: the token as X-Engine-Token or Bearer (checked by `require_token`, which
+    compares in constant time), or as the Basic auth password (checked the same way)."""
+    def ok(request) -> bool:
+        try:
+            require_token(request)
+            return True
+        except HTTPException:
+            pass
+        password = basic_password(request.headers.get("authorization", ""))
+        if password is None:
+            return False
+        try:
+            require_token(SimpleNamespace(headers={"x-engine-token": password}))
+            return True
+        except HTTPException:
+            return False
+    return ok
+
+
+# -- bodies ------------------------------------------------------------------------------------------
+
+def is_int(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v == int(v)
+
+
+def strip_hash(name: str) -> str:
+    """A1111 titles read "name [hash]"; clients send the title back."""
+    return re.sub(r"\s*\[[0-9a-fA-F]{6,64}\]\s*$", "", name.strip())
+
+
+def client_field(key: str, table: dict, model_field: str) -> str:
+    """The client's name for an engine field (`table`), so a 4xx names what the client sent."""
+    if key == "model" or key.startswith("model."):
+        return model_field
+    return table.get(key, key)
+
+
+async def json_object(request: HttpRequest, err) -> dict:
+    try:
+        body = await request.json()
+    except Exception:
+        raise err("body", "is not valid JSON")
+    if not isinstance(body, dict):
+        raise err("body", "must be a JSON object")
+    return body
+
+
+async def disconnected(request: HttpRequest):
+    """Returns when the client goes away. The body has been read, so the next ASGI message is the
+    disconnect (Request.is_disconnected cannot see it through an @app.middleware("http") layer)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
+
+
+# -- the shared state --------------------------------------------------------------------------------
+
+class Session:
+    """State shared by every app serving the compat routes (the engine port and the compat port):
+    the model chosen through /sdapi/v1/options, running batches. Talks to the engine through its
+    public methods only (model_for_name, model_names, submit, cancel, running_request, ...)."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.selected: str | None = None        # /sdapi/v1/options sd_model_checkpoint
+        self.options: dict = {}                 # other options a client set (echoed back)
+        self.last_used: tuple | None = None     # (name, ModelConfig) of the last compat request
+        self.batches: dict = {}                 # request_id -> (list of Requests of one call, index)
+        self.lock = threading.Lock()
+
+    # -- models --------------------------------------------------------------------------------
+    def resolve(self, name, field: str, err) -> tuple[dict, str | None]:
+        """(ModelConfig dict, the name to report) for a client's model name, checked before anything
+        is submitted: a name that cannot load here, or that makes no images, is `err(field, message)`
+        (and the model the engine holds stays loaded)."""
+        if name is not None and not isinstance(name, str):
+            raise err(field, f"must be a model name (a string), got {name!r}")
+        name = strip_hash(name) if name else None
+        try:
+            model = self.engine.model_for_name(name or None)
+        except ConfigError as e:
+            raise err(field, e.message if e.key in ("model", "model.profile", "") else e.one_line())
+        spec = ARCHS[model["arch"]] if model.get("arch") in ARCHS else None     # else submit names the problem
+        if spec is not None and spec.modality != "image":
+            raise err(field, f"{name or spec.name!r} is a {spec.modality} model; this route makes images")
+        return model, name
+
+    def image_model_names(self) -> list[str]:
+        return self.engine.model_names(modality="image")
+
+    def current_name(self) -> str:
+        """The model later calls use when they name none, as a client-facing name."""
+        if self.selected:
+            return self.selected
+        active = self.engine.active_config
+        if active is not None:
+            if self.last_used and self.last_used[1] == active and self.last_used[0]:
+                return self.last_used[0]
+            return active.profile or active.arch
+        try:
+            model = self.engine.model_for_name(None)
+        except ConfigError:
+            return ""                                   # no model loaded and no default: none to name
+        return model.get("profile") or model.get("arch") or ""
+
+    # -- running ---------------------------------------------------------------------------------
+    def submit_all(self, model: dict, samples: list, err, table: dict, model_field: str) -> list:
+        """Submit one request per sample (all or none: a refused one cancels those before it)."""
+        reqs = []
+        try:
+            for sample in samples:
+                reqs.append(self.engine.submit(model, sample, None))
+        except ConfigError as e:
+            self.cancel_all(reqs)
+            raise err(client_field(e.key, table, model_field), e.message)
+        except EngineBusy as e:
+            self.cancel_all(reqs)
+            busy = err("engine", str(e))
+            busy.status = 503
+            raise busy
+        except BaseException:
+            self.cancel_all(reqs)
+            raise
+        with self.lock:
+            for i, r in enumerate(reqs):
+                self.batches[r.request_id] = (reqs, i)
+        return reqs
+
+    def cancel_all(self, reqs):
+        for r in reqs:
+            self.engine.cancel(r.request_id)
+
+    def batch_of(self, req) -> tuple[list, int]:
+        """(the requests of `req`'s call, its index there)."""
+        with self.lock:
+            return self.batches.get(req.request_id, ([req], 0))
+
+    async def wait_all(self, reqs, http_request: HttpRequest | None):
+        """Wait (on a worker thread) until every request ends; a client that goes away cancels them."""
+        async def all_done():
+            for r in reqs:
+                while not await asyncio.to_thread(r.done_event.wait, WAIT_POLL):
+                    pass
+        waiter = asyncio.ensure_future(all_done())
+        gone = asyncio.ensure_future(disconnected(http_request)) if http_request is not None else None
+        try:
+            done, _pending = await asyncio.wait([waiter] + ([gone] if gone else []),
+                                                return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:
+                self.cancel_all(reqs)
+        finally:
+            for task in (waiter, gone):
+                if task is not None and not task.done():
+                    task.cancel()
+            with self.lock:
+                for r in reqs:
+                    self.batches.pop(r.request_id, None)
+
+    @staticmethod
+    def read_images(reqs) -> list:
+        """[(request, result, base64 bytes)] of every image produced."""
+        out = []
+        for r in reqs:
+            if r.status != "ok":
+                continue
+            for res in r.results:
+                if res.get("kind") == "image":
+                    with open(res["path"], "rb") as f:
+                        out.append((r, res, base64.b64encode(f.read()).decode("ascii")))
+        return out
