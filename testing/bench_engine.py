@@ -2,12 +2,20 @@
 
     .venv/bin/python testing/bench_engine.py [--repeat 9] [--quick]
     .venv/bin/python testing/bench_engine.py --all-archs [--repeat 5]     # every arch, and the swap pairs
+    .venv/bin/python testing/bench_engine.py --worker [--repeat 9]        # the worker process's cost and recovery
 
 --all-archs: per arch, the engine's request time (tiny model, 64x64 or the arch's tiny size, a
 latent streamed every step) against the bare pipeline's call with the same arguments, interleaved,
 medians and their ratio; then each swap pair of testing/test_inference_engine.py (CROSS_PAIRS and
 same-arch shared pairs) on an emptied pool: what each request loaded and what was a pool hit.
 Writes testing/.bench/bench_all_archs.json and .md.
+
+--worker: the generation worker in its own process (engine.worker: process, the default) against
+generation inside the engine process (engine.worker: thread, as before the split), side by side in
+one run: request/bare at 64x64 and 512x512, /health p50/p99 during a 512x512 generation; then the
+recovery from a stuck step (a fault that blocks step 1 with signals masked): seconds from the
+cancel to the next queued request's end, against grace_seconds + a fresh worker's start.
+Writes testing/.bench/bench_worker.json.
 
 The engine runs as `run.py` does (testing/engine_client.EngineProcess: its own process, HTTP on
 127.0.0.1); the bare pipeline (DiffusionPipeline.from_pretrained of the same folder) runs in this
@@ -72,15 +80,15 @@ def weight_bytes(folder, components=None):
 
 
 class Bench:
-    def __init__(self, args):
+    def __init__(self, args, engine_extra=None, env=None, job_name="engine_job"):
         self.args = args
         self.a = str(cached_tiny(ARCH, 0))
         _a, b = make_shared_pair(ARCH, self.a, os.path.join(os.path.dirname(self.a), f"{ARCH}-seed1-shared0"))
         self.b = str(b)
-        job = os.path.join(ROOT, "testing", ".bench", "engine_job")
+        job = os.path.join(ROOT, "testing", ".bench", job_name)
         import shutil
         shutil.rmtree(job, ignore_errors=True)
-        self.ep = EngineProcess(job, name="bench_engine").wait_ready()
+        self.ep = EngineProcess(job, name="bench_engine", engine_extra=engine_extra, env=env).wait_ready()
         self.client = self.ep.client
         import psutil
         self.proc = psutil.Process(self.ep.proc.pid)
@@ -239,6 +247,82 @@ class Bench:
         return {"rss_after_2": rss[2], "rss_after_n": rss[swaps], "swaps": swaps, "ratio": rss[swaps] / rss[2]}
 
 
+def worker_bench(args) -> dict:
+    """engine.worker process vs thread, side by side; then a stuck step's recovery."""
+    rep = args.repeat
+    res = {"torch": torch.__version__, "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
+    benches = {kind: Bench(args, engine_extra={"worker": kind}, job_name=f"engine_{kind}")
+               for kind in ("process", "thread")}
+    try:
+        for size, n in ((64, rep * 2), (512, max(3, rep // 2 + 1))):
+            for kind, bench in benches.items():      # alternate, so load drift hits both alike
+                res[f"{kind}_{size}"] = bench.versus_bare(size, n)
+        for kind, bench in benches.items():
+            res[f"{kind}_health"] = bench.health_under_load(512, 30 if args.quick else 60)
+    finally:
+        for bench in benches.values():
+            bench.close()
+    res["recovery"] = stuck_step_recovery()
+    res["loadavg_end"] = os.getloadavg()
+    return res
+
+
+def stuck_step_recovery(grace: float = 2.0) -> dict:
+    """A step that hangs with signals masked: cancel it, and time until the next queued request ends."""
+    import shutil
+    job = os.path.join(ROOT, "testing", ".bench", "engine_stuck")
+    shutil.rmtree(job, ignore_errors=True)
+    folder = str(cached_tiny(ARCH, 0))
+    ep = EngineProcess(job, name="bench_stuck", engine_extra={"grace_seconds": grace},
+                       env={"AITK_ENGINE_FAULTS": "stuck_step=1"}).wait_ready()
+    body = {"model": {"arch": ARCH, "name_or_path": folder},
+            "sample": {"prompt": PROMPT, "width": 64, "height": 64, "num_inference_steps": 4, "seed": SEED}}
+    try:
+        marks = {}
+
+        def on_frame(h, _p):
+            if h["type"] == "progress" and "cancel" not in marks:
+                marks["cancel"] = time.perf_counter()
+                ep.client.post(f"/cancel/{h['request_id']}")
+        t = threading.Thread(target=lambda: ep.client.stream(body, on_frame=on_frame))
+        t.start()
+        while "cancel" not in marks:
+            time.sleep(0.01)
+        frames = ep.client.stream({**body, "sample": {**body["sample"], "seed": SEED + 1}})
+        done = time.perf_counter()
+        t.join(60)
+        health = ep.client.health()
+        return {"grace_s": grace, "cancel_to_next_done_s": done - marks["cancel"],
+                "next_status": frames[-1][0].get("status"), "restarts": health["worker"]["restarts"],
+                "last_exit": health["worker"]["last_exit"]}
+    finally:
+        ep.stop()
+
+
+def write_worker(res: dict, out: str):
+    rows = []
+    for size in (64, 512):
+        p, t = res[f"process_{size}"], res[f"thread_{size}"]
+        rows.append((f"request/bare {size}x{size}, 20 steps, latents every step",
+                     f"process {p['ratio']:.3f} ({p['engine_s'] * 1e3:.1f} ms)  thread {t['ratio']:.3f} "
+                     f"({t['engine_s'] * 1e3:.1f} ms)  process/thread {p['engine_s'] / t['engine_s']:.3f}"))
+    for kind in ("process", "thread"):
+        h = res[f"{kind}_health"]
+        rows.append((f"/health during a 512x512 generation ({kind})", f"p50 {h['p50_ms']:.1f} ms  p99 "
+                     f"{h['p99_ms']:.1f} ms  (n={h['n']})"))
+    r = res["recovery"]
+    rows.append(("stuck step: cancel -> next request done", f"{r['cancel_to_next_done_s']:.2f} s (grace "
+                 f"{r['grace_s']:g} s; next {r['next_status']}; restarts {r['restarts']})"))
+    res["table"] = [{"figure": f, "value": v} for f, v in rows]
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=2, default=str)
+    w = max(len(f) for f, _v in rows)
+    for f, v in rows:
+        print(f"{f:<{w}}  {v}")
+    print(f"load avg {res['loadavg_start'][0]:.2f} -> {res['loadavg_end'][0]:.2f}; wrote {out}")
+
+
 SWAP_SEQUENCES = [("wan21", "wan22_5b", "wan21"), ("wan21", "wan22_a14b", "wan21"),
                   ("qwen_image", "qwen_image_edit", "qwen_image"), ("flux", "chroma", "flux"),
                   ("flux", "flux_kontext", "flux"), ("sd3", "sd3:b", "sd3"), ("sdxl", "sdxl:b", "sdxl"),
@@ -349,8 +433,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     ap.add_argument("--all-archs", action="store_true", help="every arch vs its bare pipeline, and the swap pairs")
     ap.add_argument("--archs", help="with --all-archs: only these (comma-separated)")
+    ap.add_argument("--worker", action="store_true", help="worker process vs in-process generation, and recovery")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
     args = ap.parse_args()
+    if args.worker:
+        args.repeat = 3 if args.quick else args.repeat
+        write_worker(worker_bench(args), os.path.join(ROOT, "testing", ".bench", "bench_worker.json"))
+        return
     if args.all_archs:
         args.repeat = 3 if args.quick else min(args.repeat, 5)
         write_all_archs(all_archs(args), os.path.join(ROOT, "testing", ".bench", "bench_all_archs"))

@@ -14,7 +14,7 @@ from toolkit.job_status import JobStatus
 from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
-               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs")
+               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker")
 
 
 class InferenceEngine(BaseProcess):
@@ -58,6 +58,10 @@ class InferenceEngine(BaseProcess):
                 raise e if e.key.startswith(("engine.", "model_profiles")) else ConfigError(
                     f"engine.default_model.{e.key.split('.', 1)[-1]}", e.message) from None
         self.model_roots = self._model_roots(eng)
+        self.worker = eng.get("worker", "process")
+        if self.worker not in ("process", "thread"):
+            raise ConfigError("engine.worker", f"must be 'process' (supervised, the default) or 'thread' (generation "
+                              f"inside the engine process, unsupervised), got {self.worker!r}")
         self.docs = eng.get("docs", False)
         if not isinstance(self.docs, bool):
             raise ConfigError("engine.docs", f"must be true or false, got {self.docs!r}")
@@ -77,7 +81,7 @@ class InferenceEngine(BaseProcess):
         engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
-                        grace_seconds=self.grace_seconds, model_roots=self.model_roots,
+                        grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)
