@@ -45,10 +45,10 @@ REALM = 'Basic realm="aitk-engine", charset="UTF-8"'
 # engine field -> the client's field, so a 422/400 names what the client sent
 A1111_FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "width",
                 "sample.height": "height", "sample.num_inference_steps": "steps", "sample.guidance_scale": "cfg_scale",
-                "sample.seed": "seed"}
+                "sample.seed": "seed", "batch": "batch_size"}
 OPENAI_FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "size",
                  "sample.height": "size", "sample.num_inference_steps": "num_inference_steps",
-                 "sample.guidance_scale": "guidance_scale", "sample.seed": "seed"}
+                 "sample.guidance_scale": "guidance_scale", "sample.seed": "seed", "batch": "n"}
 # diffusers scheduler class -> the A1111-style sampler name shown to clients
 SCHEDULER_LABELS = {
     "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
@@ -262,6 +262,7 @@ class Compat:
     def submit_all(self, model: dict, samples: list, err, table: dict, model_field: str) -> list:
         reqs = []
         try:
+            self.engine.check_batch(len(samples))      # engine.limits.max_batch, before any is queued
             for sample in samples:
                 reqs.append(self.engine.submit(model, sample, None))
         except ConfigError as e:
