@@ -7,6 +7,7 @@ import secrets
 import signal
 from datetime import datetime, timezone
 
+from extensions_built_in.inference_engine.limits import Limits
 from jobs.process.BaseProcess import BaseProcess
 from toolkit.config_modules import ModelConfig
 from toolkit.errors import ConfigError, check_keys
@@ -14,7 +15,11 @@ from toolkit.job_status import JobStatus
 from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
+<<<<<<< HEAD
                "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker")
+=======
+               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "limits")
+>>>>>>> i9-limits
 
 
 class InferenceEngine(BaseProcess):
@@ -46,6 +51,8 @@ class InferenceEngine(BaseProcess):
         if not self.grace_seconds > 0:
             raise ConfigError("engine.grace_seconds", "must be > 0 (seconds a cancel may take before the worker "
                               "is restarted)")
+        # request limits (sizes, steps, prompt bytes, queue, assets): limits.py says why each default
+        self.limits = Limits.from_dict(eng.get("limits"), "engine.limits")
         self.profiles = load_profiles(eng["profiles_file"]) if eng.get("profiles_file") else EMPTY_PROFILES
         self.default_model = eng.get("default_model", self.profiles.default_model)
         if isinstance(self.default_model, str):
@@ -81,7 +88,11 @@ class InferenceEngine(BaseProcess):
         engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
+<<<<<<< HEAD
                         grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
+=======
+                        grace_seconds=self.grace_seconds, limits=self.limits,
+>>>>>>> i9-limits
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)

@@ -15,8 +15,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from extensions_built_in.inference_engine import limits as lim
 from extensions_built_in.inference_engine import messages as m
-from extensions_built_in.inference_engine.protocol import encode_frame
+from extensions_built_in.inference_engine.protocol import FrameError, encode_frame
 from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
@@ -35,6 +36,11 @@ STOP_SECONDS = 3.0          # a stopping engine waits this long for the worker, 
 
 class EngineBusy(RuntimeError):
     pass
+
+
+class QueueFull(EngineBusy):
+    """engine.limits.max_queued requests wait already: a 503, as for a stopping engine. The queue is
+    shared by every client, so this is the server's capacity, not one client's rate (429)."""
 
 
 def parse_stream(d) -> dict:
@@ -138,17 +144,29 @@ class Engine:
     def __init__(self, *, device: str = "cpu", output_folder: str, assets_folder: str | None = None,
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
                  on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
+<<<<<<< HEAD
                  model_roots=None):
         """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
         thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
         `model_roots`: the folders a request may name local files in (None: anywhere)."""
+=======
+                 limits=None):
+        """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
+        thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
+        `limits`: a limits.Limits or a mapping of its keys (engine.limits); None: the defaults."""
+>>>>>>> i9-limits
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
         self.dtype = dtype
         self.idle_unload_seconds = idle_unload_seconds
         self.grace_seconds = grace_seconds
+<<<<<<< HEAD
         self.model_roots = [os.path.realpath(os.path.expanduser(r)) for r in model_roots] if model_roots else None
+=======
+        self.limits = lim.Limits.from_dict(limits)
+        self.assets = lim.AssetBudget(self.assets_folder, self.limits.max_asset_bytes)
+>>>>>>> i9-limits
         self.on_info = on_info or (lambda info, step=None: None)
         self.profiles = profiles or EMPTY_PROFILES
         self.faults = faults
@@ -173,11 +191,14 @@ class Engine:
 
     # -- the server's side (any thread) -------------------------------------------------------------
     def submit(self, model: dict, sample: dict, stream: dict | None = None, request_id: str | None = None) -> Request:
-        """Validate and queue a request. Raises ConfigError naming the bad field."""
+        """Validate and queue a request. Raises ConfigError naming the bad field (engine.limits and
+        the memory pre-flight included), QueueFull when engine.limits.max_queued wait already."""
         if self._stopping.is_set():
             raise EngineBusy("the engine is stopping")
         self.check_paths(model)
         mc, gen = self.resolve(model, sample)
+        lim.check_request(self.limits, mc, gen)
+        lim.check_memory(mc, gen, self.worker_state.memory if self.worker_state else None)
         if gen.ctrl_img:
             gen.ctrl_img = self.resolve_asset(gen.ctrl_img)
         opts = parse_stream(stream)
@@ -185,17 +206,23 @@ class Engine:
             request_id = uuid.uuid4().hex[:16]
         elif not isinstance(request_id, str) or not REQUEST_ID.match(request_id):
             raise ConfigError("request_id", "must be 1-64 characters of letters, digits, '_', '-', '.'")
+        gen.resolved_seed()
+        req = Request(request_id, mc, gen, opts)
+        try:      # the start frame before the queue: a request that cannot be streamed is never queued
+            req.publish({"type": "start", "model": mc.to_dict(), "sample": gen.to_dict(),
+                         "modality": mc.spec.modality, "preview": mc.spec.latents.preview()})
+        except FrameError as e:
+            raise ConfigError("sample", f"too large to stream: {e}") from None
         with self._cv:
             if request_id in self.requests:
                 raise ConfigError("request_id", f"{request_id!r} is already in use")
-            gen.resolved_seed()
-            req = Request(request_id, mc, gen, opts)
+            if len(self._queue) >= self.limits.max_queued:
+                raise QueueFull(f"the queue is full: {len(self._queue)} requests wait "
+                                f"(engine.limits.max_queued); retry once some have run")
             self.requests[request_id] = req
             ahead = len(self._queue) + (self.current is not None)
             self._queue.append(req)
             self._cv.notify_all()
-        req.publish({"type": "start", "model": mc.to_dict(), "sample": gen.to_dict(),
-                     "modality": mc.spec.modality, "preview": mc.spec.latents.preview()})
         for warning in gen.warnings:
             req.publish({"type": "status", "message": f"warning: {warning}", "stage": "warning"})
         req.publish({"type": "status", "message": f"queued ({ahead} ahead)" if ahead else "queued",
@@ -287,6 +314,14 @@ class Engine:
             real = os.path.realpath(os.path.expanduser(value))
             if not any(real == root or real.startswith(root + os.sep) for root in self.model_roots):
                 raise ConfigError(key, "is not in a folder this engine loads models from (engine.model_roots)")
+
+    def check_batch(self, count: int):
+        """A compatibility call that queues `count` requests at once (ConfigError key `batch`)."""
+        lim.check_batch(self.limits, count)
+
+    def asset_upload(self) -> lim.AssetUpload:
+        """An upload's share of engine.limits.max_asset_bytes (a context manager; see limits.py)."""
+        return self.assets.upload()
 
     def resolve_asset(self, path: str) -> str:
         """ctrl_img must name a file under the assets folder (an upload)."""
@@ -462,6 +497,11 @@ class Engine:
                 self._restart_worker(None)
             if req.cancel_event.is_set():
                 self._finish(req, "cancelled", "cancelled")
+                return
+            try:      # again: submit had no device total while the worker was (re)starting
+                lim.check_memory(req.model, req.sample, self.worker_state.memory if self.worker_state else None)
+            except ConfigError as e:
+                self._finish(req, "error", e.one_line())
                 return
             self.worker.send(m.Run(req.request_id, req.model.to_dict(), req.sample.to_dict(), req.stream,
                                    self._output_path(req)))

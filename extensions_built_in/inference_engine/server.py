@@ -215,18 +215,22 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
         if not ASSET_NAME.match(name) or ".." in name:
             raise ApiError(422, "name", "name: use letters, digits, '_', '-', '.' (no folders)")
         data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > MAX_ASSET_BYTES:
-                raise ApiError(413, "body", f"asset is over {MAX_ASSET_BYTES} bytes")
-        if not data:
-            raise ApiError(422, "body", "empty body: send the file's bytes")
-        stored = f"{uuid.uuid4().hex[:8]}_{name}"
-        from toolkit.media import atomic_path
-        os.makedirs(engine.assets_folder, exist_ok=True)
-        with atomic_path(os.path.join(engine.assets_folder, stored)) as tmp:
-            with open(tmp, "wb") as f:
-                f.write(data)
+        with engine.asset_upload() as upload:      # the folder's total, engine.limits.max_asset_bytes
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > MAX_ASSET_BYTES:
+                    raise ApiError(413, "body", f"asset is over {MAX_ASSET_BYTES} bytes")
+                if not upload.take(len(chunk)):
+                    raise ApiError(413, "body", upload.refusal)
+            if not data:
+                raise ApiError(422, "body", "empty body: send the file's bytes")
+            stored = f"{uuid.uuid4().hex[:8]}_{name}"
+            from toolkit.media import atomic_path
+            os.makedirs(engine.assets_folder, exist_ok=True)
+            with atomic_path(os.path.join(engine.assets_folder, stored)) as tmp:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+            upload.stored()
         return {"name": name, "path": stored}
 
     @app.get("/outputs/{relpath:path}", dependencies=[Depends(require_token)], responses=errors(404))

@@ -53,7 +53,7 @@ def test_engine_json_lifecycle_and_signals(tiny, tiny_root, tmp_path, sig):
         # a request in flight when the signal comes is cancelled and the process exits 0
         got = []
         body = {"model": {"arch": "zimage", "name_or_path": "tiny:zimage"},
-                "sample": {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 2000}}
+                "sample": {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 1000}}
         started = threading.Event()
 
         def read():

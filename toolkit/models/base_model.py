@@ -8,6 +8,7 @@ in the methods that use them, so arch files that subclass this stay importable w
 """
 import contextlib
 import functools
+import math
 import os
 import time
 from dataclasses import replace
@@ -165,6 +166,64 @@ class BaseModel:
     def unload(self):
         self.pipeline = None
         self.loaded.clear()
+
+    # -- memory pre-flight ----------------------------------------------------------------------
+    # The activation memory a request needs at least, from its size alone (no torch, no weights):
+    # the engine refuses what cannot fit on the device even with everything else freed. A floor,
+    # not a forecast: it counts only tensors any of these pipelines holds at once, so a refusal is
+    # certain and a pass promises nothing (an out-of-memory error then ends only that request).
+    #   denoise = P * DENOISER_FEATURES * DENOISER_LIVE * b      P: latent positions (frames*h*w)
+    #   decode  = f * H * W * features * DECODE_LIVE * b + F * H * W * 3 * b
+    #   need    = batch * (max(denoise, decode) + P * C * b)
+    # b: bytes per activation (2 for bf16/fp16, 4 for float32; `auto` is bf16 on CUDA, float32
+    # on the CPU). Denoise: the narrowest denoiser here (SD1/SDXL's UNet, 320 channels at latent
+    # resolution; every transformer has more features per latent position) holding its residual
+    # and attention q, k, v; classifier-free guidance's doubled batch is not counted. Decode: the
+    # VAE decoder's last stage at output resolution (`features` per pixel, DECODE_FEATURES by VAE
+    # class), a conv's input and output, for f frames at once (video VAEs decode one latent frame,
+    # `temporal` output frames, at a time), plus the F decoded frames. P * C * b: the latents.
+    DENOISER_FEATURES = 320
+    DENOISER_LIVE = 4
+    DECODE_LIVE = 2
+    DECODE_FEATURES = {          # VAE class -> decoder features per output pixel at its last stage
+        "AutoencoderKL": 128, "AutoencoderKLFlux2": 128, "AutoencoderDC": 128, "AutoencoderKLHunyuanVideo": 128,
+        "AutoencoderKLQwenImage": 96,
+        "AutoencoderKLWan": 64,           # Wan 2.1: 96 at full size; Wan 2.2 5B: 256 at half size (patch 2)
+        "AutoencoderKLLTXVideo": 8,       # patch 4: 128 features at a quarter of the size
+    }
+    DEFAULT_DECODE_FEATURES = 128
+
+    @classmethod
+    def decode_features(cls, spec) -> int:
+        """Features per output pixel at the VAE decoder's last stage (0: no image decoder)."""
+        vae = next((c for c in spec.components if c.kind == VAE), None)
+        if vae is None or spec.modality == "audio":
+            return 0
+        return cls.DECODE_FEATURES.get(vae.cls.rpartition(":")[2], cls.DEFAULT_DECODE_FEATURES)
+
+    @classmethod
+    def estimate_activation_bytes(cls, model_config, gen: GenerateImageConfig, device: str = "cpu",
+                                  batch: int = 1) -> int:
+        """A floor of the device memory `gen` needs beyond the weights (formula above); a class
+        method, so the engine asks it without building a holder or importing torch."""
+        mc = ModelConfig.from_dict(model_config) if isinstance(model_config, dict) else model_config
+        spec = get_arch(mc.arch)
+        lat = spec.latents
+        dtype = mc.dtype if mc.dtype != "auto" else ("bf16" if str(device).startswith("cuda") else "float32")
+        b = 4 if dtype in ("float32", "fp32") else 2
+        if spec.modality == "audio":
+            positions = math.ceil(lat.per_second * gen.duration)     # 0 when the model fixes the length
+            frames = height = width = 0
+        else:
+            frames = gen.num_frames if spec.modality == "video" else 1
+            height, width = gen.height, gen.width
+            positions = (lat.latent_frames(frames) * math.ceil(height / lat.spatial)
+                         * math.ceil(width / lat.spatial))
+        denoise = positions * cls.DENOISER_FEATURES * cls.DENOISER_LIVE * b
+        at_once = min(frames, lat.temporal) if spec.modality == "video" else frames
+        decode = (at_once * height * width * cls.decode_features(spec) * cls.DECODE_LIVE * b
+                  + frames * height * width * 3 * b)
+        return batch * (max(denoise, decode) + positions * lat.channels * b)
 
     # -- sampling -----------------------------------------------------------------------------
     def pipeline_kwargs(self, gen: GenerateImageConfig) -> dict:

@@ -1,0 +1,187 @@
+"""What one client may ask of the engine (`engine.limits`), and the checks that refuse the rest
+before anything is queued: a request's size, frames, steps and prompt bytes, the compatibility
+routes' fan-out, the queue's length, the assets folder's total, and a memory pre-flight.
+
+Here, not in toolkit/: these are the engine's policy towards clients that share one device. The
+Generate job and the one-shot CLI run what their own user asked for and need none of it. No torch:
+the engine process imports this; the pre-flight asks the holder class for an estimate, which is
+arithmetic on the arch's registry row.
+"""
+import os
+import threading
+from dataclasses import asdict, dataclass, fields
+
+from toolkit.errors import ConfigError, check_keys
+from toolkit.models.base_model import get_model_class
+
+# A start frame carries the prompt and the negative prompt JSON-escaped (up to 6 bytes per UTF-8 byte)
+# in a header of at most 1 MiB (protocol.MAX_HEADER): 64 KiB each keeps both, escaped, under it.
+PROMPT_BYTES_CEILING = 64 << 10
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Defaults a GPU user keeps: each lets every arch's usual requests through with room to spare and
+    stops only what no one asks on purpose. The memory pre-flight, not max_pixels, decides what fits
+    a given device; max_pixels bounds the host-side work (RoPE tables, latents, the decoded image)
+    that a giant request costs before the device is even asked."""
+    max_pixels: int = 4096 * 4096       # width*height: 4096x4096, ~9x the largest arch default (1328x1328)
+    max_frames: int = 257               # video: LTX-Video's longest clip; Wan 81, HunyuanVideo 129
+    max_steps: int = 1000               # the schedulers' 1000 training timesteps: more are not distinct
+    max_batch: int = 16                 # compat n / batch_size * n_iter: requests one call queues
+    max_prompt_bytes: int = 16 << 10    # UTF-8, per prompt: well past every text encoder's window
+    max_queued: int = 256               # requests waiting (the running one not counted)
+    max_asset_bytes: int = 2 << 30      # the assets folder's total, uploads in flight included
+
+    @classmethod
+    def from_dict(cls, d, where: str = "engine.limits") -> "Limits":
+        """Validate a mapping of overrides; errors name `engine.limits.<key>`."""
+        if d is None:
+            return cls()
+        if isinstance(d, Limits):
+            return d
+        check_keys(d, {f.name for f in fields(cls)}, where)
+        values = {}
+        for k, v in d.items():
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{where}.{k}", f"must be an integer >= 1, got {v!r}")
+            values[k] = v
+        if values.get("max_prompt_bytes", 0) > PROMPT_BYTES_CEILING:
+            raise ConfigError(f"{where}.max_prompt_bytes", f"must be <= {PROMPT_BYTES_CEILING} (both prompts, "
+                              "JSON-escaped, travel in the 1 MiB header of the start frame)")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _over(key: str, value: int, limit: int) -> str:
+    return f"{value} is over engine.limits.{key} ({limit})"
+
+
+def check_request(limits: Limits, mc, gen):
+    """Refuse a resolved request whose size, frames, steps or prompts exceed `limits` (ConfigError
+    naming the sample field: a 422)."""
+    spec = mc.spec
+    if spec.modality in ("image", "video"):
+        pixels = gen.width * gen.height
+        if pixels > limits.max_pixels:
+            raise ConfigError("sample.width", f"{gen.width}x{gen.height} is {pixels} pixels, over "
+                              f"engine.limits.max_pixels ({limits.max_pixels})")
+    if spec.modality == "video" and gen.num_frames > limits.max_frames:
+        raise ConfigError("sample.num_frames", _over("max_frames", gen.num_frames, limits.max_frames))
+    if gen.num_inference_steps > limits.max_steps:
+        raise ConfigError("sample.num_inference_steps", _over("max_steps", gen.num_inference_steps, limits.max_steps))
+    for name in ("prompt", "negative_prompt"):
+        text = getattr(gen, name) or ""
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > limits.max_prompt_bytes:
+            raise ConfigError(f"sample.{name}", f"is {size} bytes (UTF-8), over engine.limits.max_prompt_bytes "
+                              f"({limits.max_prompt_bytes})")
+
+
+def check_batch(limits: Limits, count: int):
+    """One call of a compatibility route fans out into `count` requests (ConfigError key `batch`,
+    which each route names as its own field: `n`, `batch_size`)."""
+    if count > limits.max_batch:
+        raise ConfigError("batch", f"{count} images in one call is over engine.limits.max_batch ({limits.max_batch})")
+
+
+def check_memory(mc, gen, memory: dict | None):
+    """The memory pre-flight: refuse a request whose activations alone (the holder's estimate, a
+    floor) exceed the device's total memory, the worker's last report (`State.memory`: the GPU's
+    total, or the machine's RAM on the CPU). Skipped while no total is known; the engine checks
+    again before the request runs."""
+    total = int((memory or {}).get("total") or 0)
+    if total <= 0:
+        return
+    device = (memory or {}).get("device") or "cpu"
+    need = get_model_class(mc.arch).estimate_activation_bytes(mc, gen, device=device)
+    if need > total:
+        field, size = (("sample.duration", f"{gen.duration:g} s") if mc.spec.modality == "audio" else
+                       ("sample.width", f"{gen.width}x{gen.height}" +
+                        (f"x{gen.num_frames} frames" if mc.spec.modality == "video" else "")))
+        raise ConfigError(field, f"{size} needs at least {_size(need)} of activations (estimated), more than "
+                          f"the {device} device's {_size(total)} in total")
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+
+
+class AssetBudget:
+    """The assets folder's total under `limit` bytes: stored files plus uploads still streaming.
+    An upload reserves its bytes as they arrive; once written they count as stored. The folder is
+    rescanned when an upload starts, so files removed by hand free their room."""
+
+    def __init__(self, folder: str | None, limit: int):
+        self.folder = folder
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._stored = 0
+        self._inflight = 0
+
+    def upload(self) -> "AssetUpload":
+        with self._lock:
+            self._stored = _folder_bytes(self.folder)
+        return AssetUpload(self)
+
+    def used(self) -> int:
+        with self._lock:
+            return self._stored + self._inflight
+
+
+class AssetUpload:
+    """One upload's reservation: `take(n)` before keeping n more bytes (False: over the limit, see
+    `refusal`), `stored()` once the file is written; leaving the `with` block frees what is left."""
+
+    def __init__(self, budget: AssetBudget):
+        self.budget = budget
+        self.reserved = 0
+        self.refusal = ""
+
+    def take(self, n: int) -> bool:
+        b = self.budget
+        with b._lock:
+            total = b._stored + b._inflight + n
+            if total > b.limit:
+                self.refusal = (f"the assets folder would hold {total} bytes, over engine.limits.max_asset_bytes "
+                                f"({b.limit}); delete files from the job folder's assets/ or raise the limit")
+                return False
+            b._inflight += n
+            self.reserved += n
+        return True
+
+    def stored(self):
+        b = self.budget
+        with b._lock:
+            b._inflight -= self.reserved
+            b._stored += self.reserved
+        self.reserved = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        with self.budget._lock:
+            self.budget._inflight -= self.reserved
+        self.reserved = 0
+
+
+def _folder_bytes(folder: str | None) -> int:
+    total = 0
+    if not folder:
+        return 0
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    pass
+    except FileNotFoundError:
+        pass
+    return total
