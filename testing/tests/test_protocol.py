@@ -94,3 +94,81 @@ def test_fuzzed_input_never_crashes_otherwise():
 def test_encode_requires_type_and_request_id():
     with pytest.raises(FrameError):
         encode_frame({"type": "end"})
+
+
+# -- limits: the same three numbers on both sides, every breach a FrameError ----------------------
+
+def _raw(header: bytes, plen: int = 0) -> bytes:
+    return struct.pack("<I", len(header)) + header + struct.pack("<Q", plen)
+
+
+def test_deep_nesting_is_a_frame_error_not_a_recursion_error():
+    """A 200 KB header of nested arrays blew the JSON decoder's stack (RecursionError)."""
+    deep = b'{"type":"x","request_id":"r","a":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(FrameError, match="nest"):
+        FrameReader().feed(_raw(deep))
+
+
+def test_nesting_up_to_the_limit_parses_and_strings_do_not_count():
+    from extensions_built_in.inference_engine.protocol import MAX_DEPTH
+
+    def nested(levels):   # the header object is level 1
+        return b'{"type":"x","request_id":"r","a":' + b"[" * (levels - 1) + b"]" * (levels - 1) + b"}"
+    assert FrameReader().feed(_raw(nested(MAX_DEPTH)))[0][0]["type"] == "x"
+    with pytest.raises(FrameError, match="nest"):
+        FrameReader().feed(_raw(nested(MAX_DEPTH + 1)))
+    brackets = json.dumps({"type": "x", "request_id": "r", "s": "[{" * 1000 + '\\"[' * 10}).encode()
+    assert FrameReader().feed(_raw(brackets))[0][0]["s"].startswith("[{[{")
+    with pytest.raises(FrameError, match="nest"):     # the encoder holds headers to the same limit
+        encode_frame({"type": "x", "request_id": "r", "a": json.loads("[" * MAX_DEPTH + "]" * MAX_DEPTH)})
+
+
+@pytest.mark.parametrize("header", [
+    b'{"type":"x","request_id":"r","n":' + b"1" * 5000 + b"}",   # past Python's int-digits limit (ValueError)
+    b'{"type":"x","request_id":"r","n":NaN}',                   # JSON.parse refuses these: so do we
+    b'{"type":"x","request_id":"r","n":-Infinity}',
+    b'{"type":1,"request_id":"r"}',                             # the UI needs strings: so do we
+    b'{"type":"x","request_id":null}',
+    b"\xef\xbb\xbf" + b'{"type":"x","request_id":"r"}',         # a BOM: TextDecoder would drop it silently
+    b"",
+])
+def test_other_bad_headers_are_frame_errors(header):
+    with pytest.raises(FrameError):
+        FrameReader().feed(_raw(header))
+
+
+def test_payload_limit_and_error_is_sticky():
+    from extensions_built_in.inference_engine.protocol import MAX_PAYLOAD
+    header = b'{"type":"latent","request_id":"r"}'
+    reader = FrameReader()
+    # exactly the limit is accepted (the reader then waits for the payload)
+    assert reader.feed(_raw(header, 0) + _raw(header, MAX_PAYLOAD)) == [({"type": "latent", "request_id": "r"}, b"")]
+    reader = FrameReader()
+    with pytest.raises(FrameError, match="payload length"):
+        reader.feed(_raw(header, MAX_PAYLOAD + 1))
+    with pytest.raises(FrameError, match="payload length"):   # a broken stream stays broken
+        reader.feed(encode_frame({"type": "end", "request_id": "r"}))
+    with pytest.raises(FrameError):
+        reader.close()
+    with pytest.raises(FrameError, match="payload"):   # the encoder holds payloads to the same limit
+        _encode_oversize(MAX_PAYLOAD)
+
+
+def _encode_oversize(limit):
+    class Huge(bytes):                    # reports a length past the limit without allocating it
+        def __len__(self):
+            return limit + 1
+    return encode_frame({"type": "latent", "request_id": "r"}, Huge())
+
+
+def test_limits_are_the_uis():
+    """ui/src/utils/engineStream.ts holds the same limits (FRAME_LIMITS)."""
+    import os
+    import re
+
+    from extensions_built_in.inference_engine import protocol
+    ts = open(os.path.join(os.path.dirname(__file__), "..", "..", "ui", "src", "utils", "engineStream.ts")).read()
+    block = re.search(r"export const FRAME_LIMITS[^{]*\{(.*?)\}", ts, re.S).group(1)
+    got = {k: eval(v, {}) for k, v in re.findall(r"(\w+):\s*([0-9 <*]+)", block)}   # noqa: S307 (digits, <<, *)
+    assert got == {"maxHeaderBytes": protocol.MAX_HEADER, "maxPayloadBytes": protocol.MAX_PAYLOAD,
+                   "maxDepth": protocol.MAX_DEPTH}
