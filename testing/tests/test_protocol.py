@@ -257,10 +257,12 @@ def test_fuzz_random_bytes(data, cuts):
     _agrees_with_bytewise(data, cuts)
 
 
+_edit = st.tuples(st.sampled_from(["flip", "insert", "delete"]), st.integers(0, 10**6), st.integers(0, 255))
+
+
 @FUZZ
-@given(_frames_st, st.lists(st.tuples(st.sampled_from("flip insert delete"), st.integers(0, 10**6), st.integers(0, 255)),
-                            min_size=1, max_size=4),
-       st.integers(0, 10**6), st.lists(st.integers(0, 10**6), max_size=6))
+@given(_frames_st, st.lists(_edit, min_size=1, max_size=4), st.integers(0, 10**6),
+       st.lists(st.integers(0, 10**6), max_size=6))
 def test_fuzz_mutated_valid_streams(frames, edits, truncate, cuts):
     data = bytearray(b"".join(encode_frame(dict(h), p) for h, p in frames))
     for op, at, byte in edits:
@@ -278,12 +280,14 @@ def test_fuzz_mutated_valid_streams(frames, edits, truncate, cuts):
 
 
 @FUZZ
-@given(st.integers(1, 3 * MAX_DEPTH) | st.sampled_from([2_000, 100_000]), st.lists(st.sampled_from("[{"), min_size=1, max_size=8), st.booleans())
+@given(st.integers(1, 3 * MAX_DEPTH) | st.sampled_from([2_000, 100_000]),
+       st.lists(st.sampled_from("[{"), min_size=1, max_size=8), st.booleans())
 def test_fuzz_nesting_depth(depth, kinds, in_string):
     """A header nested `depth` levels (the header object is 1) parses iff depth <= MAX_DEPTH; brackets
     inside a string never count."""
     opens = [kinds[i % len(kinds)] for i in range(depth - 1)]
-    value = "".join("[" if o == "[" else '{"k":' for o in opens) + "0" + "".join("]" if o == "[" else "}" for o in reversed(opens))
+    value = ("".join("[" if o == "[" else '{"k":' for o in opens) + "0"
+             + "".join("]" if o == "[" else "}" for o in reversed(opens)))
     if in_string:
         value = json.dumps(value)
     raw = ('{"type":"x","request_id":"r","v":' + value + "}").encode()
