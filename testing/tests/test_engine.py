@@ -231,12 +231,19 @@ def test_cancel_during_load(eng):
 
 
 def test_disconnect_cancels_by_default(eng):
-    eng.client.stream(body(eng, steps=300, request_id="drop-1"),
-                      on_frame=lambda h, p: h["type"] == "progress" and h["step"] == 2)
-    deadline = time.time() + 20
-    while time.time() < deadline and eng.engine.get("drop-1").status == "running":
-        time.sleep(0.05)
-    assert eng.engine.get("drop-1").status == "cancelled"
+    """The client goes away after step 2, which is held until a cancel lands (faults.hold_step): the
+    request cannot finish first however slow the machine, so it ends cancelled only if the server
+    saw the disconnect."""
+    faults = eng.engine.faults
+    faults._steps, faults.hold_step = 0, 2     # the fault step count is shared: count from this request
+    try:
+        eng.client.stream(body(eng, steps=4, request_id="drop-1"),
+                          on_frame=lambda h, p: h["type"] == "progress" and h["step"] == 2)
+        req = eng.engine.get("drop-1")
+        assert req.done_event.wait(120), "the held request never ended: the disconnect did not cancel it"
+        assert req.status == "cancelled"
+    finally:
+        faults.hold_step = 0
 
 
 def test_detach_and_reattach(eng):

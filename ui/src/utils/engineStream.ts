@@ -23,12 +23,37 @@ export class FrameStreamError extends Error {
   }
 }
 
+// The limits a frame stream is held to, by FrameParser and encodeFrame alike. The engine's
+// extensions_built_in/inference_engine/protocol.py (MAX_HEADER, MAX_PAYLOAD, MAX_DEPTH) holds the same
+// three numbers, so a frame one side accepts the other does too: change both together (each side's
+// tests compare them).
+export const FRAME_LIMITS = {
+  maxHeaderBytes: 1 << 20, // bytes of header JSON; the largest real header, a start frame, is a few KB
+  maxPayloadBytes: 512 << 20, // bytes; a latent preview (a few float16 frames) is a few MB
+  maxDepth: 64, // objects and arrays open at once (the header itself is 1); real headers nest 4 deep
+} as const;
+
 export interface FrameParserLimits {
   maxHeaderBytes: number;
   maxPayloadBytes: number;
 }
 
-const DEFAULT_LIMITS: FrameParserLimits = { maxHeaderBytes: 1 << 20, maxPayloadBytes: 2 ** 31 };
+/** Whether JSON bytes nest objects/arrays deeper than `limit` (brackets inside strings do not count); as protocol.py check_depth. */
+function jsonDepthOver(bytes: Uint8Array, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const c = bytes[i];
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next byte
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
 
 type Need = 'header_len' | 'header' | 'payload_len' | 'payload';
 
@@ -41,11 +66,17 @@ export class FrameParser {
   private payloadLen = 0;
   private header: FrameHeader | null = null;
   private consumed = 0; // bytes of the stream fully parsed, for error messages
+  private failed: FrameStreamError | null = null; // a broken stream stays broken
   private readonly limits: FrameParserLimits;
-  private readonly decoder = new TextDecoder('utf-8', { fatal: true });
+  // ignoreBOM: a BOM stays in the text and JSON.parse refuses it, as the engine's reader does
+  private readonly decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+  /** Limits may be lowered (tests), never raised past FRAME_LIMITS. */
   constructor(limits: Partial<FrameParserLimits> = {}) {
-    this.limits = { ...DEFAULT_LIMITS, ...limits };
+    this.limits = {
+      maxHeaderBytes: Math.min(limits.maxHeaderBytes ?? Infinity, FRAME_LIMITS.maxHeaderBytes),
+      maxPayloadBytes: Math.min(limits.maxPayloadBytes ?? Infinity, FRAME_LIMITS.maxPayloadBytes),
+    };
   }
 
   /** Bytes received but not yet part of a whole frame. */
@@ -55,24 +86,32 @@ export class FrameParser {
 
   /** Feed bytes; returns every frame they complete, in order. */
   push(chunk: Uint8Array): Frame[] {
+    if (this.failed) throw new FrameStreamError(this.failed.message);
     this.append(chunk);
     const frames: Frame[] = [];
-    for (;;) {
-      const frame = this.next();
-      if (!frame) break;
-      frames.push(frame);
+    try {
+      for (;;) {
+        const frame = this.next();
+        if (!frame) break;
+        frames.push(frame);
+      }
+    } catch (err) {
+      if (err instanceof FrameStreamError) this.failed = err;
+      throw err;
     }
     return frames;
   }
 
   /** The stream is over: throws when it stopped inside a frame. */
   finish(): void {
+    if (this.failed) throw new FrameStreamError(this.failed.message);
     if (this.need !== 'header_len' || this.pending > 0) {
       const want = this.wanted();
-      throw new FrameStreamError(
+      this.failed = new FrameStreamError(
         `stream ended inside a frame at byte ${this.consumed}: expected the ${this.need.replace('_', ' ')} ` +
           `(${want} bytes), got ${this.pending}`,
       );
+      throw this.failed;
     }
   }
 
@@ -163,6 +202,9 @@ export class FrameParser {
 
   private parseHeader(bytes: Uint8Array): FrameHeader {
     const at = this.consumed - bytes.length;
+    if (jsonDepthOver(bytes, FRAME_LIMITS.maxDepth)) {
+      throw new FrameStreamError(`bad frame header at byte ${at}: nests deeper than ${FRAME_LIMITS.maxDepth} levels`);
+    }
     let text: string;
     try {
       text = this.decoder.decode(bytes);
@@ -186,9 +228,24 @@ export class FrameParser {
   }
 }
 
-/** Encode one frame (the engine's format); used by tests and fakes. */
+/** Encode one frame (the engine's format, held to FRAME_LIMITS); used by tests and fakes. */
 export function encodeFrame(header: FrameHeader, payload: Uint8Array = new Uint8Array(0)): Uint8Array {
-  const h = new TextEncoder().encode(JSON.stringify(header));
+  let text: string;
+  try {
+    text = JSON.stringify(header);
+  } catch (err) {
+    throw new FrameStreamError(`frame header cannot be encoded: ${(err as Error).message}`);
+  }
+  const h = new TextEncoder().encode(text);
+  if (h.length > FRAME_LIMITS.maxHeaderBytes) {
+    throw new FrameStreamError(`frame header is ${h.length} bytes, over the ${FRAME_LIMITS.maxHeaderBytes} limit`);
+  }
+  if (jsonDepthOver(h, FRAME_LIMITS.maxDepth)) {
+    throw new FrameStreamError(`frame header nests deeper than ${FRAME_LIMITS.maxDepth} levels`);
+  }
+  if (payload.length > FRAME_LIMITS.maxPayloadBytes) {
+    throw new FrameStreamError(`frame payload is ${payload.length} bytes, over the ${FRAME_LIMITS.maxPayloadBytes} limit`);
+  }
   const out = new Uint8Array(4 + h.length + 8 + payload.length);
   const dv = new DataView(out.buffer);
   dv.setUint32(0, h.length, true);
