@@ -15,11 +15,8 @@ from toolkit.job_status import JobStatus
 from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
-<<<<<<< HEAD
-               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker")
-=======
-               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "limits")
->>>>>>> i9-limits
+               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker",
+               "limits")
 
 
 class InferenceEngine(BaseProcess):
@@ -88,11 +85,8 @@ class InferenceEngine(BaseProcess):
         engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
-<<<<<<< HEAD
                         grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
-=======
-                        grace_seconds=self.grace_seconds, limits=self.limits,
->>>>>>> i9-limits
+                        limits=self.limits,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)

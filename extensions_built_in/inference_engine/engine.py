@@ -144,29 +144,20 @@ class Engine:
     def __init__(self, *, device: str = "cpu", output_folder: str, assets_folder: str | None = None,
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
                  on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
-<<<<<<< HEAD
-                 model_roots=None):
+                 model_roots=None, limits=None):
         """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
         thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
-        `model_roots`: the folders a request may name local files in (None: anywhere)."""
-=======
-                 limits=None):
-        """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
-        thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
-        `limits`: a limits.Limits or a mapping of its keys (engine.limits); None: the defaults."""
->>>>>>> i9-limits
+        `model_roots`: the folders a request may name local files in (None: anywhere). `limits`: a
+        limits.Limits or a mapping of its keys (engine.limits); None: the defaults."""
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
         self.dtype = dtype
         self.idle_unload_seconds = idle_unload_seconds
         self.grace_seconds = grace_seconds
-<<<<<<< HEAD
         self.model_roots = [os.path.realpath(os.path.expanduser(r)) for r in model_roots] if model_roots else None
-=======
         self.limits = lim.Limits.from_dict(limits)
         self.assets = lim.AssetBudget(self.assets_folder, self.limits.max_asset_bytes)
->>>>>>> i9-limits
         self.on_info = on_info or (lambda info, step=None: None)
         self.profiles = profiles or EMPTY_PROFILES
         self.faults = faults

@@ -52,6 +52,12 @@ class Faults:
                    stuck_seconds=float(values.get("stuck_seconds", 3600)), crash_step=int(values.get("crash_step", 0)),
                    hold_step=int(values.get("hold_step", 0)))
 
+    def reset(self, **faults):
+        """Count steps and loads from zero again, with these faults armed (tests reuse one engine)."""
+        self._loads = self._steps = 0
+        for name, value in faults.items():
+            setattr(self, name, value)
+
     def on_load(self):
         import torch
         if self.load_delay:

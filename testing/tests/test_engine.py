@@ -235,7 +235,7 @@ def test_disconnect_cancels_by_default(eng):
     request cannot finish first however slow the machine, so it ends cancelled only if the server
     saw the disconnect."""
     faults = eng.engine.faults
-    faults._steps, faults.hold_step = 0, 2     # the fault step count is shared: count from this request
+    faults.reset(hold_step=2)                  # the fault step count is shared: count from this request
     try:
         eng.client.stream(body(eng, steps=4, request_id="drop-1"),
                           on_frame=lambda h, p: h["type"] == "progress" and h["step"] == 2)
