@@ -290,7 +290,7 @@ def test_queue_lists_finished(eng):
 
 
 def test_injected_oom_during_load_retries(eng):
-    eng.engine.faults.load_oom = 2
+    eng.engine.faults.reset(load_oom=2)        # the 2nd load from now
     frames = eng.client.stream(body(eng, "flux", steps=2))
     msgs = [h.get("message", "") for h, _ in frames if h["type"] == "status"]
     assert any("out of memory while loading" in m for m in msgs)
@@ -298,7 +298,7 @@ def test_injected_oom_during_load_retries(eng):
 
 
 def test_injected_oom_during_sampling_keeps_serving(eng):
-    eng.engine.faults.sample_oom = 2
+    eng.engine.faults.reset(sample_oom=2)      # the 2nd step from now
     frames = eng.client.stream(body(eng, steps=4))
     assert frames[-2][0]["type"] == "error" and "out of memory" in frames[-2][0]["message"]
     assert frames[-2][0]["cancelled"] is False and frames[-1][0]["status"] == "error"

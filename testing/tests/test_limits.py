@@ -135,7 +135,12 @@ SMALL = {"max_pixels": 64 * 64, "max_frames": 5, "max_steps": 3, "max_batch": 2,
 
 @pytest.fixture(scope="module")
 def small(tiny, tmp_path_factory):
-    s = Served(str(tmp_path_factory.mktemp("small")), limits=SMALL)
+    from toolkit.profiles import load_profiles
+    folder = tmp_path_factory.mktemp("small")
+    (folder / "profiles.toml").write_text(   # a model the compatibility routes can load (no hub here)
+        f'[model_profiles.tiny-z]\narchitecture = "zimage"\ncheckpoint = "{tiny("zimage")}"\n'
+        '[model_profiles.tiny-z.defaults]\nsteps = 2\nwidth = 64\nheight = 64\n')
+    s = Served(str(folder), limits=SMALL, profiles=load_profiles(str(folder / "profiles.toml")))
     s.tiny = tiny
     yield s
     s.close()
@@ -155,13 +160,13 @@ def test_configured_limits_refuse_with_the_field(small, arch, sample, field, lim
 
 
 def test_compat_fan_out_over_max_batch(small):
-    oa = small.client.post("/v1/images/generations", json={"model": "zimage", "prompt": "x", "n": 3, "size": "64x64"})
+    oa = small.client.post("/v1/images/generations", json={"model": "tiny-z", "prompt": "x", "n": 3, "size": "64x64"})
     assert oa.status_code == 400, oa.text
     err = oa.json()["error"]
     assert err["param"] == "n" and "engine.limits.max_batch (2)" in err["message"]
     for counts in ({"batch_size": 3}, {"batch_size": 2, "n_iter": 2}):
         a = small.client.post("/sdapi/v1/txt2img", json={"prompt": "x", "width": 64, "height": 64, **counts,
-                                                          "override_settings": {"sd_model_checkpoint": "zimage"}})
+                                                          "override_settings": {"sd_model_checkpoint": "tiny-z"}})
         assert a.status_code == 422, a.text
         detail = a.json()["detail"][0]
         assert detail["loc"] == ["body", "batch_size"] and "engine.limits.max_batch (2)" in detail["msg"]
@@ -183,7 +188,7 @@ def _when_step(req, step) -> threading.Event:
 
 
 def test_a_full_queue_is_a_503_naming_the_limit(small):
-    small.engine.faults.hold_step = 1                         # the first request holds step 1 until cancelled
+    small.engine.faults.reset(hold_step=1)                    # the first request holds step 1 until cancelled
     running = small.engine.submit(*_parts(small), request_id="q-running")
     assert _when_step(running, 1).wait(60)
     waiting = small.engine.submit(*_parts(small), request_id="q-waiting")   # the one queue place
@@ -192,7 +197,7 @@ def test_a_full_queue_is_a_503_naming_the_limit(small):
     with pytest.raises(QueueFull):
         small.engine.submit(*_parts(small))
     a = small.client.post("/sdapi/v1/txt2img", json={"prompt": "x", "width": 64, "height": 64, "steps": 2,
-                                                      "override_settings": {"sd_model_checkpoint": "zimage"}})
+                                                      "override_settings": {"sd_model_checkpoint": "tiny-z"}})
     assert a.status_code == 503 and "engine.limits.max_queued" in a.text, a.text
     small.engine.cancel("q-waiting")
     small.engine.cancel("q-running")

@@ -16,7 +16,7 @@ MODEL_FIELD = "override_settings.sd_model_checkpoint"
 # engine field -> the client's field, so a 422 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "width",
           "sample.height": "height", "sample.num_inference_steps": "steps", "sample.guidance_scale": "cfg_scale",
-          "sample.seed": "seed"}
+          "sample.seed": "seed", "batch": "batch_size"}
 # diffusers scheduler class -> the A1111-style sampler name shown to clients
 SCHEDULER_LABELS = {
     "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",

@@ -158,6 +158,7 @@ class Session:
         """Submit one request per sample (all or none: a refused one cancels those before it)."""
         reqs = []
         try:
+            self.engine.check_batch(len(samples))      # engine.limits.max_batch, before any is queued
             for sample in samples:
                 reqs.append(self.engine.submit(model, sample, None))
         except ConfigError as e:

@@ -11,7 +11,7 @@ MAX_N = 10                       # OpenAI's own limit for n
 # engine field -> the client's field, so a 400 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "size",
           "sample.height": "size", "sample.num_inference_steps": "num_inference_steps",
-          "sample.guidance_scale": "guidance_scale", "sample.seed": "seed"}
+          "sample.guidance_scale": "guidance_scale", "sample.seed": "seed", "batch": "n"}
 
 
 def error(status: int, message: str, param: str | None = None, code: str | None = None,
