@@ -270,11 +270,25 @@ def memory_info(device: str) -> dict:
 
 
 # -- the worker process ------------------------------------------------------------------------------
+def _die_with_parent():
+    """On Linux, the kernel kills this worker when the engine process dies, however it dies (SIGKILL
+    included): no worker outlives its engine holding the GPU, not even one stuck in a step. (A worker
+    that is not stuck also ends on its own: its pipe closes.)"""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))    # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:          # the engine died before the line above ran
+        os._exit(0)
+
+
 def main(conn, options: dict):
     """The child process: `options` are WorkerCore's keyword arguments (device, keep_resident_gb,
     faults). Ctrl-C reaches the whole process group; the engine decides when this process ends,
     so SIGINT is ignored here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     send_lock = threading.Lock()
     closed = threading.Event()
 

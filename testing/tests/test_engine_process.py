@@ -188,3 +188,33 @@ def test_second_engine_on_one_folder_is_refused(tiny, tiny_root, tmp_path):
         assert first.client.health()["ok"]
     finally:
         first.stop()
+
+
+def test_a_killed_engine_takes_its_worker_with_it(tiny, tiny_root, tmp_path):
+    """SIGKILL to the engine process while its worker is stuck in a step: the worker does not outlive
+    it (the kernel ends it: PR_SET_PDEATHSIG), so nothing keeps holding the device."""
+    tiny("zimage")
+    ep = EngineProcess(str(tmp_path), env={**_env(tiny_root), "AITK_ENGINE_FAULTS": "stuck_step=1"},
+                       engine_extra={"grace_seconds": 600}).wait_ready()
+    try:
+        started = threading.Event()
+        body = {"model": {"arch": "zimage", "name_or_path": "tiny:zimage"},
+                "sample": {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 3}}
+
+        def read():
+            try:
+                ep.client.stream(body, on_frame=lambda h, p: started.set() if h["type"] == "progress" else None)
+            except Exception:
+                pass            # the engine is killed under the stream
+        threading.Thread(target=read, daemon=True).start()
+        assert started.wait(120)
+        worker_pid = ep.client.health()["worker"]["pid"]
+        assert _pid_alive(worker_pid)
+        ep.proc.kill()
+        ep.proc.wait(30)
+        deadline = time.time() + 60
+        while time.time() < deadline and _pid_alive(worker_pid):
+            time.sleep(0.05)
+        assert not _pid_alive(worker_pid), "the worker outlived its killed engine"
+    finally:
+        ep.stop()

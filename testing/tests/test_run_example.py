@@ -53,9 +53,8 @@ config:
     assert len(glob.glob(str(tmp_path / "out" / "*.png"))) == 1
 
 
-def test_ctrl_c_stops_cleanly(tiny, tiny_root, tmp_path):
-    """SIGINT during a run: exit code 130, one line saying so, no traceback, no partial file."""
-    tiny("wan21")
+def _interrupted_run(tmp_path, tiny_root, **popen) -> tuple[int, str]:
+    """A long Generate job (200 tiny videos) sent SIGINT once its first file exists: (exit code, stderr)."""
     cfg = tmp_path / "job.yaml"
     cfg.write_text(f"""job: extension
 config:
@@ -68,14 +67,20 @@ config:
       prompts: [{', '.join(['x'] * 200)}]
 """)
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), str(cfg)], cwd=tmp_path,
-                            env=_env(tiny_root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=_env(tiny_root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
     deadline = time.time() + 120
-    while time.time() < deadline and not glob.glob(str(tmp_path / "out" / "*.webp")) \
-            and not glob.glob(str(tmp_path / "out" / "*.mp4")):
+    while time.time() < deadline and not glob.glob(str(tmp_path / "out" / "*.mp4")):
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err[-2000:]
+    _out, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def test_ctrl_c_stops_cleanly(tiny, tiny_root, tmp_path):
+    """SIGINT during a run: exit code 130, one line saying so, no traceback, no partial file."""
+    tiny("wan21")
+    code, err = _interrupted_run(tmp_path, tiny_root)
+    assert code == 130, err[-2000:]
     assert "Traceback" not in err and "interrupted" in err
     assert not [f for f in os.listdir(tmp_path / "out") if f.endswith(".tmp")]
     shutil.rmtree(tmp_path / "out")
@@ -85,24 +90,5 @@ def test_ctrl_c_works_when_started_with_sigint_ignored(tiny, tiny_root, tmp_path
     """A job launched as `cmd &` from a non-interactive shell starts with SIGINT ignored: run.py
     installs its handler anyway, so Ctrl-C and the UI's stop still end it."""
     tiny("wan21")
-    cfg = tmp_path / "job.yaml"
-    cfg.write_text(f"""job: extension
-config:
-  name: ignored_sigint
-  process:
-    - type: Generate
-      output_folder: {tmp_path / 'out'}
-      model: {{arch: wan21, name_or_path: "tiny:wan21"}}
-      sample: {{width: 64, height: 64, num_frames: 9, fps: 8, num_inference_steps: 2, seed: 1}}
-      prompts: [{', '.join(['x'] * 200)}]
-""")
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), str(cfg)], cwd=tmp_path,
-                            env=_env(tiny_root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    deadline = time.time() + 120
-    while time.time() < deadline and not glob.glob(str(tmp_path / "out" / "*.mp4")):
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err[-2000:]
-
+    code, err = _interrupted_run(tmp_path, tiny_root, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert code == 130, err[-2000:]
