@@ -12,6 +12,7 @@ from toolkit.errors import ConfigError, check_keys
 from toolkit.models.arch import ArchSpec
 from toolkit.models.registry import ARCHS, get_arch
 
+RESIZE_MODES = ("resize", "crop", "fill")      # A1111's resize_mode 0, 1, 2: just resize, crop and resize, resize and fill
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2")
 
@@ -104,13 +105,25 @@ class GenerateImageConfig:
     num_frames: int = 1              # video
     fps: int = 0                     # video
     duration: float = 0.0            # audio, seconds
-    ctrl_img: str | None = None      # control image path, for archs that take one
+    ctrl_img: str | None = None      # reference/control image (edit and control models)
+    ctrl_img_1: str | None = None
+    ctrl_img_2: str | None = None
+    ctrl_img_3: str | None = None
+    init_img: str | None = None      # the image img2img and inpaint start from (i2v: the first frame)
+    mask_img: str | None = None      # inpaint mask: white = repaint
+    task: str | None = None          # txt2img | img2img | inpaint | edit | i2v; None: inferred from the inputs
+    strength: float | None = None    # img2img/inpaint: how much of the init image is re-noised (None: the arch's)
+    resize_mode: str = "crop"        # input images to the request size: resize | crop | fill (A1111's 0, 1, 2)
+    sampler: str | None = None       # a scheduler from the arch family's table (None: the model's own)
+    batch_size: int = 1              # images made in one pass (seed + i each)
     output_ext: str = ""
     extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
     warnings: list = field(default_factory=list)  # adjustments made while validating (shown to the user)
 
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
-              "num_frames", "fps", "duration", "ctrl_img", "output_ext")
+              "num_frames", "fps", "duration", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3", "init_img",
+              "mask_img", "task", "strength", "resize_mode", "sampler", "batch_size", "output_ext")
+    IMAGE_INPUTS = ("init_img", "mask_img", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3")
 
     @classmethod
     def from_dict(cls, d, arch, where: str = "sample", variant: str | None = None) -> "GenerateImageConfig":
@@ -180,6 +193,21 @@ class GenerateImageConfig:
                               f"(allowed: {', '.join(allowed)})")
         if spec.needs_ctrl_img and not self.ctrl_img:
             raise ConfigError(f"{where}.ctrl_img", f"arch {spec.name} needs a control image")
+        if self.batch_size < 1:
+            raise ConfigError(f"{where}.batch_size", f"must be >= 1, got {self.batch_size}")
+        if self.resize_mode not in RESIZE_MODES:
+            raise ConfigError(f"{where}.resize_mode", f"must be one of {', '.join(RESIZE_MODES)}, got "
+                              f"{self.resize_mode!r}")
+        if self.strength is not None and not (0 < self.strength <= 1):
+            raise ConfigError(f"{where}.strength", f"must be in (0, 1], got {self.strength}")
+        # not served yet: refused rather than ignored
+        for name, unset in (("sampler", None), ("batch_size", 1), ("task", None), ("strength", None),
+                            ("init_img", None), ("mask_img", None), ("ctrl_img_1", None), ("ctrl_img_2", None),
+                            ("ctrl_img_3", None)):
+            if getattr(self, name) != unset:
+                raise ConfigError(f"{where}.{name}", f"is not supported by arch {spec.name}")
+        if self.ctrl_img and not spec.needs_ctrl_img:
+            raise ConfigError(f"{where}.ctrl_img", f"arch {spec.name} takes no control image")
 
     def resolved_seed(self) -> int:
         """Fix a random seed once, so the record and a rerun agree."""
