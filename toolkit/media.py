@@ -1,18 +1,37 @@
-"""Writers for generated media (images, videos, audio).
+"""Writers for generated media (images, videos, audio), and the reader of what they embed.
 
 Every writer goes through :func:`atomic_path`, so a crash or exception mid-write
 never leaves a half-written file at the final path (readers either see the old
-file or the complete new one).
+file or the complete new one). Metadata is written into the same temp file before
+the rename, so a file is never seen without it.
+
+``metadata=`` (every writer): how the file was made, ``{"parameters": A1111 text, "aitk": JSON text}``
+(either may be missing; toolkit/file_settings.py builds both). Where each goes:
+
+    png        tEXt/iTXt chunks `parameters` and `aitk` (what A1111 writes; Pillow's add_text)
+    jpg, webp  EXIF UserComment = `parameters` ("UNICODE\0" + UTF-16BE, as A1111 writes it with piexif),
+               XMP <aitk:settings> = `aitk`; in JPEG each goes only where it fits its 64 KiB segment
+    mp4        container tag `comment` = `aitk` (the ©cmt atom)
+    wav        LIST/INFO ICMT chunk = `aitk`
+    flac       Vorbis comment (ffmpeg's `comment`, written as DESCRIPTION=) = `aitk`
+    mp3        ID3v2.4 COMM frame = `aitk`
+
+:func:`read_metadata` reads them back from a file's bytes by parsing the containers
+directly (no pixel or audio decoding, no ffmpeg): safe for untrusted uploads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import html
 import os
+import re
 import secrets
+import struct
 import sys
 import wave
+import zlib
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
@@ -25,6 +44,12 @@ VIDEO_EXTS = ("mp4", "webp")
 AUDIO_EXTS = ("wav", "flac", "mp3")
 
 _EXT_ALIASES = {"jpeg": "jpg"}
+
+PARAMETERS_KEY = "parameters"     # the A1111 text (A1111's PNG chunk name)
+SETTINGS_KEY = "aitk"             # our JSON
+XMP_NS = "https://github.com/ostris/ai-toolkit/ns/settings/1.0/"
+JPEG_MAX_SEGMENT = 65533          # bytes after a JPEG marker's length field (Pillow's MAX_BYTES_IN_MARKER)
+XMP_HEADER = b"http://ns.adobe.com/xap/1.0/\x00"
 
 
 # ----------------------------------------------------------------------------- atomic writes
@@ -199,9 +224,11 @@ def _to_int16(audio: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- images
 
 
-def save_image(image, path, ext=None, *, quality=95) -> dict:
-    """Write one image as png (lossless), jpg (``quality``) or webp (lossless iff quality == 100)."""
+def save_image(image, path, ext=None, *, quality=95, metadata=None) -> dict:
+    """Write one image as png (lossless), jpg (``quality``) or webp (lossless iff quality == 100),
+    with ``metadata`` (module docstring) embedded."""
     path, ext = _resolve(path, ext, IMAGE_EXTS)
+    metadata = _check_metadata(metadata)
     arr = to_uint8_frames(image)
     if arr.ndim == 4:
         if arr.shape[0] != 1:
@@ -209,11 +236,12 @@ def save_image(image, path, ext=None, *, quality=95) -> dict:
         arr = arr[0]
     img = Image.fromarray(arr, "RGB")
     if ext == "png":
-        opts = {"format": "PNG"}
+        opts = {"format": "PNG", **_png_metadata(metadata)}
     elif ext == "jpg":
-        opts = {"format": "JPEG", "quality": quality}
+        opts = {"format": "JPEG", "quality": quality, **_exif_xmp(metadata, JPEG_MAX_SEGMENT)}
     else:
-        opts = {"format": "WEBP", **({"lossless": True} if quality == 100 else {"quality": quality})}
+        opts = {"format": "WEBP", **({"lossless": True} if quality == 100 else {"quality": quality}),
+                **_exif_xmp(metadata, None)}
     with atomic_path(path) as tmp:
         img.save(tmp, **opts)  # format is explicit because the temp name ends in .tmp
     return {"path": str(path), "kind": "image", "ext": ext, "bytes": path.stat().st_size,
@@ -223,12 +251,14 @@ def save_image(image, path, ext=None, *, quality=95) -> dict:
 # ----------------------------------------------------------------------------- videos
 
 
-def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bool) -> None:
+def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bool, metadata: dict) -> None:
     import av
 
     # Fraction keeps NTSC-style rates exact (29.97002997 -> 30000/1001).
     rate = Fraction(fps).limit_denominator(1001)
     with av.open(str(tmp), "w", format="mp4") as container:
+        if metadata.get(SETTINGS_KEY):
+            container.metadata["comment"] = metadata[SETTINGS_KEY]     # written with the header
         stream = container.add_stream("libx264", rate=rate)
         stream.width, stream.height = frames.shape[2], frames.shape[1]
         stream.pix_fmt = "yuv420p"
@@ -245,19 +275,20 @@ def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bo
         container.mux(stream.encode())  # flush
 
 
-def _write_webp_anim(frames: np.ndarray, tmp: Path, fps: float, lossless: bool) -> None:
+def _write_webp_anim(frames: np.ndarray, tmp: Path, fps: float, lossless: bool, metadata: dict) -> None:
     images = [Image.fromarray(f, "RGB") for f in frames]
     images[0].save(tmp, format="WEBP", save_all=True, append_images=images[1:],
-                   duration=1000 / fps, loop=0, lossless=lossless)
+                   duration=1000 / fps, loop=0, lossless=lossless, **_exif_xmp(metadata, None))
 
 
-def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False) -> dict:
-    """Write frames as H.264 mp4 (PyAV/libx264) or animated webp (Pillow).
+def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False, metadata=None) -> dict:
+    """Write frames as H.264 mp4 (PyAV/libx264) or animated webp (Pillow), with ``metadata``.
 
     mp4 needs even dimensions for yuv420p, so odd width/height are padded by one
     edge-replicated row/column; the reported width/height are the padded ones.
     """
     path, ext = _resolve(path, ext, VIDEO_EXTS)
+    metadata = _check_metadata(metadata)
     if not fps or fps <= 0:
         raise ValueError(f"fps must be positive, got {fps!r}")
     frames = to_uint8_frames(frames)
@@ -268,9 +299,9 @@ def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False) ->
         frames = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), mode="edge")
     with atomic_path(path) as tmp:
         if ext == "mp4":
-            _write_mp4(frames, tmp, fps, crf, lossless)
+            _write_mp4(frames, tmp, fps, crf, lossless, metadata)
         else:
-            _write_webp_anim(frames, tmp, fps, lossless)
+            _write_webp_anim(frames, tmp, fps, lossless, metadata)
     n = len(frames)
     return {"path": str(path), "kind": "video", "ext": ext, "bytes": path.stat().st_size,
             "width": frames.shape[2], "height": frames.shape[1], "num_frames": n,
@@ -288,7 +319,7 @@ def _write_wav(audio: np.ndarray, tmp: Path, sample_rate: int) -> None:
         w.writeframes(_to_int16(audio).T.astype("<i2").tobytes())  # interleaved, little-endian
 
 
-def _write_av_audio(audio: np.ndarray, tmp: Path, sample_rate: int, ext: str, bitrate: int) -> None:
+def _write_av_audio(audio: np.ndarray, tmp: Path, sample_rate: int, ext: str, bitrate: int, metadata: dict) -> None:
     import av
 
     codec_name = "flac" if ext == "flac" else "libmp3lame"
@@ -305,7 +336,13 @@ def _write_av_audio(audio: np.ndarray, tmp: Path, sample_rate: int, ext: str, bi
         frame = av.AudioFrame.from_ndarray(audio.astype(np.float32), format="fltp", layout=layout)
     frame.sample_rate = sample_rate
     frame.pts = 0
-    with av.open(str(tmp), "w", format=ext) as container:
+    settings = metadata.get(SETTINGS_KEY)
+    # mp3: ffmpeg would write `comment` as an ID3 TXXX frame, which players do not show as the comment;
+    # its own ID3 tag is left out and a real COMM frame is put in front of the audio below
+    options = {"id3v2_version": "0"} if ext == "mp3" and settings else {}
+    with av.open(str(tmp), "w", format=ext, options=options) as container:
+        if ext == "flac" and settings:
+            container.metadata["comment"] = settings
         stream = container.add_stream(codec_name, rate=sample_rate)
         stream.layout = layout
         stream.format = frame.format.name
@@ -314,15 +351,18 @@ def _write_av_audio(audio: np.ndarray, tmp: Path, sample_rate: int, ext: str, bi
         # PyAV re-chunks the single big frame into the encoder's frame size.
         container.mux(stream.encode(frame))
         container.mux(stream.encode())  # flush
+    if ext == "mp3" and settings:
+        _prepend_id3_comment(tmp, settings)
 
 
-def save_audio(audio, path, sample_rate: int, ext=None, *, bitrate=192000) -> dict:
+def save_audio(audio, path, sample_rate: int, ext=None, *, bitrate=192000, metadata=None) -> dict:
     """Write audio as 16-bit PCM wav (stdlib ``wave``), flac (s16) or mp3 (libmp3lame, ``bitrate``).
 
     ``audio`` is float in [-1, 1] (clipped), shaped (C, T), (T,) or (1, C, T).
     PCM samples are ``round(clip(x) * 32767)`` as int16.
     """
     path, ext = _resolve(path, ext, AUDIO_EXTS)
+    metadata = _check_metadata(metadata)
     if not sample_rate or sample_rate <= 0:
         raise ValueError(f"sample_rate must be positive, got {sample_rate!r}")
     sample_rate = int(sample_rate)
@@ -330,8 +370,10 @@ def save_audio(audio, path, sample_rate: int, ext=None, *, bitrate=192000) -> di
     with atomic_path(path) as tmp:
         if ext == "wav":
             _write_wav(audio, tmp, sample_rate)
+            if metadata.get(SETTINGS_KEY):
+                _append_riff_comment(tmp, metadata[SETTINGS_KEY])
         else:
-            _write_av_audio(audio, tmp, sample_rate, ext, bitrate)
+            _write_av_audio(audio, tmp, sample_rate, ext, bitrate, metadata)
     channels, n = audio.shape
     return {"path": str(path), "kind": "audio", "ext": ext, "bytes": path.stat().st_size,
             "sample_rate": sample_rate, "channels": channels, "num_samples": n,
@@ -354,3 +396,406 @@ def save_media(kind: str, data, path, *, ext=None, fps=None, sample_rate=None, *
             raise ValueError("save_media(kind='audio') needs sample_rate")
         return save_audio(data, path, sample_rate, ext, **kw)
     raise ValueError(f"unknown media kind {kind!r}; expected image, video or audio")
+
+
+# ----------------------------------------------------------------------------- metadata: writing
+
+
+def _check_metadata(metadata) -> dict:
+    """``{"parameters": str, "aitk": str}`` (keys optional); None means none."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) or set(metadata) - {PARAMETERS_KEY, SETTINGS_KEY}:
+        raise ValueError(f"metadata must be a dict with keys {PARAMETERS_KEY!r} and/or {SETTINGS_KEY!r}")
+    for key, value in metadata.items():
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"metadata[{key!r}] must be text, got {type(value).__name__}")
+    return {k: v for k, v in metadata.items() if v}
+
+
+def _png_metadata(metadata: dict) -> dict:
+    """Pillow's `pnginfo=`: one text chunk per key, `parameters` first. Pillow's add_text writes tEXt
+    when the text is Latin-1 and iTXt (UTF-8) otherwise: A1111's own save_image_with_geninfo does the same."""
+    if not metadata:
+        return {}
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    for key in (PARAMETERS_KEY, SETTINGS_KEY):
+        if metadata.get(key):
+            info.add_text(key, metadata[key])
+    return {"pnginfo": info}
+
+
+def _exif_xmp(metadata: dict, limit: int | None) -> dict:
+    """Pillow's `exif=` / `xmp=` for JPEG and WebP. `limit`: the most bytes one JPEG segment holds
+    (None: WebP's RIFF chunks have no such limit); a block over it is left out rather than failing
+    the file (only a prompt of tens of KiB gets there)."""
+    out = {}
+    if metadata.get(PARAMETERS_KEY):
+        exif = b"Exif\x00\x00" + _exif_user_comment(metadata[PARAMETERS_KEY])
+        if limit is None or len(exif) <= limit:
+            out["exif"] = exif
+    if metadata.get(SETTINGS_KEY):
+        xmp = _xmp_packet(metadata[SETTINGS_KEY])
+        if limit is None or len(xmp) + len(XMP_HEADER) <= limit:
+            out["xmp"] = xmp
+    return out
+
+
+def _exif_user_comment(text: str) -> bytes:
+    """A big-endian TIFF block holding one tag, Exif IFD UserComment (0x9286, UNDEFINED) =
+    b"UNICODE\\0" + UTF-16BE text: byte for byte the value A1111 writes (piexif's
+    UserComment.dump(text, encoding="unicode")) and reads back, in a big-endian TIFF as piexif
+    writes, so readers that decode UNICODE by the TIFF's byte order (ExifTool) agree."""
+    comment = b"UNICODE\x00" + text.encode("utf-16-be")
+    ifd0 = 8                                         # header: b"MM", 42, offset of IFD0
+    exif_ifd = ifd0 + 2 + 12 + 4                     # IFD0: one entry (the Exif IFD pointer), next = 0
+    value = exif_ifd + 2 + 12 + 4                    # Exif IFD: one entry (UserComment), next = 0
+    return (b"MM" + struct.pack(">HI", 42, ifd0)
+            + struct.pack(">HHHII", 1, 0x8769, 4, 1, exif_ifd) + struct.pack(">I", 0)
+            + struct.pack(">HHHII", 1, 0x9286, 7, len(comment), value) + struct.pack(">I", 0)
+            + comment)
+
+
+def _xmp_packet(settings: str) -> bytes:
+    """An XMP packet holding the JSON as <aitk:settings> (XML-escaped)."""
+    return ('<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>'
+            '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+            f'<rdf:Description rdf:about="" xmlns:aitk="{XMP_NS}">'
+            f'<aitk:settings>{html.escape(settings, quote=False)}</aitk:settings>'
+            '</rdf:Description></rdf:RDF></x:xmpmeta><?xpacket end="w"?>').encode("utf-8")
+
+
+def _append_riff_comment(tmp: Path, text: str) -> None:
+    """Append a LIST/INFO chunk with ICMT (the comment, NUL-terminated, padded to even) after the
+    wav's data chunk and fix the RIFF size: readers (ffmpeg's `comment`, Python's wave) skip it."""
+    value = text.encode("utf-8") + b"\x00"
+    icmt = b"ICMT" + struct.pack("<I", len(value)) + value + (b"\x00" if len(value) % 2 else b"")
+    chunk = b"LIST" + struct.pack("<I", 4 + len(icmt)) + b"INFO" + icmt
+    with open(tmp, "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() % 2:                  # chunks start at even offsets
+            f.write(b"\x00")
+        f.write(chunk)
+        size = f.tell() - 8
+        f.seek(4)
+        f.write(struct.pack("<I", size))
+
+
+def _syncsafe(n: int) -> bytes:
+    return bytes(((n >> 21) & 0x7F, (n >> 14) & 0x7F, (n >> 7) & 0x7F, n & 0x7F))
+
+
+def _prepend_id3_comment(tmp: Path, text: str) -> None:
+    """Put an ID3v2.4 tag with one COMM frame (UTF-8, language "XXX" (unknown), empty description:
+    the comment players show; ffmpeg reads it as `comment`) in front of the mp3's frames."""
+    body = b"\x03" + b"XXX" + b"\x00" + text.encode("utf-8")
+    frame = b"COMM" + _syncsafe(len(body)) + b"\x00\x00" + body
+    tag = b"ID3\x04\x00\x00" + _syncsafe(len(frame)) + frame
+    with open(tmp, "rb") as f:
+        audio = f.read()
+    with open(tmp, "wb") as f:
+        f.write(tag + audio)
+
+
+# ----------------------------------------------------------------------------- metadata: reading
+
+
+MAX_TEXT_BYTES = 16 << 20          # one decompressed PNG text chunk (a zip bomb stops here)
+READ_FORMATS = "PNG, JPEG, WebP, MP4, WAV, FLAC or MP3"
+
+
+class MetadataError(ValueError):
+    """The bytes are not a file of a known format, or its structure is broken."""
+
+
+def sniff_format(data: bytes) -> str | None:
+    """The format of a file's bytes by its signature: png, jpg, webp, mp4, wav, flac, mp3, or None."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+        return "wav"
+    if data[4:8] == b"ftyp":
+        return "mp4"
+    if data[:4] == b"fLaC":
+        return "flac"
+    if data[:3] == b"ID3" or (len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0):
+        return "mp3"
+    return None
+
+
+def read_metadata(data: bytes) -> dict:
+    """What a file (its bytes) says about how it was made: ``{"format", "parameters", "aitk", "items"}``;
+    `parameters` (A1111 text) and `aitk` (our JSON text) are None when absent, `items` holds the
+    other text the file carries (PNG text chunks, `exif comment`, `comment`), as A1111's
+    read_info_from_image lists them. MetadataError for an unknown format or a broken structure."""
+    data = bytes(data)
+    fmt = sniff_format(data)
+    if fmt is None:
+        raise MetadataError(f"not a {READ_FORMATS} file")
+    out = {"format": fmt, PARAMETERS_KEY: None, SETTINGS_KEY: None, "items": {}}
+    try:
+        _READERS[fmt](data, out)
+    except (struct.error, IndexError, zlib.error) as e:
+        raise MetadataError(f"a broken {fmt} file: {type(e).__name__}: {e}") from None
+    return out
+
+
+def _read_png(data: bytes, out: dict):
+    pos, items = 8, {}
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if len(body) < length:
+            raise MetadataError(f"a broken png file: chunk {kind!r} is cut short")
+        pos += 12 + length
+        if kind == b"IEND":
+            break
+        if kind not in (b"tEXt", b"zTXt", b"iTXt"):
+            continue
+        key, _, rest = body.partition(b"\x00")
+        if kind == b"tEXt":
+            text = rest.decode("latin-1")
+        elif kind == b"zTXt":
+            text = _inflate(rest[1:]).decode("latin-1")
+        else:
+            compressed, rest = rest[0], rest[2:]
+            _lang, _, rest = rest.partition(b"\x00")
+            _translated, _, rest = rest.partition(b"\x00")
+            text = (_inflate(rest) if compressed else rest).decode("utf-8", errors="replace")
+        items[key.decode("latin-1")] = text          # a later chunk wins, as in Pillow's info
+    _take(out, items)
+
+
+def _inflate(data: bytes) -> bytes:
+    d = zlib.decompressobj()
+    text = d.decompress(data, MAX_TEXT_BYTES)
+    if d.unconsumed_tail:
+        raise MetadataError(f"a png text chunk inflates past {MAX_TEXT_BYTES} bytes")
+    return text
+
+
+def _read_jpeg(data: bytes, out: dict):
+    pos, items = 2, {}
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            raise MetadataError(f"a broken jpg file: no marker at byte {pos}")
+        marker = data[pos + 1]
+        if marker == 0xFF:                            # fill byte
+            pos += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):      # no length
+            pos += 2
+            continue
+        if marker in (0xD9, 0xDA):                    # end, or the image data starts: metadata comes before
+            break
+        length = struct.unpack(">H", data[pos + 2:pos + 4])[0]
+        body = data[pos + 4:pos + 2 + length]
+        pos += 2 + length
+        if marker == 0xE1 and body.startswith(b"Exif\x00\x00"):
+            _exif_items(body[6:], items)
+        elif marker == 0xE1 and body.startswith(XMP_HEADER):
+            _xmp_items(body[len(XMP_HEADER):], items)
+        elif marker == 0xFE:
+            items["comment"] = body.decode("utf-8", errors="replace")
+    _take(out, items)
+
+
+def _read_webp(data: bytes, out: dict):
+    pos, end, items = 12, min(len(data), 8 + struct.unpack("<I", data[4:8])[0]), {}
+    while pos + 8 <= end:
+        kind, length = struct.unpack("<4sI", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        pos += 8 + length + (length & 1)
+        if kind == b"EXIF":
+            _exif_items(body[6:] if body.startswith(b"Exif\x00\x00") else body, items)
+        elif kind == b"XMP ":
+            _xmp_items(body, items)
+    _take(out, items)
+
+
+def _exif_items(tiff: bytes, items: dict):
+    """The Exif IFD's UserComment of a TIFF block, as `exif comment` (A1111's item name)."""
+    order = {b"II": "<", b"MM": ">"}.get(tiff[:2])
+    if order is None:
+        return
+
+    def entries(offset):
+        count = struct.unpack(order + "H", tiff[offset:offset + 2])[0]
+        for i in range(count):
+            yield struct.unpack(order + "HHII", tiff[offset + 2 + 12 * i:offset + 14 + 12 * i])
+
+    ifd0 = struct.unpack(order + "I", tiff[4:8])[0]
+    exif_ifd = next((value for tag, _t, _n, value in entries(ifd0) if tag == 0x8769), None)
+    if exif_ifd is None:
+        return
+    for tag, typ, count, value in entries(exif_ifd):
+        if tag == 0x9286 and typ in (1, 2, 7):       # UNDEFINED by the standard; some writers say BYTE or ASCII
+            raw = (tiff[value:value + count] if count > 4
+                   else struct.pack(order + "I", value)[:count])
+            text = _user_comment(raw, order)
+            if text:
+                items["exif comment"] = text
+
+
+def _user_comment(raw: bytes, order: str) -> str:
+    """EXIF UserComment: an 8-byte character code, then the text. UNICODE is UTF-16; A1111 (piexif)
+    writes it big-endian whatever the TIFF's order, some writers little-endian in an "II" TIFF:
+    the decoding with more plain ASCII wins."""
+    prefix, body = raw[:8], raw[8:]
+    if prefix == b"UNICODE\x00":
+        if len(body) % 2:
+            body = body[:-1]
+        candidates = [body.decode("utf-16-be", errors="replace")]
+        if order == "<":
+            candidates.append(body.decode("utf-16-le", errors="replace"))
+        text = max(candidates, key=lambda t: sum(32 <= ord(c) < 127 or c in "\n\r\t" for c in t))
+    elif prefix == b"ASCII\x00\x00\x00":
+        text = body.decode("latin-1")
+    elif prefix == b"JIS\x00\x00\x00\x00\x00":
+        text = body.decode("shift_jis", errors="replace")
+    else:
+        text = raw.decode("utf-8", errors="replace")
+    return text.rstrip("\x00")
+
+
+_XMP_SETTINGS = re.compile(r"<aitk:settings>(.*?)</aitk:settings>", re.S)
+
+
+def _xmp_items(xmp: bytes, items: dict):
+    m = _XMP_SETTINGS.search(xmp.decode("utf-8", errors="replace"))
+    if m:
+        items[SETTINGS_KEY] = html.unescape(m.group(1))
+
+
+def _boxes(data: bytes, start: int, end: int):
+    """(type, body start, body end) of the ISO-BMFF boxes in data[start:end]."""
+    pos = start
+    while pos + 8 <= end:
+        size, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        head = 8
+        if size == 1:
+            size, head = struct.unpack(">Q", data[pos + 8:pos + 16])[0], 16
+        elif size == 0:
+            size = end - pos
+        if size < head:
+            raise MetadataError(f"a broken mp4 file: box {kind!r} of {size} bytes")
+        yield kind, pos + head, min(pos + size, end)
+        pos += size
+
+
+def _read_mp4(data: bytes, out: dict):
+    """moov/udta/meta/ilst/©cmt/data: the tag ffmpeg writes for `comment` in an mp4."""
+    def child(kind, start, end):
+        return next(((s, e) for k, s, e in _boxes(data, start, end) if k == kind), None)
+
+    items = {}
+    path = child(b"moov", 0, len(data))
+    for kind in (b"udta", b"meta", b"ilst", b"\xa9cmt", b"data"):
+        if path is None:
+            break
+        start, end = path
+        if kind == b"ilst" and data[start:start + 4] == b"\x00\x00\x00\x00":
+            start += 4                                   # an ISO meta is a full box: version and flags first
+        path = child(kind, start, end)
+    if path is not None:
+        start, end = path
+        items["comment"] = data[start + 8:end].decode("utf-8", errors="replace")   # type, locale, then UTF-8
+    _take(out, items, comment_is_settings=True)
+
+
+def _read_wav(data: bytes, out: dict):
+    pos, end, items = 12, min(len(data), 8 + struct.unpack("<I", data[4:8])[0]), {}
+    while pos + 8 <= end:
+        kind, length = struct.unpack("<4sI", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        pos += 8 + length + (length & 1)
+        if kind == b"LIST" and body[:4] == b"INFO":
+            sub = 4
+            while sub + 8 <= len(body):
+                name, n = struct.unpack("<4sI", body[sub:sub + 8])
+                if name == b"ICMT":
+                    items["comment"] = body[sub + 8:sub + 8 + n].rstrip(b"\x00").decode("utf-8", errors="replace")
+                sub += 8 + n + (n & 1)
+    _take(out, items, comment_is_settings=True)
+
+
+def _read_flac(data: bytes, out: dict):
+    pos, items = 4, {}
+    while pos + 4 <= len(data):
+        head = data[pos]
+        length = int.from_bytes(data[pos + 1:pos + 4], "big")
+        body = data[pos + 4:pos + 4 + length]
+        pos += 4 + length
+        if head & 0x7F == 4:                              # VORBIS_COMMENT (little-endian lengths)
+            n = struct.unpack("<I", body[:4])[0]
+            at = 4 + n
+            count = struct.unpack("<I", body[at:at + 4])[0]
+            at += 4
+            for _ in range(count):
+                n = struct.unpack("<I", body[at:at + 4])[0]
+                key, _, value = body[at + 4:at + 4 + n].decode("utf-8", errors="replace").partition("=")
+                at += 4 + n
+                if key.upper() in ("DESCRIPTION", "COMMENT"):   # ffmpeg writes `comment` as DESCRIPTION
+                    items["comment"] = value
+        if head & 0x80:                                   # the last metadata block
+            break
+    _take(out, items, comment_is_settings=True)
+
+
+def _read_mp3(data: bytes, out: dict):
+    items = {}
+    if data[:3] == b"ID3":
+        version, flags = data[3], data[5]
+        size = _unsyncsafe(data[6:10])
+        pos, end = 10, min(len(data), 10 + size)
+        if flags & 0x40:                                  # an extended header
+            pos += _unsyncsafe(data[10:14]) if version == 4 else 4 + struct.unpack(">I", data[10:14])[0]
+        while pos + 10 <= end and data[pos] != 0:
+            kind = data[pos:pos + 4]
+            n = _unsyncsafe(data[pos + 4:pos + 8]) if version == 4 else struct.unpack(">I", data[pos + 4:pos + 8])[0]
+            body = data[pos + 10:pos + 10 + n]
+            pos += 10 + n
+            if kind == b"COMM" and len(body) > 4:
+                enc, text = body[0], body[4:]
+                codec, nul = {0: ("latin-1", b"\x00"), 1: ("utf-16", b"\x00\x00"),
+                              2: ("utf-16-be", b"\x00\x00"), 3: ("utf-8", b"\x00")}.get(enc, ("latin-1", b"\x00"))
+                at = 0
+                while True:                               # the description ends at an aligned terminator
+                    at = text.find(nul, at)
+                    if at < 0 or len(nul) == 1 or at % 2 == 0:
+                        break
+                    at += 1
+                description = text[:at] if at >= 0 else b""
+                value = text[at + len(nul):] if at >= 0 else text
+                if not description:
+                    items["comment"] = value.decode(codec, errors="replace").rstrip("\x00")
+    _take(out, items, comment_is_settings=True)
+
+
+def _unsyncsafe(b: bytes) -> int:
+    return (b[0] << 21) | (b[1] << 14) | (b[2] << 7) | b[3]
+
+
+def _take(out: dict, items: dict, comment_is_settings: bool = False):
+    """Sort what a reader found into parameters / aitk / the rest, as A1111's read_info_from_image does
+    for images: the `parameters` chunk, or the EXIF UserComment over it, is the A1111 text. Video and
+    audio keep our JSON in their comment: it is taken when it looks like a JSON object (whether it is
+    our settings is file_settings' to decide)."""
+    items = dict(items)
+    out[PARAMETERS_KEY] = items.pop(PARAMETERS_KEY, None)
+    if "exif comment" in items:
+        out[PARAMETERS_KEY] = items["exif comment"]
+    out[SETTINGS_KEY] = items.pop(SETTINGS_KEY, None)
+    if comment_is_settings and out[SETTINGS_KEY] is None and items.get("comment", "").lstrip().startswith("{"):
+        out[SETTINGS_KEY] = items["comment"]
+    out["items"] = items
+
+
+_READERS = {"png": _read_png, "jpg": _read_jpeg, "webp": _read_webp, "mp4": _read_mp4, "wav": _read_wav,
+            "flac": _read_flac, "mp3": _read_mp3}

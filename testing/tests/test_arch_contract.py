@@ -7,8 +7,9 @@ Per arch:
     latent channels, the defaults and the tiny request validate;
   - the tiny instance: real on-disk format, deterministic, a shared pair shares files;
   - the holder (funnel, offline, float32 CPU) writes the same file as the bare diffusers pipeline
-    through the same writer, bit for bit (mp4: frame count, fps, size and decoded frames), and the
-    step hook sees every scheduler step with the registry's latent layout;
+    through the same writer with the same settings embedded, bit for bit (mp4: frame count, fps,
+    size and decoded frames), and the step hook sees every scheduler step with the registry's
+    latent layout;
   - the engine over HTTP: start -> progress / latent per step -> result -> end, the latent frame's
     layout and shape as the registry says, an identical rerun loading nothing;
   - cancel mid-run (deterministically, from the generation thread) writes nothing and leaves the
@@ -25,7 +26,8 @@ import torch
 from testing import test_inference_engine as sweep
 from testing.fixtures import input_image
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
-from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS, save_media
+from toolkit.file_settings import public_sample, settings_from_metadata
+from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS, read_metadata, save_media
 from toolkit.models import latents as latent_frames
 from toolkit.models.arch import DENOISER, MODALITIES, load_class
 from toolkit.models.base_model import BaseModel, get_model_class
@@ -141,7 +143,9 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     assert kwargs["prompt"] == gen.prompt and kwargs["num_inference_steps"] == gen.num_inference_steps
     out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
-    ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext, **holder.media_kwargs(gen, data))
+    # the same writer with the same settings embedded (the holder's metadata for this request): bit for bit
+    ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
+                     metadata=holder.file_metadata(gen, rec["seed"]), **holder.media_kwargs(gen, data))
     if spec.modality == "video":
         got, want = _decoded(rec["path"]), _decoded(ref["path"])
         assert got["frames"] == want["frames"] == gen.num_frames and got["fps"] == want["fps"] == gen.fps
@@ -150,6 +154,9 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     else:
         with open(rec["path"], "rb") as f1, open(ref["path"], "rb") as f2:
             assert f1.read() == f2.read(), "the holder's file differs from the bare pipeline's"
+    with open(rec["path"], "rb") as f:       # and the file names the request that made it
+        back = settings_from_metadata(read_metadata(f.read()))
+    assert back["source"] == "aitk" and back["sample"] == public_sample(gen) and back["sample"]["seed"] == 1234
 
     # the hook: every scheduler step, in order, with latents the registry's layout describes
     n = len(bare.scheduler.timesteps)

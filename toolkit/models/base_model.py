@@ -26,6 +26,7 @@ class BaseModel:
         from toolkit.models.v2.policy import resolve_dtype
 
         self.model_config = ModelConfig.from_dict(model_config) if isinstance(model_config, dict) else model_config
+        self.requested_config = self.model_config   # as asked (`tiny:<arch>` unresolved): what files name
         if is_tiny(self.model_config.name_or_path):
             self.model_config = replace(self.model_config, name_or_path=resolve_tiny(
                 self.model_config.name_or_path, self.model_config.arch))
@@ -285,10 +286,19 @@ class BaseModel:
                 on_status(f"saving {os.path.basename(path)}", "saving")
             with commit_guard(cancel):
                 record = save_media(self.spec.modality, data, path, ext=gen.output_ext,
-                                    **self.media_kwargs(gen, data))
+                                    metadata=self.file_metadata(gen, seed), **self.media_kwargs(gen, data))
             record.update(seed=seed, prompt=gen.prompt)
             records.append(record)
         return records
+
+    def file_metadata(self, gen: GenerateImageConfig, seed: int | None = None) -> dict:
+        """How the file of `gen` (with `seed`, one of a batch's) was made, for the writer's `metadata=`:
+        the A1111 text and the resolved request as JSON (toolkit/file_settings.py)."""
+        from toolkit.file_settings import file_metadata
+
+        scheduler = getattr(self.pipeline, "scheduler", None)
+        return file_metadata(self.requested_config, gen, seed=seed,
+                             scheduler=type(scheduler).__name__ if scheduler is not None else None)
 
     @contextlib.contextmanager
     def _stage_wraps(self, on_status):

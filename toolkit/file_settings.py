@@ -1,0 +1,305 @@
+"""How a generated file was made, kept in the file itself, and read back into a request. No torch:
+the engine process reads uploaded files with it (toolkit/media.py finds the text in each format).
+
+Every file the holder writes carries two texts (media.py says where each goes per format):
+
+`parameters`: A1111's infotext, the text A1111/Forge write and A1111's PNG Info, Civitai and SillyTavern
+read. Its format is A1111's `create_infotext` (modules/processing.py) and `parse_generation_parameters`
+(modules/infotext_utils.py): the prompt, a `Negative prompt: ...` line when there is one, then one line
+of `Key: value` pairs joined by ", ", each value quoted as A1111's `quote()` does (a JSON string when it
+holds `,`, `:` or a newline). The keys written, in A1111's order:
+
+    Steps, Sampler, CFG scale, Seed, Size (WxH; not for audio), Model (the display name: a profile,
+    a repo id, `tiny:<arch>`, or a local path's basename), Denoising strength (img2img, when set),
+    Frames and FPS (video), Duration (audio, seconds), Version (`aitk-engine`)
+
+`aitk`: JSON (ASCII, sorted keys) holding the whole resolved request, what reproduces the file:
+    {"version": 1, "modality": ..., "scheduler": the pipeline's scheduler class,
+     "model": the resolved ModelConfig with every local path cut to its basename ("hidden" lists those),
+     "sample": the resolved sample (GenerateImageConfig.to_dict(): defaults filled, the seed used)}
+
+Reading back (`settings_from_metadata`): our JSON gives `{model, sample}` ready to POST to /generate; a
+foreign file with A1111 text alone gives the best mapping of its fields onto a sample.
+"""
+import json
+import os
+import re
+
+PARAMETERS_KEY = "parameters"
+SETTINGS_KEY = "aitk"
+FORMAT_VERSION = 1
+VERSION_TEXT = "aitk-engine"
+PATH_KEYS = ("name_or_path", "extras_name_or_path", "lora_path")
+# diffusers scheduler class -> the A1111-style sampler name written as `Sampler:` when the request
+# named none (the model's own scheduler); the compat API shows clients the same names
+SCHEDULER_LABELS = {
+    "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
+    "EulerDiscreteScheduler": "Euler", "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
+    "PNDMScheduler": "PLMS (PNDM)", "UniPCMultistepScheduler": "UniPC", "DPMSolverMultistepScheduler": "DPM++ 2M",
+    "DPMSolverSinglestepScheduler": "DPM++ SDE", "LMSDiscreteScheduler": "LMS", "HeunDiscreteScheduler": "Heun",
+    "DDPMScheduler": "DDPM", "KDPM2DiscreteScheduler": "DPM2", "KDPM2AncestralDiscreteScheduler": "DPM2 a",
+}
+
+
+class NoSettings(ValueError):
+    """The file carries neither our JSON nor A1111 text."""
+
+
+# -- names without paths ---------------------------------------------------------------------------
+
+def display_name(name_or_path: str) -> str:
+    """A model name safe to show anywhere: repo ids and tiny:<arch> as given, local paths by basename
+    (the rule of /health, engine.display_name)."""
+    if not name_or_path:
+        return ""
+    if _is_local(name_or_path):
+        return os.path.basename(os.path.normpath(os.path.expanduser(name_or_path)))
+    return name_or_path
+
+
+def _is_local(value: str) -> bool:
+    """A filesystem path (existing or not), not a hub repo id or a `tiny:<arch>` name: never written out."""
+    from toolkit.models.tiny import is_tiny
+    from toolkit.models.v2.sources import looks_like_repo_id
+
+    if os.path.exists(os.path.expanduser(value)):
+        return True
+    return not (is_tiny(value) or looks_like_repo_id(value))
+
+
+def public_model(mc) -> dict:
+    """A ModelConfig as it may leave the machine: local paths cut to their basenames (`hidden` names
+    the keys), the profile kept (it names the model)."""
+    d = mc.to_dict()
+    hidden = []
+    for key in PATH_KEYS:
+        value = d.get(key)
+        if value and _is_local(value):
+            d[key] = display_name(value)
+            hidden.append(key)
+    comps = {}
+    for role, path in sorted((d.get("components") or {}).items()):
+        comps[role] = os.path.basename(os.path.normpath(os.path.expanduser(path)))
+        hidden.append(f"components.{role}")
+    d["components"] = comps
+    d["hidden"] = hidden
+    return d
+
+
+def public_sample(gen, seed: int | None = None) -> dict:
+    """The resolved sample (defaults filled) with the seed used; image inputs by basename, which for the
+    engine is the name POST /assets gave them. `seed`: this file's seed when one request made several."""
+    d = gen.to_dict()
+    if seed is not None:
+        d["seed"] = int(seed)
+        d["batch_size"] = 1                     # this file is one image: its own seed reproduces it
+    for key in gen.IMAGE_INPUTS:
+        if d.get(key):
+            d[key] = os.path.basename(d[key])
+    return d
+
+
+def model_label(mc) -> str:
+    """The model's name in the A1111 text: its profile, else the display name of name_or_path."""
+    return mc.profile or display_name(mc.name_or_path or "") or mc.arch
+
+
+def sampler_label(sampler: str | None, scheduler: str | None) -> str:
+    if sampler:
+        return sampler
+    if scheduler:
+        return SCHEDULER_LABELS.get(scheduler, scheduler)
+    return "Default"
+
+
+# -- writing -----------------------------------------------------------------------------------------
+
+def quote(value) -> str:
+    """A1111's infotext_utils.quote: a value holding `,`, `:` or a newline becomes a JSON string."""
+    text = str(value)
+    if "," not in text and "\n" not in text and ":" not in text:
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def infotext(prompt: str, negative_prompt: str, params: dict) -> str:
+    """A1111's create_infotext layout: prompt, `Negative prompt:` line when there is one, then the
+    parameters (None values left out)."""
+    line = ", ".join(k if k == v else f"{k}: {quote(v)}" for k, v in params.items() if v is not None)
+    negative = f"\nNegative prompt: {negative_prompt}" if negative_prompt else ""
+    return f"{prompt}{negative}\n{line}".strip()
+
+
+def a1111_text(mc, sample: dict, modality: str, scheduler: str | None = None) -> str:
+    """The `parameters` text for a resolved request (`sample`: public_sample's dict)."""
+    params = {"Steps": sample["num_inference_steps"], "Sampler": sampler_label(sample.get("sampler"), scheduler),
+              "CFG scale": sample["guidance_scale"], "Seed": sample["seed"],
+              "Size": f"{sample['width']}x{sample['height']}" if modality != "audio" else None,
+              "Model": model_label(mc), "Denoising strength": sample.get("strength"),
+              "Frames": sample["num_frames"] if modality == "video" else None,
+              "FPS": sample["fps"] if modality == "video" else None,
+              "Duration": sample["duration"] if modality == "audio" else None,
+              "Version": VERSION_TEXT}
+    return infotext(sample["prompt"], sample["negative_prompt"], params)
+
+
+def file_metadata(mc, gen, *, seed: int | None = None, scheduler: str | None = None) -> dict:
+    """What the file of (`mc`, `gen`) carries: media.py's `metadata=` argument. Deterministic (no
+    time, no file name): the same request writes the same bytes."""
+    modality = mc.spec.modality
+    sample = public_sample(gen, seed)
+    settings = {"version": FORMAT_VERSION, "modality": modality, "scheduler": scheduler,
+                "model": public_model(mc), "sample": sample}
+    return {PARAMETERS_KEY: a1111_text(mc, sample, modality, scheduler),
+            SETTINGS_KEY: json.dumps(settings, ensure_ascii=True, sort_keys=True, separators=(",", ":"),
+                                     allow_nan=False)}
+
+
+# -- reading: A1111 text -----------------------------------------------------------------------------
+
+# A1111's infotext_utils.re_param_code and re_imagesize
+RE_PARAM = re.compile(r'\s*(\w[\w \-/]+):\s*("(?:\\.|[^\\"])+"|[^,]*)(?:,|$)')
+RE_SIZE = re.compile(r"^(\d+)x(\d+)$")
+
+
+def unquote(text: str) -> str:
+    if len(text) == 0 or text[0] != '"' or text[-1] != '"':
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_a1111(text: str) -> dict:
+    """A1111's parse_generation_parameters, the format part (without its UI defaults, styles and
+    hires back-compat): {"Prompt", "Negative prompt", key: value...}, `Size`-like values as
+    `<key>-1` / `<key>-2`. Values stay text, as A1111 returns them."""
+    res = {}
+    prompt, negative, done_with_prompt = "", "", False
+    *lines, lastline = text.strip().split("\n")
+    if len(RE_PARAM.findall(lastline)) < 3:
+        lines.append(lastline)
+        lastline = ""
+    for line in lines:
+        line = line.strip()
+        if line.startswith("Negative prompt:"):
+            done_with_prompt = True
+            line = line[16:].strip()
+        if done_with_prompt:
+            negative += ("" if negative == "" else "\n") + line
+        else:
+            prompt += ("" if prompt == "" else "\n") + line
+    res["Prompt"], res["Negative prompt"] = prompt, negative
+    for k, v in RE_PARAM.findall(lastline):
+        if v and v[0] == '"' and v[-1] == '"':
+            v = unquote(v)
+        m = RE_SIZE.match(v)
+        if m is not None:
+            res[f"{k}-1"], res[f"{k}-2"] = m.group(1), m.group(2)
+        else:
+            res[k] = v
+    return res
+
+
+def sample_from_a1111(fields: dict, warnings: list) -> dict:
+    """The best mapping of A1111 fields onto a sample: prompt, negative, steps, cfg, seed, size, and the
+    sampler name as text (the engine names what it cannot use when the request is made)."""
+    sample = {"prompt": fields.get("Prompt", "")}
+    if fields.get("Negative prompt"):
+        sample["negative_prompt"] = fields["Negative prompt"]
+    for key, ours, cast in (("Steps", "num_inference_steps", int), ("CFG scale", "guidance_scale", float),
+                            ("Seed", "seed", int), ("Size-1", "width", int), ("Size-2", "height", int)):
+        if key not in fields:
+            continue
+        try:
+            sample[ours] = cast(fields[key])
+        except ValueError:
+            warnings.append(f"{key}: {fields[key]!r} is not a number; left out")
+    if fields.get("Sampler"):
+        sample["sampler"] = fields["Sampler"]
+    return sample
+
+
+# -- reading: a file ---------------------------------------------------------------------------------
+
+def settings_from_metadata(meta: dict, *, profiles=(), archs=()) -> dict:
+    """A file's request from media.read_metadata's answer: {source, format, model, sample, parameters,
+    warnings}. Our JSON when it is there and whole (`source: "aitk"`), else the A1111 text
+    (`source: "a1111"`); NoSettings when the file has neither. `profiles`/`archs`: the model names this
+    engine knows, to map a foreign file's `Model:` onto one."""
+    warnings = []
+    text = meta.get(PARAMETERS_KEY)
+    raw = meta.get(SETTINGS_KEY)
+    out = {"format": meta.get("format"), "parameters": text}
+    if raw:
+        try:
+            settings = _load_settings(raw)
+        except (ValueError, RecursionError) as e:           # RecursionError: JSON nested past Python's stack
+            warnings.append(f"the file's {SETTINGS_KEY} settings cannot be read ({e}); "
+                            + ("its A1111 text is used" if text else "nothing else is there"))
+        else:
+            return {**out, "source": SETTINGS_KEY, "model": _request_model(settings["model"], warnings),
+                    "sample": settings["sample"], "warnings": warnings}
+    if not text:
+        if warnings:
+            raise NoSettings(warnings[0])
+        raise NoSettings("the file carries no generation settings (no A1111 `parameters` text, "
+                         f"no `{SETTINGS_KEY}` settings)")
+    fields = parse_a1111(text)
+    sample = sample_from_a1111(fields, warnings)
+    name = fields.get("Model")
+    model = None
+    if name in profiles:
+        model = {"profile": name}
+    elif name in archs:
+        model = {"arch": name}
+    else:
+        warnings.append(f"the file names model {name!r}, which is no profile or arch here: choose the model"
+                        if name else "the file names no model: choose one")
+    return {**out, "source": "a1111", "model": model, "sample": sample, "warnings": warnings}
+
+
+def _load_settings(raw: str) -> dict:
+    settings = json.loads(raw)
+    if not isinstance(settings, dict):
+        raise ValueError("not a JSON object")
+    version = settings.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(f"format version {version!r}; this engine reads up to {FORMAT_VERSION}")
+    model, sample = settings.get("model"), settings.get("sample")
+    if not isinstance(model, dict) or not isinstance(model.get("arch"), str) or not isinstance(sample, dict):
+        raise ValueError("no model with an arch, or no sample")
+    if not isinstance(model.get("profile"), (str, type(None))):
+        raise ValueError("a profile that is not a name")
+    return settings
+
+
+# ModelConfig keys a profile request may override: every one that is not a path (a profile owns those)
+PROFILE_OPTIONS = ("variant", "dtype", "quantize", "qtype", "quantize_te", "qtype_te", "low_vram", "layer_offloading")
+
+
+def _request_model(stored: dict, warnings: list) -> dict:
+    """The `model` of a /generate request from the stored public ModelConfig: a profile as
+    `{profile, ...options}`, else the config itself (paths as the basenames the file kept)."""
+    hidden = [h for h in stored.get("hidden") or () if isinstance(h, str)]
+    stored = {k: v for k, v in stored.items() if k != "hidden"}
+    if stored.get("profile"):
+        model = {"profile": stored["profile"], **{k: stored[k] for k in PROFILE_OPTIONS if stored.get(k) is not None}}
+        if stored.get("lora_path"):
+            model.update(lora_path=stored["lora_path"], lora_scale=stored.get("lora_scale", 1.0))
+        hidden = [h for h in hidden if h == "lora_path"]
+    else:
+        model = {k: v for k, v in stored.items() if v is not None and k != "profile"}
+        if not model.get("components"):
+            model.pop("components", None)
+    for key in hidden:
+        warnings.append(f"model.{key}: the file keeps only the name of a local path "
+                        f"({_get(stored, key)!r}); give the full path, or a profile")
+    return model
+
+
+def _get(d: dict, dotted: str):
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
