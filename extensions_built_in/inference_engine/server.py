@@ -233,6 +233,24 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             upload.stored()
         return {"name": name, "path": stored}
 
+    @app.post("/settings", dependencies=[Depends(require_token)], responses=errors(413),
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
+    async def settings(request: HttpRequest):
+        """The request that made a file: its raw bytes (png, jpg, webp, mp4, wav, flac, mp3) in,
+        `{source, format, model, sample, parameters, warnings}` out; `{model, sample}` is ready to
+        POST to /generate. A foreign A1111 file gives the best mapping of its text onto a request.
+        (Named /settings, not /resolve: /resolve reads as turning a JSON request into the resolved
+        one, a route a form would want; one route taking a file or a request would be ambiguous.)"""
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_ASSET_BYTES:
+                raise ApiError(413, "body", f"body: a file over {MAX_ASSET_BYTES} bytes")
+        if not data:
+            raise ApiError(422, "body", "body: empty: send the file's bytes")
+        return await asyncio.to_thread(file_settings, engine, bytes(data))
+
     @app.get("/outputs/{relpath:path}", dependencies=[Depends(require_token)], responses=errors(404))
     def outputs(relpath: str):
         root = os.path.realpath(engine.output_folder)
@@ -247,6 +265,27 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
     for route in extra_routes or ():
         route(app, require_token)
     return app
+
+
+def file_settings(engine: Engine, data: bytes) -> dict:
+    """POST /settings: read a file's settings (toolkit/file_settings.py) and check them as a request
+    here; what would not be accepted (a profile not defined here, a path the file kept only the name
+    of) is a warning, so the answer still shows what made the file."""
+    from toolkit.file_settings import NoSettings, settings_from_metadata
+    from toolkit.media import MetadataError, read_metadata
+
+    try:
+        out = settings_from_metadata(read_metadata(data), profiles=engine.profiles.profiles, archs=ARCHS)
+    except (MetadataError, NoSettings) as e:
+        raise ApiError(422, "body", f"body: {e}")
+    if out["model"] is not None:
+        try:
+            engine.resolve(out["model"], out["sample"])
+        except ConfigError as e:
+            out["warnings"].append(f"not accepted here as it is: {e.one_line()}")
+        except (TypeError, ValueError) as e:         # a file's JSON can hold any shape
+            out["warnings"].append(f"not accepted here as it is: {type(e).__name__}: {e}")
+    return out
 
 
 async def _follow(engine: Engine, req, cancel_on_disconnect: bool):

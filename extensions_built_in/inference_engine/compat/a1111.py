@@ -1,6 +1,8 @@
 """The A1111 / stable-diffusion.cpp `/sdapi/v1/*` routes (SillyTavern, SD.Next-style clients,
-webuiapi): txt2img, models and options, progress with a latent preview, interrupt and skip."""
+webuiapi): txt2img, models and options, progress with a latent preview, interrupt and skip, png-info."""
 import asyncio
+import base64
+import binascii
 import json
 import random
 import time
@@ -137,6 +139,19 @@ class A1111:
                 "version": "aitk-engine", "interrupted": interrupted, "warnings": warnings,
                 "request_ids": [r.request_id for r in reqs]}
 
+    async def png_info(self, request: HttpRequest):
+        """A1111's /sdapi/v1/png-info: `{image: base64 (a data: URL or bare)}` -> `{info: the parameters
+        text, items: the file's other text, parameters: the text parsed as A1111 parses it}`. PNG, JPEG
+        and WebP (EXIF UserComment), read without decoding pixels."""
+        body = await json_object(request, invalid)
+        image = body.get("image")
+        if image is not None and not isinstance(image, str):
+            raise invalid("image", f"must be a base64 string, got {type(image).__name__}")
+        image = (image or "").strip()
+        if not image:
+            return {"info": "", "items": {}, "parameters": {}}
+        return await asyncio.to_thread(_png_info, image)
+
     def sd_models(self):
         """Only what can load here (Engine.model_names): profiles, and archs whose weights are local."""
         return [{"title": n, "model_name": n, "hash": None, "sha256": None, "filename": n, "config": None}
@@ -222,6 +237,29 @@ class A1111:
                  "need_inner_model": False}]
 
 
+def _png_info(image: str) -> dict:
+    from toolkit.file_settings import SETTINGS_KEY, parse_a1111
+    from toolkit.media import MetadataError, read_metadata
+
+    if image.startswith("data:"):
+        image = image.partition(",")[2]
+    try:
+        data = base64.b64decode(image, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid("image", "is not base64 data")
+    try:
+        meta = read_metadata(data)
+    except MetadataError as e:
+        raise invalid("image", str(e))
+    if meta["format"] not in ("png", "jpg", "webp"):
+        raise invalid("image", f"is a {meta['format']} file, not an image (POST /settings reads it)")
+    info = meta["parameters"] or ""
+    items = dict(meta["items"])
+    if meta[SETTINGS_KEY]:
+        items[SETTINGS_KEY] = meta[SETTINGS_KEY]
+    return {"info": info, "items": items, "parameters": parse_a1111(info) if info else {}}
+
+
 def _constant(value):
     def answer():
         return value
@@ -246,6 +284,7 @@ def add_routes(app: FastAPI, session: Session, authorized):
                                   ("GET", "/sdapi/v1/progress", api.progress),
                                   ("POST", "/sdapi/v1/interrupt", api.interrupt),
                                   ("POST", "/sdapi/v1/skip", api.skip),
+                                  ("POST", "/sdapi/v1/png-info", api.png_info),
                                   ("GET", "/sdapi/v1/samplers", api.samplers),
                                   ("GET", "/sdapi/v1/schedulers", api.schedulers)):
         app.add_api_route(path, handler, methods=[method], dependencies=deps)
