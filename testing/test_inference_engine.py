@@ -247,7 +247,8 @@ def check_latent(header: dict, payload: bytes, arch: str, sample: dict):
     arr = decode_latent(header, payload)
     check(arr.ndim == len(layout), f"latent shape {list(arr.shape)} has {arr.ndim} dims, layout {layout} needs "
           f"{len(layout)}")
-    check(arr.shape[0] == 1, f"latent batch is {arr.shape[0]}, expected 1 (batch item 0 only)")
+    batch = sample.get("batch_size", 1)
+    check(arr.shape[0] == batch, f"latent batch is {arr.shape[0]}, expected {batch} (sample.batch_size: every item)")
     channels = arr.shape[2] if layout == "BLC" else arr.shape[1]
     check(channels == lat.channels, f"latent has {channels} channels, the registry says {lat.channels}")
     if spec.modality in ("image", "video"):

@@ -195,13 +195,24 @@ class GenerateImageConfig:
             raise ConfigError(f"{where}.ctrl_img", f"arch {spec.name} needs a control image")
         if self.batch_size < 1:
             raise ConfigError(f"{where}.batch_size", f"must be >= 1, got {self.batch_size}")
+        if self.batch_size > 1 and not spec.batch_arg:
+            raise ConfigError(f"{where}.batch_size", f"arch {spec.name}'s pipeline makes one {spec.modality} "
+                              f"output per pass: batch_size must be 1, got {self.batch_size}")
+        if self.sampler is not None:
+            names = [s.name for s in spec.samplers()]
+            if not names:
+                raise ConfigError(f"{where}.sampler", f"arch {spec.name} runs only its own scheduler "
+                                  f"({spec.scheduler_config.get('_class_name', 'unknown')}): leave sampler unset")
+            if self.sampler not in names:
+                raise ConfigError(f"{where}.sampler", f"unknown sampler {self.sampler!r} for arch {spec.name} "
+                                  f"(its samplers: {', '.join(names)})")
         if self.resize_mode not in RESIZE_MODES:
             raise ConfigError(f"{where}.resize_mode", f"must be one of {', '.join(RESIZE_MODES)}, got "
                               f"{self.resize_mode!r}")
         if self.strength is not None and not (0 < self.strength <= 1):
             raise ConfigError(f"{where}.strength", f"must be in (0, 1], got {self.strength}")
         # not served yet: refused rather than ignored
-        for name, unset in (("sampler", None), ("batch_size", 1), ("task", None), ("strength", None),
+        for name, unset in (("task", None), ("strength", None),
                             ("init_img", None), ("mask_img", None), ("ctrl_img_1", None), ("ctrl_img_2", None),
                             ("ctrl_img_3", None)):
             if getattr(self, name) != unset:

@@ -23,6 +23,7 @@ from extensions_built_in.inference_engine.worker import Faults
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError, check_keys
 from toolkit.local_weights import weights_here
+from toolkit.models.base_model import batch_paths
 from toolkit.models.registry import ARCHS as ARCHS_BY_NAME
 from toolkit.profiles import EMPTY as EMPTY_PROFILES
 from toolkit.request import resolve_request
@@ -560,13 +561,15 @@ class Engine:
             self.on_info(msg.info, msg.step)
 
     def _output_path(self, req: Request) -> str:
-        """`<request_id>.<ext>`, or with a suffix when that name was ever used: never overwrites."""
-        ext = req.sample.output_ext
+        """`<request_id>.<ext>`, or with a suffix when that name was ever used: never overwrites. A batch
+        writes `<name>-<i>.<ext>` (base_model.batch_paths): every one of its names is free."""
+        ext, batch = req.sample.output_ext, req.sample.batch_size
         name, n = f"{req.request_id}.{ext}", 1
-        while name in self._names or os.path.lexists(os.path.join(self.output_folder, name)):
+        while any(p in self._names or os.path.lexists(os.path.join(self.output_folder, p))
+                  for p in batch_paths(name, batch)):
             n += 1
             name = f"{req.request_id}-{n}.{ext}"
-        self._names.add(name)
+        self._names.update(batch_paths(name, batch))
         return os.path.join(self.output_folder, name)
 
     def _finish(self, req: Request, status: str, error: str | None = None):

@@ -1,5 +1,5 @@
 """What one client may ask of the engine (`engine.limits`), and the checks that refuse the rest
-before anything is queued: a request's size, frames, steps and prompt bytes, the compatibility
+before anything is queued: a request's size, frames, steps, batch and prompt bytes, the compatibility
 routes' fan-out, the queue's length, the assets folder's total, and a memory pre-flight.
 
 Here, not in toolkit/: these are the engine's policy towards clients that share one device. The
@@ -28,7 +28,7 @@ class Limits:
     max_pixels: int = 4096 * 4096       # width*height: 4096x4096, ~9x the largest arch default (1328x1328)
     max_frames: int = 257               # video: LTX-Video's longest clip; Wan 81, HunyuanVideo 129
     max_steps: int = 1000               # the schedulers' 1000 training timesteps: more are not distinct
-    max_batch: int = 16                 # compat n / batch_size * n_iter: requests one call queues
+    max_batch: int = 16                 # images one request (sample.batch_size) or one compat call makes
     max_prompt_bytes: int = 16 << 10    # UTF-8, per prompt: well past every text encoder's window
     max_queued: int = 256               # requests waiting (the running one not counted)
     max_asset_bytes: int = 2 << 30      # the assets folder's total, uploads in flight included
@@ -62,7 +62,7 @@ def _over(key: str, value: int, limit: int) -> str:
 
 
 def check_request(limits: Limits, mc, gen):
-    """Refuse a resolved request whose size, frames, steps or prompts exceed `limits` (ConfigError
+    """Refuse a resolved request whose size, frames, steps, batch or prompts exceed `limits` (ConfigError
     naming the sample field: a 422)."""
     spec = mc.spec
     if spec.modality in ("image", "video"):
@@ -72,6 +72,8 @@ def check_request(limits: Limits, mc, gen):
                               f"engine.limits.max_pixels ({limits.max_pixels})")
     if spec.modality == "video" and gen.num_frames > limits.max_frames:
         raise ConfigError("sample.num_frames", _over("max_frames", gen.num_frames, limits.max_frames))
+    if gen.batch_size > limits.max_batch:
+        raise ConfigError("sample.batch_size", _over("max_batch", gen.batch_size, limits.max_batch))
     if gen.num_inference_steps > limits.max_steps:
         raise ConfigError("sample.num_inference_steps", _over("max_steps", gen.num_inference_steps, limits.max_steps))
     for name in ("prompt", "negative_prompt"):
@@ -83,8 +85,8 @@ def check_request(limits: Limits, mc, gen):
 
 
 def check_batch(limits: Limits, count: int):
-    """One call of a compatibility route fans out into `count` requests (ConfigError key `batch`,
-    which each route names as its own field: `n`, `batch_size`)."""
+    """One call of a compatibility route makes `count` images, in one request or several (ConfigError
+    key `batch`, which each route names as its own field: `n`, `batch_size`)."""
     if count > limits.max_batch:
         raise ConfigError("batch", f"{count} images in one call is over engine.limits.max_batch ({limits.max_batch})")
 
@@ -98,11 +100,16 @@ def check_memory(mc, gen, memory: dict | None):
     if total <= 0:
         return
     device = (memory or {}).get("device") or "cpu"
-    need = get_model_class(mc.arch).estimate_activation_bytes(mc, gen, device=device)
+    estimate = get_model_class(mc.arch).estimate_activation_bytes
+    need = estimate(mc, gen, device=device, batch=gen.batch_size)
     if need > total:
         field, size = (("sample.duration", f"{gen.duration:g} s") if mc.spec.modality == "audio" else
                        ("sample.width", f"{gen.width}x{gen.height}" +
                         (f"x{gen.num_frames} frames" if mc.spec.modality == "video" else "")))
+        if gen.batch_size > 1:
+            size += f" in a batch of {gen.batch_size}"
+            if estimate(mc, gen, device=device, batch=1) <= total:
+                field = "sample.batch_size"       # one would fit: the batch is what is too large
         raise ConfigError(field, f"{size} needs at least {_size(need)} of activations (estimated), more than "
                           f"the {device} device's {_size(total)} in total")
 

@@ -239,12 +239,12 @@ class WorkerCore:
                                          cancel=lambda: self._check_cancel(rid))
         out_dir = os.path.dirname(msg.output_path)
         results = []
-        for rec in records:
+        for index, rec in enumerate(records):     # a batch: one file, result and seed (seed + index) per item
             relpath = os.path.relpath(rec["path"], out_dir)
             result = {"path": rec["path"], "relpath": relpath, "url": f"/outputs/{relpath}", "kind": rec["kind"],
-                      "ext": rec["ext"], "bytes": rec["bytes"], "seed": rec["seed"], "width": rec.get("width"),
-                      "height": rec.get("height"), "num_frames": rec.get("num_frames"), "fps": rec.get("fps"),
-                      "duration": rec.get("duration")}
+                      "ext": rec["ext"], "bytes": rec["bytes"], "seed": rec["seed"], "index": index,
+                      "width": rec.get("width"), "height": rec.get("height"), "num_frames": rec.get("num_frames"),
+                      "fps": rec.get("fps"), "duration": rec.get("duration")}
             results.append(result)
             self.emit(m.Frame(rid, {"type": "result", **result}))
         return results

@@ -152,6 +152,7 @@ def small(tiny, tmp_path_factory):
     ("zimage", {"prompt": "12345678901"}, "sample.prompt", "engine.limits.max_prompt_bytes (10)"),
     ("zimage", {"negative_prompt": "狐狐狐狐"}, "sample.negative_prompt", "engine.limits.max_prompt_bytes (10)"),
     ("wan21", {"num_frames": 9, "fps": 8}, "sample.num_frames", "engine.limits.max_frames (5)"),
+    ("zimage", {"batch_size": 3}, "sample.batch_size", "engine.limits.max_batch (2)"),
 ])
 def test_configured_limits_refuse_with_the_field(small, arch, sample, field, limit):
     refused(small.client.post("/generate", json=body(small, arch, **sample)), 422, field, limit)

@@ -141,6 +141,11 @@ class ArchSpec:
     checkpoint_formats: dict = field(default_factory=dict)  # profile key -> detected formats it accepts (inspect)
     tiny: Tiny | None = None
     description: str = ""
+    # samplers (toolkit/samplers.py): the keys of the scheduler config the arch's repos ship that decide
+    # its family (`_class_name`, `prediction_type`, `use_flow_sigmas`); the worker checks the loaded one
+    scheduler_config: dict = field(default_factory=dict)
+    samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
+    batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
 
     @property
     def default_variant(self) -> str | None:
@@ -167,6 +172,11 @@ class ArchSpec:
             d.update(v.extras)
         return d
 
+    def samplers(self) -> tuple:
+        """The samplers a request for this arch may name (`sample.sampler`), from its family's table."""
+        from toolkit import samplers
+        return samplers.samplers_for(self.scheduler_config, self.samplers_excluded)
+
     def public(self) -> dict:
         """The row as served to clients: no classes, paths or import strings."""
         return {"name": self.name, "modality": self.modality, "default_name_or_path": self.default_name_or_path,
@@ -179,7 +189,8 @@ class ArchSpec:
                 "variant_sources": {name: self.default_source(name) for name in self.variants},
                 "default_variant": self.default_variant,
                 "components": [c.role for c in self.components],
-                "preview": self.latents.preview()}
+                "preview": self.latents.preview(),
+                "samplers": [s.public() for s in self.samplers()], "batch": self.batch_arg is not None}
 
 
 def load_object(path: str):

@@ -247,27 +247,88 @@ class BaseModel:
             return out.frames[0]
         return out.audios[0]
 
+    def extract_outputs(self, out, n: int) -> list:
+        """The `n` media items a batched call produced, in batch order."""
+        items = {"image": "images", "video": "frames", "audio": "audios"}[self.spec.modality]
+        return list(getattr(out, items))[:n]
+
     def media_kwargs(self, gen: GenerateImageConfig, data) -> dict:
         return {"fps": gen.fps} if self.spec.modality == "video" else {}
+
+    # -- samplers: a scheduler for one call ------------------------------------------------------
+    def scheduler_for(self, gen: GenerateImageConfig):
+        """The scheduler `gen.sampler` names, built fresh from the resident scheduler's config (which
+        is never changed); None for the model's own. The family follows from the loaded config."""
+        from toolkit import samplers
+
+        if not gen.sampler:
+            return None
+        base = self.pipeline.scheduler.config
+        sampler = samplers.find(base, gen.sampler, self.spec.samplers_excluded)
+        if sampler is None:
+            names = [s.name for s in samplers.samplers_for(base, self.spec.samplers_excluded)]
+            raise ConfigError("sample.sampler", f"unknown sampler {gen.sampler!r} for this model's scheduler "
+                              f"({base.get('_class_name')}; its samplers: {', '.join(names) or 'none'})")
+        return samplers.build(sampler, base)
+
+    @contextlib.contextmanager
+    def call_scheduler(self, gen: GenerateImageConfig):
+        """While active, the pipeline runs `gen.sampler`'s scheduler; the resident one is put back
+        after (also on error or cancel). Entered by generate_images around generate_single, so a
+        holder's own wrap of `pipeline.scheduler` (krea2's mu) applies to the scheduler that runs;
+        generate_single enters it too for direct callers (a no-op when already active)."""
+        pipe = self.pipeline
+        if getattr(self, "_call_sched", None) is not None:
+            yield
+            return
+        scheduler = self.scheduler_for(gen)
+        if scheduler is None:
+            yield
+            return
+        resident = pipe.__dict__["scheduler"]
+        # the instance attribute only: pipe.config (the model's registered classes) stays as it is
+        pipe.__dict__["scheduler"] = self._call_sched = scheduler
+        try:
+            yield
+        finally:
+            pipe.__dict__["scheduler"] = resident
+            self._call_sched = None
+
+    _call_sched = None
 
     def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None):
         """Sample one config. `on_step(step_index, num_steps, timestep, latents, x0)` runs after every
         scheduler step (it may raise to stop); `on_status(message, stage)` hears encoding, sampling
-        and decoding start."""
+        and decoding start. Returns the media; with `gen.batch_size` > 1 a list of them, item i
+        made from seed + i in one pass."""
         import torch
 
-        generator = torch.Generator("cpu").manual_seed(gen.resolved_seed())  # a seed means one image on any device
+        seed, n = gen.resolved_seed(), gen.batch_size
+        # a seed means one image on any device: CPU generators, one per batch item (seed + i), so item i
+        # draws the same noise as a batch of one with seed + i. Its output is that run's within one level of
+        # the written file, not bit for bit: a batch of N runs every matmul and attention with N (2N under
+        # CFG) rows, which the CPU/GPU kernels block and accumulate differently, changing float32 low bits
+        # (testing/tests/test_batch.py)
+        generator = (torch.Generator("cpu").manual_seed(seed) if n == 1 else
+                     [torch.Generator("cpu").manual_seed(seed + i) for i in range(n)])
+        kwargs = self.pipeline_kwargs(gen)
+        if n > 1:
+            if not self.spec.batch_arg:
+                raise ConfigError("sample.batch_size", f"arch {self.arch} makes one output per pass")
+            kwargs[self.spec.batch_arg] = n
         with contextlib.ExitStack() as stack:
+            stack.enter_context(self.call_scheduler(gen))
             stack.enter_context(wrap_scheduler_step(self.pipeline.scheduler, on_step))
             stack.enter_context(self._stage_wraps(on_status))
-            out = self.pipeline(**self.pipeline_kwargs(gen), generator=generator, output_type=self.output_type)
-        return self.extract_output(out)
+            out = self.pipeline(**kwargs, generator=generator, output_type=self.output_type)
+        return self.extract_output(out) if n == 1 else self.extract_outputs(out, n)
 
     def generate_images(self, gens: list, output_folder: str | None = None, *, on_step=None, on_status=None,
                         cancel=None) -> list[dict]:
-        """Sample and save each config; one record per file written (atomically). `cancel()` raises
-        to stop: it is asked after sampling and once more right before each file is moved into place,
-        so a cancel that arrives while a file is encoded still wins and leaves no file."""
+        """Sample and save each config; one record per file written (atomically), a batch's items
+        each their own file and record (seed + i). `cancel()` raises to stop: it is asked after
+        sampling and once more right before each file is moved into place, so a cancel that arrives
+        while a file is encoded still wins and leaves no file."""
         from toolkit.media import commit_guard, save_media
 
         if self.pipeline is None:
@@ -277,18 +338,30 @@ class BaseModel:
             if isinstance(gen, dict):
                 gen = GenerateImageConfig.from_dict(gen, self.model_config)
             seed = gen.resolved_seed()
-            data = self.generate_single(gen, on_step=on_step, on_status=on_status)
+            with self.call_scheduler(gen):
+                data = self.generate_single(gen, on_step=on_step, on_status=on_status)
             if cancel is not None:
                 cancel()
+            items = data if gen.batch_size > 1 else [data]
             path = getattr(gen, "output_path", None) or os.path.join(
                 output_folder or ".", f"{int(time.time() * 1000)}_{i}_{seed}.{gen.output_ext}")
-            if on_status is not None:
-                on_status(f"saving {os.path.basename(path)}", "saving")
-            with commit_guard(cancel):
-                record = save_media(self.spec.modality, data, path, ext=gen.output_ext,
-                                    metadata=self.file_metadata(gen, seed), **self.media_kwargs(gen, data))
-            record.update(seed=seed, prompt=gen.prompt)
-            records.append(record)
+            written = []
+            try:
+                for j, (item, item_path) in enumerate(zip(items, batch_paths(path, len(items)))):
+                    if on_status is not None:
+                        on_status(f"saving {os.path.basename(item_path)}", "saving")
+                    with commit_guard(cancel):
+                        record = save_media(self.spec.modality, item, item_path, ext=gen.output_ext,
+                                            metadata=self.file_metadata(gen, seed + j),
+                                            **self.media_kwargs(gen, item))
+                    written.append(record["path"])
+                    record.update(seed=seed + j, prompt=gen.prompt)
+                    records.append(record)
+            except BaseException:
+                for done in written:       # a batch is kept whole or not at all (a cancel between items)
+                    with contextlib.suppress(OSError):
+                        os.remove(done)
+                raise
         return records
 
     def file_metadata(self, gen: GenerateImageConfig, seed: int | None = None) -> dict:
@@ -345,6 +418,14 @@ def _announce(method, on_status, message, stage, after: bool):
             on_status(message, stage)
         return result
     return wrapper
+
+
+def batch_paths(path: str, n: int) -> list[str]:
+    """The files a batch of `n` is written to: `path` itself for one, else `<stem>-<i><ext>`."""
+    if n == 1:
+        return [path]
+    stem, ext = os.path.splitext(path)
+    return [f"{stem}-{i}{ext}" for i in range(n)]
 
 
 def get_model_class(arch: str) -> type:

@@ -1,4 +1,4 @@
-"""A scheduler's latents as a `latent` frame carries them: batch item 0, in the frame layout the arch's
+"""A scheduler's latents as a `latent` frame carries them: every batch item, in the frame layout the arch's
 `Latents` row names (BCHW, BCFHW or BLC), float16 on the CPU. Packed tokens are unpacked here so
 that clients project every arch the same way, with the arch's channels x 3 table."""
 import sys
@@ -29,8 +29,9 @@ def unpack_video_tokens(latents: torch.Tensor, f: int, h: int, w: int) -> torch.
 
 def to_frame(latents: torch.Tensor, spec: Latents, *, height: int, width: int, num_frames: int = 1,
              max_frames: int = 4) -> tuple[torch.Tensor, str]:
-    """(contiguous float16 CPU tensor, frame layout); video is evenly subsampled to `max_frames`."""
-    x = latents.detach()[:1]
+    """(contiguous float16 CPU tensor, frame layout); video is evenly subsampled to `max_frames`. The
+    whole batch (B = sample.batch_size): item i is the image of seed + i."""
+    x = latents.detach()
     if spec.layout == "packed":
         x = unpack_tokens(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
     elif spec.layout == "packed_video":

@@ -223,6 +223,15 @@ describe('projectLatent', () => {
     expect([px(img, 0, 0)[0], px(img, 0, 1)[0]]).toEqual([0, 255]);
   });
 
+  it('a batch (sample.batch_size > 1) shows item 0 in every layout, normalised over item 0 alone', () => {
+    const video = projectLatent(new Float32Array([0, 1, 5, 3, /* batch 1: */ 90, -90, 90, -90]), [2, 1, 2, 1, 2], 'BCFHW', null);
+    expect(video.frames.length).toBe(2);
+    expect([px(video, 0, 0)[0], px(video, 0, 1)[0], px(video, 1, 0)[0], px(video, 1, 1)[0]]).toEqual([0, 255, 255, 0]);
+    const audio = projectLatent(new Float32Array([0, 4, 1, 2, 3, 0.5, /* batch 1: */ 100, -100, 0, 0, 0, 0]), [2, 3, 2], 'BLC', null);
+    expect([audio.width, audio.height]).toEqual([3, 2]);
+    expect([0, 1, 2].map((t) => px(audio, 0, t)[0])).toEqual([0, 64, 191]);
+  });
+
   it('raises clear errors on a bad shape, layout or factor table', () => {
     expect(() => projectLatent(new Float32Array(4), [1, 2, 2], 'BCHW', null)).toThrow(/does not fit layout BCHW/);
     expect(() => projectLatent(new Float32Array(5), [1, 1, 2, 2], 'BCHW', null)).toThrow(/needs 4 values, the payload has 5/);

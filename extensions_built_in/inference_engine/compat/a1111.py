@@ -12,13 +12,17 @@ from fastapi import Depends, FastAPI, Request as HttpRequest
 from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
                                                                 json_object)
 from extensions_built_in.inference_engine.compat.preview import latent_png_b64
+from toolkit import samplers as sampler_table
+from toolkit.errors import ConfigError
+from toolkit.models.registry import ARCHS
 
 MAX_IMAGES = 16                  # per call (batch_size * n_iter)
 MODEL_FIELD = "override_settings.sd_model_checkpoint"
 # engine field -> the client's field, so a 422 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "width",
           "sample.height": "height", "sample.num_inference_steps": "steps", "sample.guidance_scale": "cfg_scale",
-          "sample.seed": "seed", "batch": "batch_size"}
+          "sample.seed": "seed", "batch": "batch_size", "sample.batch_size": "batch_size",
+          "sample.sampler": "sampler_name"}
 # diffusers scheduler class -> the A1111-style sampler name shown to clients
 SCHEDULER_LABELS = {
     "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
@@ -27,7 +31,7 @@ SCHEDULER_LABELS = {
     "DPMSolverSinglestepScheduler": "DPM++ SDE", "LMSDiscreteScheduler": "LMS", "HeunDiscreteScheduler": "Heun",
     "DDPMScheduler": "DDPM", "KDPM2DiscreteScheduler": "DPM2", "KDPM2AncestralDiscreteScheduler": "DPM2 a",
 }
-SAMPLER_NOTE = "the model's own scheduler; sampler_name and scheduler in requests are accepted and ignored"
+SAMPLER_NOTE = "the model's own scheduler: what a request without sampler_name (or with 'Default') runs"
 # SillyTavern asks for these when it loads its settings; nothing here upscales or swaps VAEs
 FIXED_LISTS = {"/sdapi/v1/upscalers": [{"name": "None", "model_name": None, "model_path": None, "model_url": None,
                                         "scale": 1}],
@@ -58,6 +62,15 @@ class A1111:
             return "Default", None
         return SCHEDULER_LABELS.get(cls, cls), cls
 
+    def current_samplers(self) -> tuple:
+        """(arch spec or None, its Sampler rows) of the model later calls use (`current_name`)."""
+        try:
+            model = self.engine.model_for_name(self.session.selected or None)
+        except ConfigError:
+            return None, ()
+        spec = ARCHS[model["arch"]] if model.get("arch") in ARCHS else None
+        return spec, (spec.samplers() if spec is not None else ())
+
     async def txt2img(self, request: HttpRequest):
         body = await json_object(request, invalid)
         prompt = body.get("prompt") or ""
@@ -87,14 +100,18 @@ class A1111:
         session = self.session
         name = overrides.get("sd_model_checkpoint") or session.selected
         model, name = await asyncio.to_thread(session.resolve, name, MODEL_FIELD, invalid)
-        sample = {"prompt": prompt, "output_ext": "png"}
+        sampler = self._sampler(body, model)
+        sample = {"prompt": prompt, "output_ext": "png", "batch_size": counts["batch_size"]}
+        if sampler is not None:
+            sample["sampler"] = sampler
         if negative:
             sample["negative_prompt"] = negative
         for ours, theirs in (("width", "width"), ("height", "height"), ("num_inference_steps", "steps"),
                              ("guidance_scale", "cfg_scale")):
             if body.get(theirs) is not None:
                 sample[ours] = body[theirs]
-        samples = [{**sample, "seed": base_seed + i} for i in range(count)]
+        # n_iter requests one after another, each a batch of batch_size in one pass (seed + i per image)
+        samples = [{**sample, "seed": base_seed + j * counts["batch_size"]} for j in range(counts["n_iter"])]
         reqs = await asyncio.to_thread(session.submit_all, model, samples, invalid, FIELDS, MODEL_FIELD)
         session.last_used = (name, reqs[0].model)
         started = time.time()
@@ -110,10 +127,32 @@ class A1111:
         return {"images": [b64 for _r, _res, b64 in images] if send else [], "parameters": parameters,
                 "info": json.dumps(info)}
 
+    def _sampler(self, body: dict, model: dict) -> str | None:
+        """The request's sampler_name and scheduler as one of the model's samplers (None: its own)."""
+        sampler_name, scheduler = body.get("sampler_name"), body.get("scheduler")
+        for field, v in (("sampler_name", sampler_name), ("scheduler", scheduler)):
+            if v is not None and not isinstance(v, str):
+                raise invalid(field, f"must be a string, got {type(v).__name__}")
+        spec = ARCHS[model["arch"]] if model.get("arch") in ARCHS else None
+        try:
+            return sampler_table.from_a1111(sampler_name, scheduler, spec.samplers() if spec else ())
+        except ValueError as e:
+            field, message = e.args
+            raise invalid(field, message)
+
     def _info(self, reqs, name, prompt, negative, counts, started, interrupted) -> dict:
         first = reqs[0].sample
-        seeds = [r.sample.seed for r in reqs]
-        sampler, _cls = self.sampler_label(reqs[0].model)
+        # one seed per image: a request's batch is seed, seed + 1, ...
+        seeds = [r.sample.seed + i for r in reqs for i in range(r.sample.batch_size)]
+        made = [res["seed"] for r in reqs if r.status == "ok" for res in r.results if res.get("kind") == "image"]
+        chosen = sampler_table.find(reqs[0].model.spec.scheduler_config, first.sampler,
+                                    reqs[0].model.spec.samplers_excluded) if first.sampler else None
+        if chosen is not None:
+            sampler = chosen.label
+            schedule = sampler_table.A1111_SCHEDULES[chosen.schedule]
+        else:
+            sampler, _cls = self.sampler_label(reqs[0].model)
+            schedule = "Automatic"
         model_name = name or self.session.current_name()
         warnings = sorted({w for r in reqs for w in r.sample.warnings})
         stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(started))
@@ -122,19 +161,21 @@ class A1111:
             lines = [prompt]
             if negative:
                 lines.append(f"Negative prompt: {negative}")
-            lines.append(f"Steps: {first.num_inference_steps}, Sampler: {sampler}, CFG scale: {first.guidance_scale}, "
-                         f"Seed: {s}, Size: {first.width}x{first.height}, Model: {model_name}, Version: aitk-engine")
+            lines.append(f"Steps: {first.num_inference_steps}, Sampler: {sampler}, Schedule type: {schedule}, "
+                         f"CFG scale: {first.guidance_scale}, Seed: {s}, Size: {first.width}x{first.height}, "
+                         f"Model: {model_name}, Version: aitk-engine")
             return "\n".join(lines)
-        return {"prompt": prompt, "all_prompts": [prompt] * len(reqs), "negative_prompt": negative,
-                "all_negative_prompts": [negative] * len(reqs), "seed": seeds[0], "all_seeds": seeds,
-                "subseed": -1, "all_subseeds": [-1] * len(reqs), "subseed_strength": 0,
+        return {"prompt": prompt, "all_prompts": [prompt] * len(seeds), "negative_prompt": negative,
+                "all_negative_prompts": [negative] * len(seeds), "seed": seeds[0], "all_seeds": seeds,
+                "subseed": -1, "all_subseeds": [-1] * len(seeds), "subseed_strength": 0,
                 "width": first.width, "height": first.height, "sampler_name": sampler,
                 "cfg_scale": first.guidance_scale, "steps": first.num_inference_steps,
                 "batch_size": counts["batch_size"], "n_iter": counts["n_iter"], "restore_faces": False,
                 "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": None,
                 "sd_vae_name": None, "sd_vae_hash": None, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
-                "denoising_strength": None, "extra_generation_params": {}, "index_of_first_image": 0,
-                "infotexts": [infotext(s) for r, s in zip(reqs, seeds) if r.status == "ok"], "styles": [],
+                "denoising_strength": None, "extra_generation_params": {"Schedule type": schedule},
+                "index_of_first_image": 0,
+                "infotexts": [infotext(s) for s in made], "styles": [],
                 "job_timestamp": stamp, "clip_skip": 1, "is_using_inpainting_conditioning": False,
                 "version": "aitk-engine", "interrupted": interrupted, "warnings": warnings,
                 "request_ids": [r.request_id for r in reqs]}
@@ -225,16 +266,27 @@ class A1111:
         return {}
 
     def samplers(self):
+        """The current model's samplers (its family's table, `toolkit/samplers.py`), after "Default": its
+        own scheduler. A name a request sends that is not here is a 422 naming sampler_name."""
         label, cls = self.sampler_label()
-        if cls is None:
-            return [{"name": "Default", "aliases": ["model default"],
-                     "options": {"note": SAMPLER_NOTE + " (load a model to see which it is)"}}]
-        return [{"name": label, "aliases": [cls, "default"], "options": {"scheduler": cls, "note": SAMPLER_NOTE}}]
+        own = ({"name": "Default", "aliases": ["model default"],
+                "options": {"note": SAMPLER_NOTE + " (load a model to see which it is)"}} if cls is None else
+               {"name": "Default", "aliases": [cls, "default", label],
+                "options": {"scheduler": cls, "note": SAMPLER_NOTE}})
+        _spec, available = self.current_samplers()
+        rows = [own]
+        for label in sampler_table.a1111_labels(available):
+            same = [s for s in available if s.label == label]
+            rows.append({"name": label, "aliases": [s.name for s in same],
+                         "options": {"scheduler": same[0].cls,
+                                     "schedules": [sampler_table.A1111_SCHEDULES[s.schedule] for s in same]}})
+        return rows
 
-    @staticmethod
-    def schedulers():
-        return [{"name": "automatic", "label": "Automatic", "aliases": None, "default_rho": -1,
-                 "need_inner_model": False}]
+    def schedulers(self):
+        """A1111's schedule types the current model's samplers have (Automatic: each sampler's own)."""
+        _spec, available = self.current_samplers()
+        return [{"name": label.lower(), "label": label, "aliases": None, "default_rho": -1,
+                 "need_inner_model": False} for label in sampler_table.a1111_schedules(available)]
 
 
 def _png_info(image: str) -> dict:

@@ -157,8 +157,8 @@ class Session:
     def submit_all(self, model: dict, samples: list, err, table: dict, model_field: str) -> list:
         """Submit one request per sample (all or none: a refused one cancels those before it)."""
         reqs = []
-        try:
-            self.engine.check_batch(len(samples))      # engine.limits.max_batch, before any is queued
+        try:      # engine.limits.max_batch counts images (a sample's batch_size each), before any is queued
+            self.engine.check_batch(sum(int(s.get("batch_size") or 1) for s in samples))
             for sample in samples:
                 reqs.append(self.engine.submit(model, sample, None))
         except ConfigError as e:

@@ -11,7 +11,7 @@ MAX_N = 10                       # OpenAI's own limit for n
 # engine field -> the client's field, so a 400 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "size",
           "sample.height": "size", "sample.num_inference_steps": "num_inference_steps",
-          "sample.guidance_scale": "guidance_scale", "sample.seed": "seed", "batch": "n"}
+          "sample.guidance_scale": "guidance_scale", "sample.seed": "seed", "batch": "n", "sample.batch_size": "n"}
 
 
 def error(status: int, message: str, param: str | None = None, code: str | None = None,
@@ -57,11 +57,11 @@ class OpenAIImages:
         seed = body.get("seed")
         if seed is not None and (not is_int(seed) or seed < -1):
             raise invalid("seed", f"must be -1 (random) or an integer >= 0, got {seed!r}")
-        seeds = [int(seed) + i if seed is not None and seed >= 0 else -1 for i in range(int(n))]
+        # the n images in one pass: seed, seed + 1, ... (a random seed when none is given)
+        sample.update(batch_size=int(n), seed=int(seed) if seed is not None and seed >= 0 else -1)
         session = self.session
         model, name = await asyncio.to_thread(session.resolve, body.get("model"), "model", invalid)
-        reqs = await asyncio.to_thread(session.submit_all, model, [{**sample, "seed": s} for s in seeds], invalid,
-                                       FIELDS, "model")
+        reqs = await asyncio.to_thread(session.submit_all, model, [sample], invalid, FIELDS, "model")
         session.last_used = (name, reqs[0].model)
         await session.wait_all(reqs, request)
         failed = [r for r in reqs if r.status != "ok"]

@@ -89,4 +89,8 @@ SPEC = ArchSpec(
     latents=Latents("BLC", 64, per_second=25.0),
     tiny=Tiny(_tiny, {"duration": 1.0, "num_inference_steps": 2, "guidance_scale": 7.0}),
     description="ACE-Step 1.5 text-to-music",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    # the pipeline passes its own sigmas as a list (UniPC multiplies it by a float)
+    samplers_excluded=("heun", "dpm++_2m", "unipc"),
+    batch_arg=None,
 )

@@ -46,4 +46,6 @@ SPEC = ArchSpec(
     latents=Latents("packed", 16, patch=2, format=latent_formats.FLUX),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.0}),
     description="Chroma1-HD (T5 only, Flux VAE, true CFG, packed tokens)",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
 )

@@ -76,4 +76,7 @@ SPEC = ArchSpec(
     latents=Latents("BCHW", 16, format=None),      # the CogView3-Plus VAE: ComfyUI has no table for it
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}),
     description="CogView4 (GLM-4 text encoder, 16-ch VAE)",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    # the pipeline passes timesteps and sigmas; only FlowMatchEuler takes both
+    samplers_excluded=("heun", "dpm++_2m", "unipc"),
 )

@@ -55,4 +55,7 @@ SPEC = ArchSpec(
     latents=Latents("packed", 16, patch=2, format=latent_formats.FLUX),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}),
     description="FLUX.1 (CLIP + T5, packed tokens)",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    # FlowMatchHeun's set_timesteps takes no sigmas (DPM++ runs: the pipeline drops them for flow-sigma schedulers)
+    samplers_excluded=("heun",),
 )

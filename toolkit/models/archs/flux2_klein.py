@@ -86,4 +86,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 1.0},
               pipeline_kwargs={"is_distilled": True}),
     description="FLUX.2 [klein] (Qwen3 text encoder, 32-ch Flux.2 VAE, 128-ch tokens); distilled or base",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    # FlowMatchHeun's set_timesteps takes no sigmas (DPM++ runs: the pipeline drops them for flow-sigma schedulers)
+    samplers_excluded=("heun",),
 )

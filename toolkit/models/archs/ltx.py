@@ -56,4 +56,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 3.0,
                       "fps": 8}),
     description="LTX-Video text-to-video",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
+    batch_arg="num_videos_per_prompt",
 )

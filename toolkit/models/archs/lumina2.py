@@ -120,4 +120,6 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0,
                       "cfg_trunc_ratio": 1.0}),
     description="Lumina Image 2.0 (Gemma2 text encoder, 16-ch Flux VAE)",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
 )

@@ -121,4 +121,6 @@ SPEC = ArchSpec(
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),     # the Qwen Image VAE = Wan 2.1's space
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
     description="Qwen-Image (Qwen2.5-VL text encoder, true CFG, packed tokens)",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
 )

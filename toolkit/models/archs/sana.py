@@ -60,4 +60,6 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.5,
                       "resolution_binning": False}),
     description="Sana 1600M (Gemma2 text encoder, 32-ch DC-AE, 32x)",
+    scheduler_config={"_class_name": "DPMSolverMultistepScheduler", "prediction_type": "flow_prediction",
+                      "use_flow_sigmas": True},
 )

@@ -41,4 +41,5 @@ SPEC = ArchSpec(
               pipeline_kwargs={"safety_checker": None, "feature_extractor": None, "image_encoder": None,
                                "requires_safety_checker": False}),
     description="Stable Diffusion 1.x (UNet)",
+    scheduler_config={"_class_name": "PNDMScheduler", "prediction_type": "epsilon"},
 )

@@ -71,4 +71,5 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0},
               pipeline_kwargs=PIPELINE_KWARGS),
     description="Stable Diffusion 3 / 3.5 (MMDiT, CLIP-L + CLIP-G + T5, 16-ch VAE)",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
 )

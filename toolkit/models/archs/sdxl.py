@@ -57,4 +57,5 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 5.0},
               pipeline_kwargs=PIPELINE_KWARGS),
     description="Stable Diffusion XL (UNet, CLIP-L + OpenCLIP-bigG)",
+    scheduler_config={"_class_name": "EulerDiscreteScheduler", "prediction_type": "epsilon"},
 )

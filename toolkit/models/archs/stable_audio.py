@@ -67,4 +67,6 @@ SPEC = ArchSpec(
     latents=Latents("BCT", 64),                          # length fixed by the DiT's sample_size
     tiny=Tiny(_tiny, {"duration": 1.0, "num_inference_steps": 2, "guidance_scale": 7.0}),
     description="Stable Audio Open 1.0 text-to-audio (T5, 64-ch Oobleck VAE at 44.1 kHz)",
+    scheduler_config={"_class_name": "CosineDPMSolverMultistepScheduler", "prediction_type": "v_prediction"},
+    batch_arg="num_waveforms_per_prompt",
 )

@@ -56,4 +56,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 5.0,
                       "fps": 8}),
     description="Wan 2.1 text-to-video",
+    scheduler_config={"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
+                      "use_flow_sigmas": True},
+    batch_arg="num_videos_per_prompt",
 )

@@ -40,4 +40,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 4.0,
                       "guidance_scale_2": 3.0, "fps": 8}, pipeline_kwargs={"boundary_ratio": 0.875}),
     description="Wan 2.2 T2V A14B text-to-video (high/low-noise experts)",
+    scheduler_config={"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
+                      "use_flow_sigmas": True},
+    batch_arg="num_videos_per_prompt",
 )

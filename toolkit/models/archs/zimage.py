@@ -35,4 +35,7 @@ SPEC = ArchSpec(
     latents=Latents("BCHW", 16, format=latent_formats.FLUX),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
     description="Z-Image Turbo (Qwen3 text encoder, 16-ch VAE)",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    # the pipeline passes sigmas as a list (UniPC multiplies it by a float)
+    samplers_excluded=("heun", "dpm++_2m", "unipc"),
 )

@@ -148,4 +148,6 @@ SPEC = ArchSpec(
                         "vae": (layouts.QWEN_IMAGE_VAE,)},
     tiny=Tiny(_tiny, tiny.SAMPLE, pipeline_kwargs={"text_encoder_select_layers": tiny.TAPS, "is_distilled": True}),
     description="Krea 2 (Qwen3-VL text encoder, Qwen Image VAE); turbo or raw",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
 )

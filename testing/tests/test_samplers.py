@@ -1,0 +1,286 @@
+"""Samplers (`sample.sampler`, toolkit/samplers.py): the per-family table, validation, the A1111 name
+mapping, and, contract-style, every (arch, sampler) pair the registry offers run on the tiny models:
+it runs, writes a file, and the step hook fires once per timestep of the scheduler that ran. The
+pairs an arch excludes are run too, without the exclusion, and must fail: the table is restricted
+by what works, no more."""
+import json
+import os
+from dataclasses import replace
+
+import pytest
+import torch
+
+from testing.fixtures import input_image
+from toolkit import samplers
+from toolkit.config_modules import GenerateImageConfig
+from toolkit.errors import ConfigError
+from toolkit.models.base_model import get_model_class
+from toolkit.models.registry import ARCHS
+
+FILE_EXT = {"image": "png", "video": "mp4", "audio": "wav"}
+OFFERED = [(a, s.name) for a in ARCHS for s in ARCHS[a].samplers()]
+EXCLUDED = [(a, name) for a in ARCHS for name in ARCHS[a].samplers_excluded]
+
+
+def _sample(arch, tmp_path, **over) -> dict:
+    spec = ARCHS[arch]
+    s = {**spec.tiny.sample, "prompt": "a small test prompt", "seed": 1234, "output_ext": FILE_EXT[spec.modality]}
+    if spec.needs_ctrl_img:
+        s["ctrl_img"] = input_image(tmp_path / "input.png", s.get("width") or 64, s.get("height") or 64)
+    s.update(over)
+    return s
+
+
+@pytest.fixture(scope="module")
+def holders(tiny):
+    """holder(arch): a loaded tiny holder, the last one kept (the parameters come grouped by arch)."""
+    kept = {}
+
+    def get(arch):
+        if arch not in kept:
+            kept.clear()
+            h = get_model_class(arch)({"arch": arch, "name_or_path": tiny(arch), "local_only": True}, device="cpu")
+            kept[arch] = h.load_model()
+        return kept[arch]
+    return get
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+def test_family_follows_from_the_scheduler_config():
+    assert samplers.family_of({"_class_name": "FlowMatchEulerDiscreteScheduler"}) == samplers.FLOW
+    assert samplers.family_of({"_class_name": "UniPCMultistepScheduler", "use_flow_sigmas": True,
+                               "prediction_type": "flow_prediction"}) == samplers.FLOW
+    assert samplers.family_of({"_class_name": "PNDMScheduler", "prediction_type": "epsilon"}) == samplers.DIFFUSION
+    assert samplers.family_of({"_class_name": "EulerDiscreteScheduler", "prediction_type": "v_prediction"}) \
+        == samplers.DIFFUSION
+    assert samplers.family_of({"_class_name": "DDIMScheduler", "prediction_type": "sample"}) is None
+    assert samplers.family_of({"_class_name": "CosineDPMSolverMultistepScheduler",
+                               "prediction_type": "v_prediction"}) is None
+    assert samplers.family_of({}) is None
+
+
+def test_table_rows_are_real_diffusers_schedulers():
+    import inspect
+
+    import diffusers
+    from diffusers.schedulers.scheduling_utils import KarrasDiffusionSchedulers
+
+    assert samplers.DIFFUSION_CLASSES <= {e.name for e in KarrasDiffusionSchedulers}
+    for family, rows in samplers.FAMILIES.items():
+        names = [s.name for s in rows]
+        assert len(names) == len(set(names)), family
+        for s in rows:
+            params = inspect.signature(getattr(diffusers, s.cls).__init__).parameters
+            assert set(s.overrides) <= set(params), (s.name, set(s.overrides) - set(params))
+            assert s.shift_key is None or s.shift_key in params, s.name
+            assert s.schedule in samplers.A1111_SCHEDULES
+    flow = {s.name for s in samplers.FLOW_SAMPLERS}
+    assert {"euler", "heun", "dpm++_2m", "unipc"} <= flow
+    assert {"euler", "euler_a", "ddim", "dpm++_2m", "dpm++_2m_karras", "unipc", "lms"} <= \
+        {s.name for s in samplers.DIFFUSION_SAMPLERS}
+
+
+def test_flow_shift_carries_to_the_key_the_new_class_reads():
+    euler = {"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 3.0, "use_dynamic_shifting": False}
+    unipc = {"_class_name": "UniPCMultistepScheduler", "use_flow_sigmas": True, "flow_shift": 5.0,
+             "prediction_type": "flow_prediction"}
+    by = {s.name: s for s in samplers.FLOW_SAMPLERS}
+    assert samplers.config_for(by["dpm++_2m"], euler)["flow_shift"] == 3.0
+    assert samplers.config_for(by["euler"], unipc) == {"shift": 5.0}
+    built = samplers.build(by["unipc"], euler)
+    assert type(built).__name__ == "UniPCMultistepScheduler" and built.config.flow_shift == 3.0
+    assert built.config.use_flow_sigmas and built.config.prediction_type == "flow_prediction"
+    karras = samplers.build(next(s for s in samplers.DIFFUSION_SAMPLERS if s.name == "dpm++_2m_karras"),
+                            {"_class_name": "PNDMScheduler", "prediction_type": "v_prediction",
+                             "beta_schedule": "scaled_linear", "steps_offset": 1})
+    assert karras.config.use_karras_sigmas and karras.config.prediction_type == "v_prediction"
+    assert karras.config.beta_schedule == "scaled_linear" and karras.config.steps_offset == 1
+
+
+@pytest.mark.parametrize("name,schedule,family,want", [
+    ("Euler", "Automatic", samplers.DIFFUSION, "euler"), ("Euler a", None, samplers.DIFFUSION, "euler_a"),
+    ("DPM++ 2M", "Karras", samplers.DIFFUSION, "dpm++_2m_karras"), ("DPM++ 2M", "automatic", samplers.DIFFUSION,
+                                                                    "dpm++_2m"),
+    ("DPM++ 2M Karras", None, samplers.DIFFUSION, "dpm++_2m_karras"), ("DDIM", "", samplers.DIFFUSION, "ddim"),
+    ("UniPC", None, samplers.DIFFUSION, "unipc"), ("LMS", None, samplers.DIFFUSION, "lms"),
+    ("Heun", None, samplers.FLOW, "heun"), ("Euler", None, samplers.FLOW, "euler"), ("unipc", None, samplers.FLOW,
+                                                                                    "unipc"),
+    ("Default", None, samplers.FLOW, None), ("", "Automatic", samplers.DIFFUSION, None), (None, None, samplers.FLOW,
+                                                                                          None),
+])
+def test_a1111_names_map_onto_the_table(name, schedule, family, want):
+    assert samplers.from_a1111(name, schedule, samplers.FAMILIES[family]) == want
+
+
+@pytest.mark.parametrize("name,schedule,family,field", [
+    ("Euler a", None, samplers.FLOW, "sampler_name"), ("DPM++ SDE", None, samplers.DIFFUSION, "sampler_name"),
+    ("Euler", "Karras", samplers.DIFFUSION, "scheduler"), ("Euler", "Exponential", samplers.DIFFUSION, "scheduler"),
+    ("Default", "Karras", samplers.DIFFUSION, "scheduler"),
+])
+def test_a1111_names_it_lacks_name_the_field(name, schedule, family, field):
+    with pytest.raises(ValueError) as e:
+        samplers.from_a1111(name, schedule, samplers.FAMILIES[family])
+    assert e.value.args[0] == field
+
+
+# -- validation (engine process: the arch row, no torch) ------------------------------------------
+
+def test_unknown_sampler_is_refused_naming_the_field_and_listing_the_valid_ones():
+    with pytest.raises(ConfigError) as e:
+        GenerateImageConfig.from_dict({"sampler": "euler_a"}, "zimage")
+    assert e.value.key == "sample.sampler" and "its samplers: euler" in e.value.message
+    with pytest.raises(ConfigError) as e:
+        GenerateImageConfig.from_dict({"sampler": "heun"}, "sd1")
+    assert e.value.key == "sample.sampler"
+    assert all(n in e.value.message for n in ("euler, euler_a, ddim", "dpm++_2m_karras", "lms"))
+    with pytest.raises(ConfigError) as e:
+        GenerateImageConfig.from_dict({"sampler": "euler", "duration": 1.0}, "stable_audio")
+    assert e.value.key == "sample.sampler" and "CosineDPMSolverMultistepScheduler" in e.value.message
+    with pytest.raises(ConfigError) as e:
+        GenerateImageConfig.from_dict({"sampler": 3}, "sd1")
+    assert e.value.key == "sample.sampler"
+    gen = GenerateImageConfig.from_dict({"sampler": "dpm++_2m_karras"}, "sdxl")
+    assert gen.sampler == "dpm++_2m_karras" and gen.to_dict()["sampler"] == "dpm++_2m_karras"
+    assert GenerateImageConfig.from_dict({}, "sdxl").sampler is None
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_models_row_lists_the_arch_samplers(arch):
+    spec = ARCHS[arch]
+    row = json.loads(json.dumps(spec.public()))
+    assert [s["name"] for s in row["samplers"]] == [s.name for s in spec.samplers()]
+    assert set(spec.samplers_excluded) <= {s.name for s in samplers.FAMILIES.get(
+        samplers.family_of(spec.scheduler_config), ())}, "an exclusion the family does not offer"
+    for s in row["samplers"]:
+        GenerateImageConfig.from_dict({**({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}), **spec.tiny.sample,
+                                       "sampler": s["name"]}, arch)
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_the_row_family_is_the_loaded_schedulers(arch, tiny):
+    """The row declares its repos' scheduler config; the tiny model (the real format) agrees."""
+    with open(os.path.join(tiny(arch), "scheduler", "scheduler_config.json")) as f:
+        loaded = json.load(f)
+    spec = ARCHS[arch]
+    assert samplers.family_of(loaded) == samplers.family_of(spec.scheduler_config)
+    assert loaded["_class_name"] == spec.scheduler_config["_class_name"]
+
+
+# -- every (arch, sampler) pair, on the tiny models -------------------------------------------------
+
+@pytest.mark.parametrize("arch,name", sorted(OFFERED + [(a, n) for a, n in EXCLUDED]))
+def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, holders, tmp_path):
+    spec = ARCHS[arch]
+    holder = holders(arch)
+    resident = holder.pipeline.scheduler
+    gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
+    gen.sampler = name          # set after validation: excluded names run too, below
+    gen.output_path = str(tmp_path / f"out.{gen.output_ext}")
+    calls, used = [], []
+
+    def on_step(i, n, t, latents, x0):
+        calls.append((i, n))
+        used.append(holder.pipeline.scheduler)
+
+    if (arch, name) in EXCLUDED:
+        holder.spec = replace(spec, samplers_excluded=())
+        try:
+            with pytest.raises(Exception) as e:
+                holder.generate_images([gen], on_step=on_step)
+            assert not isinstance(e.value, ConfigError), "excluded for a reason the pipeline never met"
+        finally:
+            holder.spec = spec
+        assert holder.pipeline.scheduler is resident and not os.path.exists(gen.output_path)
+        return
+    rec, = holder.generate_images([gen], on_step=on_step)
+    assert os.path.getsize(rec["path"]) == rec["bytes"] > 0 and rec["seed"] == 1234
+    sampler = samplers.find(spec.scheduler_config, name, spec.samplers_excluded)
+    ran = used[0]
+    assert type(ran).__name__ == sampler.cls and ran is not resident and all(u is ran for u in used)
+    n = len(ran.timesteps)                # the real timesteps of the scheduler used (Heun: 2 per step but one)
+    assert calls == [(i, n) for i in range(n)], "the hook fires once per timestep"
+    assert holder.pipeline.scheduler is resident
+
+
+def test_a_loaded_scheduler_of_another_family_refuses_the_sampler(holders, tmp_path):
+    holder = holders("sd1")
+    gen = GenerateImageConfig.from_dict(_sample("sd1", tmp_path), holder.model_config)
+    gen.sampler = "heun"        # a flow sampler: the row would refuse it; the loaded config does too
+    with pytest.raises(ConfigError) as e:
+        holder.generate_single(gen)
+    assert e.value.key == "sample.sampler" and "PNDMScheduler" in e.value.message
+
+
+def test_the_models_own_class_reproduces_the_default(holders, tmp_path):
+    """`euler` on SDXL (whose scheduler is Euler) is built from the resident config: the same bytes."""
+    holder = holders("sdxl")
+    out = {}
+    for name in (None, "euler", "euler_a"):
+        gen = GenerateImageConfig.from_dict(_sample("sdxl", tmp_path, sampler=name), holder.model_config)
+        gen.output_path = str(tmp_path / f"{name}.png")
+        rec, = holder.generate_images([gen])
+        out[name] = open(rec["path"], "rb").read()
+    assert out["euler"] == out[None] and out["euler_a"] != out[None]
+
+
+# -- the resident scheduler is never changed -------------------------------------------------------
+
+def test_a_sampler_request_leaves_the_pooled_scheduler_as_it_was(tiny, tmp_path):
+    from extensions_built_in.inference_engine import messages as m
+    from extensions_built_in.inference_engine.engine import parse_stream
+    from extensions_built_in.inference_engine.worker import WorkerCore
+    from toolkit.request import resolve_request
+
+    out = []
+    core = WorkerCore(out.append)
+
+    def run(rid, **over) -> m.Done:
+        mc, gen = resolve_request({"arch": "sd1", "name_or_path": tiny("sd1")}, _sample("sd1", tmp_path, **over))
+        core.run(m.Run(rid, mc.to_dict(), gen.to_dict(), parse_stream(None), str(tmp_path / f"{rid}.png")))
+        done = next(x for x in reversed(out) if isinstance(x, m.Done) and x.request_id == rid)
+        assert done.status == "ok", done.error
+        return done
+
+    def read(done):
+        with open(done.results[0]["path"], "rb") as f:
+            return f.read()
+
+    before = read(run("before"))
+    pipe = core.holder.pipeline
+    resident, config = pipe.scheduler, dict(pipe.scheduler.config)
+    registered, timesteps = pipe.config["scheduler"], resident.timesteps.clone()
+    total = [x.header["total"] for x in out if isinstance(x, m.Frame) and x.header["type"] == "progress"]
+    other = run("other", sampler="dpm++_2m_karras", num_inference_steps=3)
+    steps = [x.header for x in out if isinstance(x, m.Frame) and x.request_id == "other"
+             and x.header["type"] == "progress"]
+    assert [h["step"] for h in steps] == [1, 2, 3] and {h["total"] for h in steps} == {3}
+    assert total and core.holder is not None and core.holder.pipeline is pipe
+    assert pipe.scheduler is resident and type(resident).__name__ == "PNDMScheduler"
+    assert dict(resident.config) == config and pipe.config["scheduler"] == registered
+    assert torch.equal(resident.timesteps, timesteps), "the other sampler's run set the resident's timesteps"
+    assert read(other) != before
+    assert read(run("after")) == before, "the next request without a sampler differs from the one before"
+    assert core.builds == 1
+    core.unload_all()
+
+
+def test_engine_refuses_an_unknown_sampler_with_422_and_models_lists_them(tiny, tmp_path):
+    from testing.engine_client import InProcessEngine
+
+    eng = InProcessEngine(str(tmp_path / "engine"), token="t")
+    try:
+        r = eng.client.post("/generate", json={"model": {"arch": "zimage", "name_or_path": "tiny:zimage"},
+                                               "sample": {"prompt": "x", "sampler": "ddim"}})
+        assert r.status_code == 422 and r.json()["field"] == "sample.sampler", r.text
+        assert "its samplers: euler" in r.json()["detail"]
+        rows = {a["name"]: a for a in eng.client.get("/models").json()["archs"]}
+        assert [s["name"] for s in rows["sd1"]["samplers"]] == ["euler", "euler_a", "ddim", "dpm++_2m",
+                                                                 "dpm++_2m_karras", "unipc", "lms"]
+        assert rows["sd1"]["samplers"][4] == {"name": "dpm++_2m_karras", "label": "DPM++ 2M", "schedule": "karras",
+                                              "scheduler": "DPMSolverMultistepScheduler"}
+        assert [s["name"] for s in rows["wan21"]["samplers"]] == ["euler", "heun", "dpm++_2m", "unipc"]
+        assert rows["stable_audio"]["samplers"] == [] and rows["zimage"]["batch"] is True
+        assert rows["ace_step"]["batch"] is False
+    finally:
+        eng.close()

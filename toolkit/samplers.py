@@ -1,0 +1,157 @@
+"""Samplers: the schedulers a request may pick with `sample.sampler`, per family (data).
+
+A model's family follows from its scheduler's config, never from an arch name: flow matching
+(a FlowMatch* class, or `use_flow_sigmas` / `prediction_type: flow_prediction`) or discrete-time
+diffusion (a DDPM-style scheduler predicting `epsilon` or `v_prediction`). A scheduler of neither
+kind (Stable Audio's cosine EDM solver) has no alternatives here: its arch takes no sampler.
+
+The chosen scheduler is built for one call from the resident (pooled) scheduler's config,
+`SchedulerClass.from_config(config, **overrides)`, so its training schedule (betas, shift,
+dynamic shifting, prediction type) carries over and the pooled scheduler is never changed.
+
+No torch at import: the engine process validates requests and serves `/models` from this table;
+`build` imports diffusers when the worker asks for a scheduler.
+"""
+from dataclasses import dataclass, field
+
+FLOW, DIFFUSION = "flow", "diffusion"
+
+
+@dataclass(frozen=True)
+class Sampler:
+    name: str                      # what `sample.sampler` says
+    cls: str                       # the diffusers scheduler class
+    label: str                     # A1111's sampler_name
+    schedule: str = "automatic"    # A1111's scheduler (Automatic, Karras) this entry stands for
+    overrides: dict = field(default_factory=dict)   # config keys set on top of the model's scheduler config
+    shift_key: str | None = None   # flow: the key this class reads the flow shift from
+
+    def public(self) -> dict:
+        return {"name": self.name, "label": self.label, "schedule": self.schedule, "scheduler": self.cls}
+
+
+# Flow matching. DPM-Solver++ and UniPC run on flow sigmas the way diffusers configures them for
+# Sana and Wan (use_flow_sigmas, prediction_type flow_prediction, flow_shift); the model's shift
+# (FlowMatch* `shift`, or `flow_shift`) is carried to whichever key the new class reads.
+_FLOW_SIGMAS = {"use_flow_sigmas": True, "prediction_type": "flow_prediction"}
+FLOW_SAMPLERS = (
+    Sampler("euler", "FlowMatchEulerDiscreteScheduler", "Euler", shift_key="shift"),
+    Sampler("heun", "FlowMatchHeunDiscreteScheduler", "Heun", shift_key="shift"),
+    Sampler("dpm++_2m", "DPMSolverMultistepScheduler", "DPM++ 2M", shift_key="flow_shift",
+            overrides={**_FLOW_SIGMAS, "algorithm_type": "dpmsolver++", "solver_order": 2,
+                       "use_karras_sigmas": False}),
+    Sampler("unipc", "UniPCMultistepScheduler", "UniPC", shift_key="flow_shift", overrides=dict(_FLOW_SIGMAS)),
+)
+
+# epsilon / v-prediction: the betas, timestep spacing, steps offset and prediction type come from
+# the model's config (from_config); A1111's names, as diffusers' docs map them.
+DIFFUSION_SAMPLERS = (
+    Sampler("euler", "EulerDiscreteScheduler", "Euler"),
+    Sampler("euler_a", "EulerAncestralDiscreteScheduler", "Euler a"),
+    Sampler("ddim", "DDIMScheduler", "DDIM"),
+    Sampler("dpm++_2m", "DPMSolverMultistepScheduler", "DPM++ 2M",
+            overrides={"algorithm_type": "dpmsolver++", "solver_order": 2, "use_karras_sigmas": False}),
+    Sampler("dpm++_2m_karras", "DPMSolverMultistepScheduler", "DPM++ 2M", schedule="karras",
+            overrides={"algorithm_type": "dpmsolver++", "solver_order": 2, "use_karras_sigmas": True}),
+    Sampler("unipc", "UniPCMultistepScheduler", "UniPC"),
+    Sampler("lms", "LMSDiscreteScheduler", "LMS"),
+)
+
+FAMILIES = {FLOW: FLOW_SAMPLERS, DIFFUSION: DIFFUSION_SAMPLERS}
+
+# DDPM-style discrete-time schedulers (diffusers' KarrasDiffusionSchedulers but EDM's): their configs
+# describe a beta schedule that every entry of DIFFUSION_SAMPLERS reads.
+DIFFUSION_CLASSES = frozenset((
+    "DDIMScheduler", "DDPMScheduler", "PNDMScheduler", "LMSDiscreteScheduler", "EulerDiscreteScheduler",
+    "HeunDiscreteScheduler", "EulerAncestralDiscreteScheduler", "DPMSolverMultistepScheduler",
+    "DPMSolverSinglestepScheduler", "KDPM2DiscreteScheduler", "KDPM2AncestralDiscreteScheduler",
+    "DEISMultistepScheduler", "UniPCMultistepScheduler", "DPMSolverSDEScheduler"))
+PREDICTION_TYPES = ("epsilon", "v_prediction")
+
+
+def family_of(config) -> str | None:
+    """FLOW, DIFFUSION or None, from a scheduler config (`_class_name` and the keys that decide it)."""
+    config = config or {}
+    cls = config.get("_class_name") or ""
+    if (cls.startswith("FlowMatch") or config.get("use_flow_sigmas")
+            or config.get("prediction_type") == "flow_prediction"):
+        return FLOW
+    if cls in DIFFUSION_CLASSES and config.get("prediction_type", "epsilon") in PREDICTION_TYPES:
+        return DIFFUSION
+    return None
+
+
+def samplers_for(config, exclude=()) -> tuple:
+    """The Sampler rows a model with this scheduler config may use (its family's, minus `exclude`)."""
+    return tuple(s for s in FAMILIES.get(family_of(config), ()) if s.name not in exclude)
+
+
+def find(config, name: str, exclude=()) -> Sampler | None:
+    return next((s for s in samplers_for(config, exclude) if s.name == name), None)
+
+
+def flow_shift(config) -> float | None:
+    """The shift a flow-matching config applies to its sigmas (None when it names none)."""
+    key = "flow_shift" if config.get("use_flow_sigmas") else "shift"
+    value = config.get(key)
+    return None if value is None else float(value)
+
+
+def config_for(sampler: Sampler, base) -> dict:
+    """The overrides that turn the model's scheduler config `base` into `sampler`'s."""
+    over = dict(sampler.overrides)
+    if sampler.shift_key is not None:
+        shift = flow_shift(base)
+        if shift is not None:
+            over[sampler.shift_key] = shift
+    return over
+
+
+def build(sampler: Sampler, base_config):
+    """A fresh scheduler for one call, from the model's scheduler config (never changes that one)."""
+    import diffusers
+
+    return getattr(diffusers, sampler.cls).from_config(base_config, **config_for(sampler, base_config))
+
+
+# -- A1111 names ----------------------------------------------------------------------------------
+A1111_SCHEDULES = {"automatic": "Automatic", "karras": "Karras"}
+DEFAULT_NAMES = ("", "default", "automatic")     # the model's own scheduler
+
+
+def from_a1111(sampler_name, scheduler, available) -> str | None:
+    """Our sampler name for A1111's (sampler_name, scheduler) among `available` Sampler rows;
+    None for the model's own scheduler. Raises ValueError(field, message) for names it lacks.
+    Legacy combined names ("DPM++ 2M Karras") split into the two."""
+    name = (sampler_name or "").strip()
+    schedule = (scheduler or "").strip().lower() or "automatic"
+    if name.lower().endswith(" karras"):
+        name, schedule = name[:-len(" karras")].strip(), "karras"
+    if schedule not in A1111_SCHEDULES:
+        raise ValueError("scheduler", f"unknown scheduler {scheduler!r} (this model: "
+                         f"{', '.join(a1111_schedules(available))})")
+    if name.lower() in DEFAULT_NAMES:
+        if schedule != "automatic":
+            raise ValueError("scheduler", f"{scheduler!r} needs a sampler_name")
+        return None
+    labels = [s for s in available if s.label.lower() == name.lower() or s.name == name]
+    if not labels:
+        raise ValueError("sampler_name", f"unknown sampler {sampler_name!r} for this model (its samplers: "
+                         f"{', '.join(a1111_labels(available)) or 'only its own'})")
+    hit = next((s for s in labels if s.schedule == schedule), None)
+    if hit is None:
+        if schedule == "automatic":
+            hit = labels[0]
+        else:
+            raise ValueError("scheduler", f"{sampler_name!r} has no {A1111_SCHEDULES[schedule]} schedule here "
+                             f"(with it: {', '.join(s.label for s in available if s.schedule == schedule) or 'none'})")
+    return hit.name
+
+
+def a1111_labels(available) -> list:
+    return list(dict.fromkeys(s.label for s in available))
+
+
+def a1111_schedules(available) -> list:
+    return ["Automatic"] + [A1111_SCHEDULES[k] for k in dict.fromkeys(s.schedule for s in available)
+                            if k != "automatic"]
