@@ -25,20 +25,13 @@ import json
 import os
 import re
 
+from toolkit.samplers import FAMILIES, SCHEDULER_LABELS
+
 PARAMETERS_KEY = "parameters"
 SETTINGS_KEY = "aitk"
 FORMAT_VERSION = 1
 VERSION_TEXT = "aitk-engine"
 PATH_KEYS = ("name_or_path", "extras_name_or_path", "lora_path")
-# diffusers scheduler class -> the A1111-style sampler name written as `Sampler:` when the request
-# named none (the model's own scheduler); the compat API shows clients the same names
-SCHEDULER_LABELS = {
-    "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
-    "EulerDiscreteScheduler": "Euler", "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
-    "PNDMScheduler": "PLMS (PNDM)", "UniPCMultistepScheduler": "UniPC", "DPMSolverMultistepScheduler": "DPM++ 2M",
-    "DPMSolverSinglestepScheduler": "DPM++ SDE", "LMSDiscreteScheduler": "LMS", "HeunDiscreteScheduler": "Heun",
-    "DDPMScheduler": "DDPM", "KDPM2DiscreteScheduler": "DPM2", "KDPM2AncestralDiscreteScheduler": "DPM2 a",
-}
 
 
 class NoSettings(ValueError):
@@ -104,12 +97,17 @@ def model_label(mc) -> str:
     return mc.profile or display_name(mc.name_or_path or "") or mc.arch
 
 
-def sampler_label(sampler: str | None, scheduler: str | None) -> str:
+def sampler_label(sampler: str | None, scheduler: str | None) -> tuple[str, str | None]:
+    """(A1111's sampler name, its `Schedule type` when not automatic) for a request's `sample.sampler`,
+    or for the model's own scheduler class when it named none."""
     if sampler:
-        return sampler
+        entry = next((e for family in FAMILIES.values() for e in family if e.name == sampler), None)
+        if entry is None:
+            return sampler, None
+        return entry.label, (None if entry.schedule == "automatic" else entry.schedule.capitalize())
     if scheduler:
-        return SCHEDULER_LABELS.get(scheduler, scheduler)
-    return "Default"
+        return SCHEDULER_LABELS.get(scheduler, scheduler), None
+    return "Default", None
 
 
 # -- writing -----------------------------------------------------------------------------------------
@@ -132,7 +130,8 @@ def infotext(prompt: str, negative_prompt: str, params: dict) -> str:
 
 def a1111_text(mc, sample: dict, modality: str, scheduler: str | None = None) -> str:
     """The `parameters` text for a resolved request (`sample`: public_sample's dict)."""
-    params = {"Steps": sample["num_inference_steps"], "Sampler": sampler_label(sample.get("sampler"), scheduler),
+    label, schedule = sampler_label(sample.get("sampler"), scheduler)
+    params = {"Steps": sample["num_inference_steps"], "Sampler": label, "Schedule type": schedule,
               "CFG scale": sample["guidance_scale"], "Seed": sample["seed"],
               "Size": f"{sample['width']}x{sample['height']}" if modality != "audio" else None,
               "Model": model_label(mc), "Denoising strength": sample.get("strength"),

@@ -59,6 +59,17 @@ DIFFUSION_SAMPLERS = (
 
 FAMILIES = {FLOW: FLOW_SAMPLERS, DIFFUSION: DIFFUSION_SAMPLERS}
 
+# a model's own scheduler class -> the A1111-style name clients see for it (the compat API's "Default"
+# sampler, and `Sampler:` in a file made without `sample.sampler`)
+SCHEDULER_LABELS = {
+    "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
+    "EulerDiscreteScheduler": "Euler", "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
+    "PNDMScheduler": "PLMS (PNDM)", "UniPCMultistepScheduler": "UniPC", "DPMSolverMultistepScheduler": "DPM++ 2M",
+    "DPMSolverSinglestepScheduler": "DPM++ SDE", "LMSDiscreteScheduler": "LMS", "HeunDiscreteScheduler": "Heun",
+    "DDPMScheduler": "DDPM", "KDPM2DiscreteScheduler": "DPM2", "KDPM2AncestralDiscreteScheduler": "DPM2 a",
+}
+
+
 # DDPM-style discrete-time schedulers (diffusers' KarrasDiffusionSchedulers but EDM's): their configs
 # describe a beta schedule that every entry of DIFFUSION_SAMPLERS reads.
 DIFFUSION_CLASSES = frozenset((

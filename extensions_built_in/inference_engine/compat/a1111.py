@@ -23,14 +23,6 @@ FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt"
           "sample.height": "height", "sample.num_inference_steps": "steps", "sample.guidance_scale": "cfg_scale",
           "sample.seed": "seed", "batch": "batch_size", "sample.batch_size": "batch_size",
           "sample.sampler": "sampler_name"}
-# diffusers scheduler class -> the A1111-style sampler name shown to clients
-SCHEDULER_LABELS = {
-    "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
-    "EulerDiscreteScheduler": "Euler", "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
-    "PNDMScheduler": "PLMS (PNDM)", "UniPCMultistepScheduler": "UniPC", "DPMSolverMultistepScheduler": "DPM++ 2M",
-    "DPMSolverSinglestepScheduler": "DPM++ SDE", "LMSDiscreteScheduler": "LMS", "HeunDiscreteScheduler": "Heun",
-    "DDPMScheduler": "DDPM", "KDPM2DiscreteScheduler": "DPM2", "KDPM2AncestralDiscreteScheduler": "DPM2 a",
-}
 SAMPLER_NOTE = "the model's own scheduler: what a request without sampler_name (or with 'Default') runs"
 # SillyTavern asks for these when it loads its settings; nothing here upscales or swaps VAEs
 FIXED_LISTS = {"/sdapi/v1/upscalers": [{"name": "None", "model_name": None, "model_path": None, "model_url": None,
@@ -60,7 +52,7 @@ class A1111:
         cls = self.engine.scheduler_name()
         if cls is None or (mc is not None and self.engine.active_config != mc):
             return "Default", None
-        return SCHEDULER_LABELS.get(cls, cls), cls
+        return sampler_table.SCHEDULER_LABELS.get(cls, cls), cls
 
     def current_samplers(self) -> tuple:
         """(arch spec or None, its Sampler rows) of the model later calls use (`current_name`)."""
