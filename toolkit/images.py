@@ -31,6 +31,7 @@ anywhere in the process.
 import base64
 import binascii
 import re
+import warnings
 
 # 8192 x 8192: above any camera's frame up to 64 MP, 4x the engine's largest output (max_pixels)
 MAX_INPUT_PIXELS = 8192 * 8192
@@ -84,7 +85,10 @@ def check_image(path: str, field: str, max_pixels: int = MAX_INPUT_PIXELS) -> tu
     Image = _pil()
     from PIL import UnidentifiedImageError
     try:
-        with Image.open(path) as im:              # reads the header only
+        with warnings.catch_warnings():           # past MAX_INPUT_PIXELS Pillow warns; refused below
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(path)                 # reads the header only (past twice the limit: refuses)
+        with im:
             width, height = im.size
             fmt = im.format
             if fmt not in FORMATS:
@@ -100,7 +104,8 @@ def check_image(path: str, field: str, max_pixels: int = MAX_INPUT_PIXELS) -> tu
     except UnidentifiedImageError:
         raise ConfigError(field, "is not an image (PNG, JPEG, WebP, BMP, GIF or TIFF)") from None
     except Image.DecompressionBombError:
-        raise ConfigError(field, f"is over the {max_pixels} pixels an input image may have") from None
+        raise ConfigError(field, f"is over the {max_pixels} pixels an input image may have (a decompression "
+                          "bomb, by its header)") from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:   # Pillow's truncated/corrupt-file errors
         raise ConfigError(field, f"is not a whole image (truncated or corrupt: {e})") from None
     return width, height
