@@ -12,11 +12,12 @@ arrive, prepared where they are used.
   (`ImageOps.exif_transpose`), converted to RGB (a mask to L: white = repaint), and brought to the
   request's size by `resize_mode` (A1111's three):
 
-  | mode     | A1111              | what it does                                                                 |
-  |----------|--------------------|------------------------------------------------------------------------------|
-  | `resize` | Just resize        | scale to width x height, aspect ratio not kept                               |
-  | `crop`   | Crop and resize    | scale to cover width x height keeping the aspect ratio, crop the overflow (centred) |
-  | `fill`   | Resize and fill    | scale to fit inside keeping the aspect ratio, centre it, pad: an image with its edge pixels repeated outwards, a mask with white (the padding is new content: repainted) |
+  - `resize` (A1111's Just resize): scale to width x height; the aspect ratio is not kept.
+  - `crop` (Crop and resize, the default): scale to cover width x height keeping the aspect ratio,
+    then crop the overflow, centred.
+  - `fill` (Resize and fill): scale to fit inside keeping the aspect ratio, centre it, and pad: an
+    image with its edge pixels repeated outwards, a mask with white (the padding is new content:
+    repainted).
 
   An image already at the request's size is used as it is in every mode. Scaling is Lanczos, as
   A1111's. Edit references are loaded with `width=height=None`: oriented and converted but kept at
@@ -72,8 +73,8 @@ def decode_data_url(url: str, field: str) -> tuple[bytes, str]:
         raise ConfigError(field, "the data URL is not valid base64") from None
     if not data:
         raise ConfigError(field, "the data URL is empty")
-    subtype = m.group(1).lower()
-    return data, {"jpeg": "jpg", "svg+xml": "svg"}.get(subtype, subtype)
+    subtype = {"jpeg": "jpg"}.get(m.group(1).lower(), m.group(1).lower())
+    return data, subtype if subtype.isalnum() else "img"      # a file name's extension: letters and digits only
 
 
 def check_image(path: str, field: str, max_pixels: int = MAX_INPUT_PIXELS) -> tuple[int, int]:

@@ -223,7 +223,8 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext, **holder.media_kwargs(gen, data))
     if spec.modality == "video":
         got, want = _decoded(rec["path"]), _decoded(ref["path"])
-        assert got["frames"] == want["frames"] == gen.num_frames and got["size"] == want["size"] == (gen.width, gen.height)
+        assert got["frames"] == want["frames"] == gen.num_frames
+        assert got["size"] == want["size"] == (gen.width, gen.height)
         assert np.array_equal(got["pixels"], want["pixels"]), "decoded frames differ from the bare task pipeline's"
     else:
         assert (rec["width"], rec["height"]) == (gen.width, gen.height)

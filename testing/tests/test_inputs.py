@@ -124,6 +124,7 @@ def test_data_urls():
     data, ext = images.decode_data_url("data:image/png;base64," + base64.b64encode(b"abc").decode(), "sample.init_img")
     assert (data, ext) == (b"abc", "png")
     assert images.decode_data_url("data:image/jpeg;base64,YWJj", "f")[1] == "jpg"
+    assert images.decode_data_url("data:image/..;base64,YWJj", "f")[1] == "img"
     for bad in ("data:image/png;base64,@@@", "data:image/png;base64,", "data:text/plain;base64,YWJj"):
         with pytest.raises(ConfigError) as e:
             images.decode_data_url(bad, "sample.init_img")

@@ -193,7 +193,8 @@ class ArchSpec:
         if len(set(names)) != len(names):
             raise ValueError(f"arch {self.name}: a task is declared twice ({names})")
         if tasks[0].pipeline != self.pipeline:
-            raise ValueError(f"arch {self.name}: the first task ({tasks[0].name}) must run `pipeline` ({self.pipeline})")
+            raise ValueError(f"arch {self.name}: the first task ({tasks[0].name}) must run `pipeline` "
+                             f"({self.pipeline})")
 
     def task(self, name: str) -> Task | None:
         return next((t for t in self.tasks if t.name == name), None)

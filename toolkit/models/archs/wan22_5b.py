@@ -36,7 +36,8 @@ SPEC = ArchSpec(
     name="wan22_5b", modality="video", default_name_or_path="Wan-AI/Wan2.2-TI2V-5B-Diffusers",
     pipeline="WanPipeline", components=COMPONENTS,
     # TI2V: the same components run image-to-video (the first frame's latents, per-token timesteps)
-    tasks=(Task("txt2img", "WanPipeline"), Task("i2v", "WanImageToVideoPipeline")), pipeline_init_kwargs={"transformer_2": None}, output_type="np",
+    tasks=(Task("txt2img", "WanPipeline"), Task("i2v", "WanImageToVideoPipeline")),
+    pipeline_init_kwargs={"transformer_2": None}, output_type="np",
     # model card: 720P (1280x704), 121 frames at 24 fps; the diffusers example: 50 steps, guidance 5.0
     defaults=SampleDefaults(1280, 704, 50, 5.0, num_frames=121, fps=24, output_ext="mp4"),
     size_divisor=32,                # 16x VAE x 2x2 DiT patches
