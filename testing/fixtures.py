@@ -43,3 +43,15 @@ def input_image(path: str | os.PathLike, width: int = 64, height: int = 64) -> s
     pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(rgb, "RGB").save(path)
     return str(path)
+
+
+def input_mask(path: str | os.PathLike, width: int = 64, height: int = 64) -> str:
+    """A deterministic inpaint mask: white (repaint) over the centre half, black (keep) around it."""
+    import numpy as np
+    from PIL import Image
+
+    mask = np.zeros((height, width), np.uint8)
+    mask[height // 4: height * 3 // 4, width // 4: width * 3 // 4] = 255
+    pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(mask).save(path)
+    return str(path)

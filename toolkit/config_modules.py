@@ -9,10 +9,13 @@ import random
 from dataclasses import asdict, dataclass, field, fields
 
 from toolkit.errors import ConfigError, check_keys
-from toolkit.models.arch import ArchSpec
+from toolkit.models.arch import IMAGE_INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
 from toolkit.models.registry import ARCHS, get_arch
 
 RESIZE_MODES = ("resize", "crop", "fill")      # A1111's resize_mode 0, 1, 2: just resize, crop and resize, resize and fill
+INPUT_ROLES = {"init_img": "the image to start from", "mask_img": "the inpaint mask: white = repaint",
+               "ctrl_img": "the reference image to edit", "ctrl_img_1": "a further reference image",
+               "ctrl_img_2": "a further reference image", "ctrl_img_3": "a further reference image"}
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2")
 
@@ -123,7 +126,7 @@ class GenerateImageConfig:
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
               "num_frames", "fps", "duration", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3", "init_img",
               "mask_img", "task", "strength", "resize_mode", "sampler", "batch_size", "output_ext")
-    IMAGE_INPUTS = ("init_img", "mask_img", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3")
+    IMAGE_INPUTS = IMAGE_INPUTS
 
     @classmethod
     def from_dict(cls, d, arch, where: str = "sample", variant: str | None = None) -> "GenerateImageConfig":
@@ -191,8 +194,6 @@ class GenerateImageConfig:
         if self.output_ext not in allowed:
             raise ConfigError(f"{where}.output_ext", f"{self.output_ext!r} is not a {spec.modality} format "
                               f"(allowed: {', '.join(allowed)})")
-        if spec.needs_ctrl_img and not self.ctrl_img:
-            raise ConfigError(f"{where}.ctrl_img", f"arch {spec.name} needs a control image")
         if self.batch_size < 1:
             raise ConfigError(f"{where}.batch_size", f"must be >= 1, got {self.batch_size}")
         if self.batch_size > 1 and not spec.batch_arg:
@@ -211,14 +212,54 @@ class GenerateImageConfig:
                               f"{self.resize_mode!r}")
         if self.strength is not None and not (0 < self.strength <= 1):
             raise ConfigError(f"{where}.strength", f"must be in (0, 1], got {self.strength}")
-        # not served yet: refused rather than ignored
-        for name, unset in (("task", None), ("strength", None),
-                            ("init_img", None), ("mask_img", None), ("ctrl_img_1", None), ("ctrl_img_2", None),
-                            ("ctrl_img_3", None)):
-            if getattr(self, name) != unset:
-                raise ConfigError(f"{where}.{name}", f"is not supported by arch {spec.name}")
-        if self.ctrl_img and not spec.needs_ctrl_img:
-            raise ConfigError(f"{where}.ctrl_img", f"arch {spec.name} takes no control image")
+        self._resolve_task(spec, where)
+
+    def _resolve_task(self, spec: ArchSpec, where: str):
+        """Fix `task` (as given, else from the inputs: mask_img -> inpaint, init_img -> img2img (i2v
+        on a video arch), a reference image -> edit, none -> the arch's first task
+        that needs no input, else its first) and `strength` (the task's default when unset). An input
+        the task does not take, a missing one, or a task the arch does not serve is refused, naming
+        the field."""
+        given = [name for name in IMAGE_INPUTS if getattr(self, name)]
+        served = ", ".join(spec.task_names)
+        if self.task is not None:
+            if self.task not in TASKS:
+                raise ConfigError(f"{where}.task", f"unknown task {self.task!r} (known: {', '.join(TASKS)})")
+            if spec.task(self.task) is None:
+                raise ConfigError(f"{where}.task", f"arch {spec.name} has no {self.task} task (its tasks: {served})")
+            task = spec.task(self.task)
+        else:
+            if self.mask_img:
+                cause, name = "mask_img", "inpaint"
+            elif self.init_img:
+                cause, name = "init_img", "i2v" if spec.modality == "video" else "img2img"
+            elif any(getattr(self, r) for r in REFERENCES):
+                cause, name = next(r for r in REFERENCES if getattr(self, r)), "edit"
+            else:
+                cause, name = None, next((t.name for t in spec.tasks if not t.needs), spec.tasks[0].name)
+            task = spec.task(name)
+            if task is None:
+                raise ConfigError(f"{where}.{cause}", f"arch {spec.name} takes no {cause}: it has no {name} task "
+                                  f"(its tasks: {served})")
+        for name in given:
+            if name not in task.inputs:
+                raise ConfigError(f"{where}.{name}", f"task {task.name} of arch {spec.name} takes no {name} "
+                                  f"(it takes: {', '.join(task.inputs) or 'no input image'})")
+        for name in task.needs:
+            if not getattr(self, name):
+                raise ConfigError(f"{where}.{name}", f"task {task.name} of arch {spec.name} needs {name} "
+                                  f"({INPUT_ROLES[name]})")
+        if task.strength is None and self.strength is not None:
+            raise ConfigError(f"{where}.strength", f"task {task.name} takes no strength (only "
+                              f"{' and '.join(STRENGTH_TASKS)} re-noise an input image)")
+        self.task = task.name
+        if self.strength is None:
+            self.strength = task.strength
+        if self.strength is not None and self.num_inference_steps * self.strength < 1:
+            # the pipelines run the last steps * strength of the schedule (SD's int(), the flow-matching
+            # ones rounding up): under one step SD's run none, and some of them fail on the empty schedule
+            raise ConfigError(f"{where}.strength", f"strength {self.strength:g} of {self.num_inference_steps} steps is "
+                              f"less than one step: raise strength or num_inference_steps")
 
     def resolved_seed(self) -> int:
         """Fix a random seed once, so the record and a rerun agree."""

@@ -21,9 +21,11 @@ from extensions_built_in.inference_engine.protocol import FrameError, encode_fra
 from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from toolkit import images
 from toolkit.errors import ConfigError, check_keys
 from toolkit.local_weights import weights_here
 from toolkit.models.base_model import batch_paths
+from toolkit.media import atomic_path
 from toolkit.models.registry import ARCHS as ARCHS_BY_NAME
 from toolkit.profiles import EMPTY as EMPTY_PROFILES
 from toolkit.request import resolve_request
@@ -191,13 +193,14 @@ class Engine:
         mc, gen = self.resolve(model, sample)
         lim.check_request(self.limits, mc, gen)
         lim.check_memory(mc, gen, self.worker_state.memory if self.worker_state else None)
-        if gen.ctrl_img:
-            gen.ctrl_img = self.resolve_asset(gen.ctrl_img)
         opts = parse_stream(stream)
         if request_id is None:
             request_id = uuid.uuid4().hex[:16]
         elif not isinstance(request_id, str) or not REQUEST_ID.match(request_id):
             raise ConfigError("request_id", "must be 1-64 characters of letters, digits, '_', '-', '.'")
+        for name in GenerateImageConfig.IMAGE_INPUTS:      # last: a data URL is stored as an asset
+            if getattr(gen, name):
+                setattr(gen, name, self.resolve_asset(getattr(gen, name), f"sample.{name}"))
         gen.resolved_seed()
         req = Request(request_id, mc, gen, opts)
         try:      # the start frame before the queue: a request that cannot be streamed is never queued
@@ -315,13 +318,46 @@ class Engine:
         """An upload's share of engine.limits.max_asset_bytes (a context manager; see limits.py)."""
         return self.assets.upload()
 
-    def resolve_asset(self, path: str) -> str:
-        """ctrl_img must name a file under the assets folder (an upload)."""
+    def resolve_asset(self, value: str, field: str = "sample.ctrl_img") -> str:
+        """An input image's file, checked: `value` is an asset id (the `path` POST /assets returned), a
+        path under the assets folder, or a `data:image/...;base64,` URL (stored here as an asset, within
+        engine.limits.max_asset_bytes). Anything else, wherever it points, is refused with one message
+        (the API does not say which files exist elsewhere); so is a file that is no image, a truncated
+        one, or one past toolkit.images.MAX_INPUT_PIXELS by its header (before it is decoded).
+        ConfigError names `field`."""
         if not self.assets_folder:
-            raise ConfigError("sample.ctrl_img", "this engine has no assets folder")
-        full = os.path.realpath(os.path.join(self.assets_folder, path))
-        if not full.startswith(os.path.realpath(self.assets_folder) + os.sep) or not os.path.isfile(full):
-            raise ConfigError("sample.ctrl_img", "must be a path returned by POST /assets")
+            raise ConfigError(field, "this engine has no assets folder")
+        root = os.path.realpath(self.assets_folder)
+        if images.is_data_url(value):
+            full = self._store_data_url(value, field)
+            try:
+                images.check_image(full, field)
+            except ConfigError:
+                os.remove(full)             # keep no asset that no request can use
+                raise
+            return full
+        try:
+            full = os.path.realpath(os.path.join(root, value))
+        except ValueError:                  # an embedded NUL: no file has that name
+            full = ""
+        if not full.startswith(root + os.sep) or not os.path.isfile(full):
+            raise ConfigError(field, "must be an asset id from POST /assets, a path under the assets folder, "
+                              "or a data:image/...;base64, URL")
+        images.check_image(full, field)
+        return full
+
+    def _store_data_url(self, url: str, field: str) -> str:
+        data, ext = images.decode_data_url(url, field)
+        with self.asset_upload() as upload:
+            if not upload.take(len(data)):
+                raise ConfigError(field, upload.refusal)
+            os.makedirs(self.assets_folder, exist_ok=True)
+            full = os.path.join(os.path.realpath(self.assets_folder),
+                                f"{uuid.uuid4().hex[:8]}_{field.rpartition('.')[2]}.{ext}")
+            with atomic_path(full) as tmp:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+            upload.stored()
         return full
 
     def cancel(self, request_id: str) -> Request | None:

@@ -10,12 +10,17 @@ Per arch:
     through the same writer with the same settings embedded, bit for bit (mp4: frame count, fps,
     size and decoded frames), and the step hook sees every scheduler step with the registry's
     latent layout;
+  - each further task (img2img, inpaint, edit, i2v) the same way against the bare task pipeline
+    (`DiffusionPipeline.from_pretrained`, then the task class's `from_pipe`), given the same
+    prepared input images (toolkit.images.load_image) and settings;
   - the engine over HTTP: start -> progress / latent per step -> result -> end, the latent frame's
     layout and shape as the registry says, an identical rerun loading nothing;
   - cancel mid-run (deterministically, from the generation thread) writes nothing and leaves the
     holder reusable: the next identical request loads nothing and gives the same bytes.
 """
+import inspect
 import json
+import math
 import os
 
 import av
@@ -24,18 +29,22 @@ import pytest
 import torch
 
 from testing import test_inference_engine as sweep
-from testing.fixtures import input_image
+from testing.fixtures import input_image, input_mask
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.file_settings import public_sample, settings_from_metadata
 from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS, read_metadata, save_media
+from toolkit.images import load_image
 from toolkit.models import latents as latent_frames
-from toolkit.models.arch import DENOISER, MODALITIES, load_class
+from toolkit.models.arch import DENOISER, MODALITIES, TASKS, load_class
 from toolkit.models.base_model import BaseModel, get_model_class
 from toolkit.models.registry import ARCHS
+from toolkit.models.step_hook import wrap_scheduler_step
 from toolkit.models.tiny import MARKER_NAME, make_shared_pair, make_tiny, own_roles, shared_roles
 from toolkit.models.v2.sources import looks_like_repo_id
 
 ARCH_NAMES = tuple(ARCHS)
+# (arch, task) for every task past an arch's first (its first is test_holder_matches_diffusers')
+TASK_CASES = tuple((a, t.name) for a in ARCH_NAMES for t in ARCHS[a].tasks[1:])
 FILE_EXT = {"image": "png", "video": "mp4", "audio": "wav"}
 MAX_TINY_BYTES = 16_000_000
 
@@ -88,6 +97,22 @@ def test_row(arch):
         GenerateImageConfig.from_dict({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}, mc)
     GenerateImageConfig.from_dict({**({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}), **spec.tiny.sample}, arch)
     json.dumps(spec.public())
+    # the tasks: the first runs `pipeline`; each task's class takes the arch's components, the arguments its
+    # inputs become, and its default strength is the pipeline's own
+    assert spec.tasks[0].pipeline == spec.pipeline and {t.name for t in spec.tasks} <= set(TASKS)
+    for task in spec.tasks:
+        cls = load_class(task.pipeline)
+        init = set(inspect.signature(cls.__init__).parameters)
+        assert set(roles) <= init, f"{task.pipeline} takes no {sorted(set(roles) - init)}"
+        call = inspect.signature(cls.__call__).parameters
+        wanted = {"image"} if task.inputs else set()
+        wanted |= {"mask_image"} if "mask_img" in task.inputs else set()
+        assert wanted <= set(call), f"{task.name}: {task.pipeline} takes no {sorted(wanted - set(call))}"
+        if task.strength is not None:
+            assert task.strength == call["strength"].default, f"{task.name}: default strength is not the pipeline's"
+        else:
+            assert "strength" not in call or task.name not in ("img2img", "inpaint")
+    assert spec.public()["tasks"] == [t.public() for t in spec.tasks]
 
 
 # -- the tiny instance -----------------------------------------------------------------------------
@@ -171,6 +196,86 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
         assert frame.shape[0] == 1 and frame.shape[2] == spec.latents.channels
     assert "saving" in stages and "sampling" in stages
     assert rec["seed"] == 1234 and os.path.getsize(rec["path"]) == rec["bytes"]
+
+
+@pytest.mark.parametrize("arch,task", TASK_CASES)
+def test_task_matches_diffusers(arch, task, tiny, tmp_path):
+    """The holder's task pipeline (built over the loaded components) against the bare diffusers task
+    pipeline, bit for bit, on input images of another size and aspect than the request's."""
+    from diffusers import DiffusionPipeline
+
+    spec, row = ARCHS[arch], ARCHS[arch].task(task)
+    folder = tiny(arch)
+    holder = get_model_class(arch)({"arch": arch, "name_or_path": folder, "local_only": True}, device="cpu")
+    holder.load_model()
+    sample = _sample(arch, tmp_path, **_task_inputs(spec, row, tmp_path))
+    gen = GenerateImageConfig.from_dict(sample, holder.model_config)
+    assert gen.task == task and gen.strength == row.strength
+    ext = gen.output_ext
+    gen.output_path = str(tmp_path / f"holder.{ext}")
+    calls = []
+    rec, = holder.generate_images([gen], on_step=lambda i, n, t, lat, x0: calls.append((i, n)))
+    assert type(holder.pipeline).__name__ == spec.pipeline, "the task replaced the loaded pipeline"
+
+    kwargs = holder.pipeline_kwargs(gen)
+    _assert_prepared_inputs(kwargs, gen, row)
+    bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    cls = load_class(row.pipeline)
+    pipe = bare if type(bare) is cls else cls.from_pipe(bare)
+    pipe.set_progress_bar_config(disable=True)
+    bare_steps = []
+    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)):
+        out = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
+    data = holder.extract_output(out)
+    ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext, **holder.media_kwargs(gen, data))
+    if spec.modality == "video":
+        got, want = _decoded(rec["path"]), _decoded(ref["path"])
+        assert got["frames"] == want["frames"] == gen.num_frames
+        assert got["size"] == want["size"] == (gen.width, gen.height)
+        assert np.array_equal(got["pixels"], want["pixels"]), "decoded frames differ from the bare task pipeline's"
+    else:
+        assert (rec["width"], rec["height"]) == (gen.width, gen.height)
+        with open(rec["path"], "rb") as f1, open(ref["path"], "rb") as f2:
+            assert f1.read() == f2.read(), f"the holder's {task} file differs from the bare {row.pipeline}'s"
+    # progress counts the steps the task runs (img2img/inpaint: the schedule's last steps * strength), as its total
+    assert [c[0] for c in calls] == list(range(len(bare_steps))) and {c[1] for c in calls} == {len(bare_steps)}
+
+
+def _task_inputs(spec, row, tmp_path) -> dict:
+    """Input files for `row`'s inputs, of other sizes than the request (the resize runs): init 16 px
+    wider and 8 px lower (crop), the mask at twice the size, references of their own sizes (at least
+    64 px: Flux.2 refuses smaller)."""
+    w, h = spec.tiny.sample.get("width") or 64, spec.tiny.sample.get("height") or 64
+    out = {}
+    for i, name in enumerate(row.inputs):
+        if name == "init_img":
+            out[name] = input_image(tmp_path / "init.png", w + 16, h - 8)
+        elif name == "mask_img":
+            out[name] = input_mask(tmp_path / "mask.png", 2 * w, 2 * h)
+        else:
+            out[name] = input_image(tmp_path / f"{name}.png", max(w, 64) + 8 * i, max(h, 64) + 16)
+    if row.strength is not None:      # the tiny's steps, or enough that one step runs at the default strength
+        out["num_inference_steps"] = max(spec.tiny.sample["num_inference_steps"], math.ceil(1 / row.strength))
+    return out
+
+
+def _assert_prepared_inputs(kwargs, gen, row):
+    """The holder passes the inputs as load_image prepares them: init and mask at the request size."""
+    def same(a, b):
+        return a.size == b.size and a.mode == b.mode and np.array_equal(np.asarray(a), np.asarray(b))
+
+    refs = [load_image(getattr(gen, n)) for n in row.inputs if n.startswith("ctrl_img") and getattr(gen, n)]
+    if gen.init_img:
+        want = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
+        assert want.size == (gen.width, gen.height) and same(kwargs["image"], want)
+    elif refs:
+        got = kwargs["image"] if isinstance(kwargs["image"], list) else [kwargs["image"]]
+        assert len(got) == len(refs) and all(same(a, b) for a, b in zip(got, refs))
+    if gen.mask_img:
+        want = load_image(gen.mask_img, gen.width, gen.height, gen.resize_mode, mask=True)
+        assert want.mode == "L" and same(kwargs["mask_image"], want)
+    if row.strength is not None:
+        assert kwargs["strength"] == gen.strength
 
 
 def _decoded(path) -> dict:

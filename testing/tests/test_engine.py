@@ -158,9 +158,12 @@ def test_assets_path_traversal(eng, name):
     assert r.status_code in (400, 404, 422), (name, r.status_code)
 
 
-def test_asset_upload_resolves_for_ctrl_img(eng):
+def test_asset_upload_resolves_for_ctrl_img(eng, tmp_path):
     import os
-    r = eng.client.post("/assets", params={"name": "ctrl.png"}, content=b"\x89PNG fake")
+
+    from testing.fixtures import input_image
+    with open(input_image(tmp_path / "ctrl.png"), "rb") as f:
+        r = eng.client.post("/assets", params={"name": "ctrl.png"}, content=f.read())
     assert r.status_code == 200
     stored = r.json()["path"]
     assert os.path.isfile(os.path.join(eng.engine.assets_folder, stored))

@@ -120,6 +120,49 @@ class Tiny:
     pipeline_kwargs: dict = field(default_factory=dict)
 
 
+# what a request asks of a model; the inputs each task needs and may take (sample keys: an asset id,
+# a path under the engine's assets folder, or a data: URL)
+TASKS = ("txt2img", "img2img", "inpaint", "edit", "i2v")
+REFERENCES = ("ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3")     # edit: reference images, in order
+IMAGE_INPUTS = ("init_img", "mask_img") + REFERENCES
+TASK_NEEDS = {"txt2img": (), "img2img": ("init_img",), "inpaint": ("init_img", "mask_img"), "edit": ("ctrl_img",),
+              "i2v": ("init_img",)}
+STRENGTH_TASKS = ("img2img", "inpaint")       # the tasks that re-noise an input image by `strength`
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task an arch serves: the diffusers pipeline class that runs it (built from the same
+    resident components as the arch's other tasks), the inputs it needs (TASK_NEEDS by its name)
+    and may also take (`takes`: an edit's further references), and, for img2img and inpaint, its
+    default `strength`: the pipeline's own `__call__` default (the contract suite checks it)."""
+    name: str
+    pipeline: str
+    takes: tuple = ()
+    strength: float | None = None
+
+    def __post_init__(self):
+        if self.name not in TASKS:
+            raise ValueError(f"unknown task {self.name!r} (known: {', '.join(TASKS)})")
+        if (self.strength is not None) != (self.name in STRENGTH_TASKS):
+            raise ValueError(f"task {self.name}: a default strength is for {' and '.join(STRENGTH_TASKS)} only, "
+                             "and they need one")
+        if set(self.takes) - set(IMAGE_INPUTS) or set(self.takes) & set(self.needs):
+            raise ValueError(f"task {self.name}: takes {self.takes} are not further image inputs")
+
+    @property
+    def needs(self) -> tuple:
+        return TASK_NEEDS[self.name]
+
+    @property
+    def inputs(self) -> tuple:
+        """Every image input the task accepts, needed ones first."""
+        return self.needs + tuple(self.takes)
+
+    def public(self) -> dict:
+        return {"name": self.name, "needs": list(self.needs), "takes": list(self.takes), "strength": self.strength}
+
+
 @dataclass(frozen=True)
 class ArchSpec:
     name: str
@@ -134,7 +177,8 @@ class ArchSpec:
     output_type: str = "pil"       # what the pipeline returns: pil images, np frames, pt audio
     size_divisor: int = 16         # width/height (image/video) must be multiples of this
     round_size: bool = False       # round width/height up to size_divisor (with a warning) instead of refusing
-    needs_ctrl_img: bool = False
+    # the tasks it serves, the default (which `pipeline` runs) first; () means txt2img alone (`pipeline`)
+    tasks: tuple = ()
     uses_negative_prompt: bool = True
     sample_extras: dict = field(default_factory=dict)   # name -> Extra: per-arch sample keys
     variants: dict = field(default_factory=dict)        # name -> Variant; the first is the default
@@ -146,6 +190,28 @@ class ArchSpec:
     scheduler_config: dict = field(default_factory=dict)
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
+
+    def __post_init__(self):
+        tasks = self.tasks or (Task("txt2img", self.pipeline),)
+        object.__setattr__(self, "tasks", tuple(tasks))
+        names = [t.name for t in tasks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"arch {self.name}: a task is declared twice ({names})")
+        if tasks[0].pipeline != self.pipeline:
+            raise ValueError(f"arch {self.name}: the first task ({tasks[0].name}) must run `pipeline` "
+                             f"({self.pipeline})")
+
+    def task(self, name: str) -> Task | None:
+        return next((t for t in self.tasks if t.name == name), None)
+
+    @property
+    def task_names(self) -> tuple:
+        return tuple(t.name for t in self.tasks)
+
+    @property
+    def needs_ctrl_img(self) -> bool:
+        """Every task needs a reference image (an edit-only arch): a request without one is refused."""
+        return all("ctrl_img" in t.needs for t in self.tasks)
 
     @property
     def default_variant(self) -> str | None:
@@ -182,7 +248,8 @@ class ArchSpec:
         return {"name": self.name, "modality": self.modality, "default_name_or_path": self.default_name_or_path,
                 "description": self.description, "defaults": asdict(self.defaults),
                 "size_divisor": self.size_divisor, "round_size": self.round_size,
-                "needs_ctrl_img": self.needs_ctrl_img, "uses_negative_prompt": self.uses_negative_prompt,
+                "needs_ctrl_img": self.needs_ctrl_img, "tasks": [t.public() for t in self.tasks],
+                "uses_negative_prompt": self.uses_negative_prompt,
                 "sample_extras": {k: e.default for k, e in self.sample_extras.items()},
                 "sample_extra_types": {k: e.type for k, e in self.sample_extras.items()},
                 "variants": {name: self.sample_defaults(name) for name in self.variants},

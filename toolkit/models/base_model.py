@@ -40,6 +40,7 @@ class BaseModel:
         self.status_hook = status_hook          # (message, stage) -> None, while loading
         self.pipeline = None
         self.loaded: dict = {}
+        self._task_pipelines: dict = {}         # task -> (component identities, pipeline): see pipeline_for
 
     # -- status -------------------------------------------------------------------------------
     def print_and_status_update(self, message: str, stage: str = "status"):
@@ -166,7 +167,47 @@ class BaseModel:
 
     def unload(self):
         self.pipeline = None
+        self._task_pipelines.clear()
         self.loaded.clear()
+
+    # -- tasks: one set of components, a pipeline per task -----------------------------------------
+    def task_of(self, gen: GenerateImageConfig):
+        """The arch's Task row `gen` asks for (validation fixed gen.task; unset: the arch's first)."""
+        return self.spec.task(gen.task) if gen.task else self.spec.tasks[0]
+
+    def pipeline_for(self, gen: GenerateImageConfig):
+        """The pipeline that runs `gen`'s task: the loaded one when the task's class is the arch's
+        `pipeline`, else that class built over the very components the loaded pipeline holds (no
+        load, no copy; the loaded pipeline is left as it was). Built once per task, and again only
+        if a component of the loaded pipeline was replaced since (a swapped scheduler, say)."""
+        task = self.task_of(gen)
+        if task.pipeline == self.spec.pipeline:
+            return self.pipeline
+        components = self.pipeline.components
+        key = tuple(sorted((k, id(v)) for k, v in components.items()))
+        cached = self._task_pipelines.get(task.name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        pipe = self.build_task_pipeline(load_class(task.pipeline), components)
+        self._task_pipelines[task.name] = (key, pipe)
+        return pipe
+
+    def build_task_pipeline(self, cls, components: dict):
+        """`cls` over `components`, with the loaded pipeline's registered settings (what diffusers'
+        `from_pipe` carries over: requires_safety_checker, expand_timesteps, is_distilled, ...) and
+        the arch's fixed init arguments that `cls` takes. Not `from_pipe` itself: it casts every
+        component to a dtype (float32 unless told), which would touch the resident bf16/quantized
+        modules the loaded pipeline shares."""
+        import inspect
+
+        params = inspect.signature(cls.__init__).parameters
+        kwargs = {k: v for k, v in components.items() if k in params}
+        kwargs.update({k: v for k, v in self.pipeline.config.items()
+                       if k in params and k not in components and not k.startswith("_")})
+        kwargs.update({k: v for k, v in self.spec.pipeline_init_kwargs.items() if k in params and k not in components})
+        pipe = cls(**kwargs)
+        pipe.set_progress_bar_config(disable=True)
+        return pipe
 
     # -- memory pre-flight ----------------------------------------------------------------------
     # The activation memory a request needs at least, from its size alone (no torch, no weights):
@@ -228,15 +269,46 @@ class BaseModel:
 
     # -- sampling -----------------------------------------------------------------------------
     def pipeline_kwargs(self, gen: GenerateImageConfig) -> dict:
-        """The pipeline call's arguments for `gen` (generator and output_type are added by the caller)."""
+        """The pipeline call's arguments for `gen` (generator and output_type are added by the caller),
+        its task's input images included (`input_kwargs`)."""
         kw = {"prompt": gen.prompt, "num_inference_steps": gen.num_inference_steps,
               "guidance_scale": gen.guidance_scale}
         if self.spec.uses_negative_prompt:
             kw["negative_prompt"] = gen.negative_prompt
-        if self.spec.modality in ("image", "video"):
+        if self.spec.modality in ("image", "video") and self.task_takes_size(gen):
             kw.update(width=gen.width, height=gen.height)
         if self.spec.modality == "video":
             kw["num_frames"] = gen.num_frames
+        kw.update(self.input_kwargs(gen))
+        return kw
+
+    def task_takes_size(self, gen: GenerateImageConfig) -> bool:
+        """Whether the task's pipeline takes width/height: SD/SDXL img2img do not; their output has
+        the input image's size, which load_image made the request's."""
+        import inspect
+
+        params = inspect.signature(load_class(self.task_of(gen).pipeline).__call__).parameters
+        return "width" in params and "height" in params
+
+    def input_kwargs(self, gen: GenerateImageConfig) -> dict:
+        """The task's input images as the pipeline takes them (toolkit.images.load_image: EXIF
+        orientation, RGB / L, the request's size by resize_mode): `image` (init_img, at the request
+        size; for an edit, the references at their own size, a list when there are several),
+        `mask_image` (white = repaint), and `strength` where the task has one."""
+        from toolkit.images import load_image
+
+        task = self.task_of(gen)
+        kw = {}
+        if gen.init_img:
+            kw["image"] = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
+        if gen.mask_img:
+            kw["mask_image"] = load_image(gen.mask_img, gen.width, gen.height, gen.resize_mode, mask=True)
+        references = [load_image(getattr(gen, name)) for name in task.inputs
+                      if name.startswith("ctrl_img") and getattr(gen, name)]
+        if references:
+            kw["image"] = references[0] if len(references) == 1 else references
+        if task.strength is not None:
+            kw["strength"] = gen.strength
         return kw
 
     def extract_output(self, out):
@@ -318,9 +390,11 @@ class BaseModel:
             kwargs[self.spec.batch_arg] = n
         with contextlib.ExitStack() as stack:
             stack.enter_context(self.call_scheduler(gen))
-            stack.enter_context(wrap_scheduler_step(self.pipeline.scheduler, on_step))
-            stack.enter_context(self._stage_wraps(on_status))
-            out = self.pipeline(**kwargs, generator=generator, output_type=self.output_type)
+            pipe = self.pipeline_for(gen)          # the task's pipeline, over the call's scheduler
+            on_step = stack.enter_context(_steps_run(pipe, on_step))
+            stack.enter_context(wrap_scheduler_step(pipe.scheduler, on_step))
+            stack.enter_context(self._stage_wraps(on_status, pipe))
+            out = pipe(**kwargs, generator=generator, output_type=self.output_type)
         return self.extract_output(out) if n == 1 else self.extract_outputs(out, n)
 
     def generate_images(self, gens: list, output_folder: str | None = None, *, on_step=None, on_status=None,
@@ -374,16 +448,17 @@ class BaseModel:
                              scheduler=type(scheduler).__name__ if scheduler is not None else None)
 
     @contextlib.contextmanager
-    def _stage_wraps(self, on_status):
+    def _stage_wraps(self, on_status, pipe=None):
         """Stage messages from the pipeline's own methods, only while someone listens: encoding
         (encode_prompt), sampling (the scheduler's set_timesteps, which every pipeline calls once
         before its loop) and decoding (vae.decode)."""
         if on_status is None:
             yield
             return
-        targets = [(self.pipeline, "encode_prompt", "encoding prompt", "encoding", False),
-                   (self.pipeline.scheduler, "set_timesteps", "sampling", "sampling", True)]
-        vae = getattr(self.pipeline, "vae", None)
+        pipe = pipe or self.pipeline
+        targets = [(pipe, "encode_prompt", "encoding prompt", "encoding", False),
+                   (pipe.scheduler, "set_timesteps", "sampling", "sampling", True)]
+        vae = getattr(pipe, "vae", None)
         if vae is not None:
             targets.append((vae, "decode", "decoding", "decoding", False))
         installed = []
@@ -401,6 +476,30 @@ class BaseModel:
                     obj.__dict__.pop(name, None)
                 else:
                     obj.__dict__[name] = previous   # another wrap (e.g. an arch's) was there first
+
+
+@contextlib.contextmanager
+def _steps_run(pipe, on_step):
+    """`on_step` with the number of steps the pipeline really runs as its total. An img2img or inpaint
+    pipeline runs only the tail of its schedule (`get_timesteps(steps, strength, ...)` returns it)
+    while `scheduler.timesteps` keeps the whole: without this, progress would end short of its total."""
+    original = getattr(pipe, "get_timesteps", None)
+    if on_step is None or original is None:
+        yield on_step
+        return
+    run = {}
+
+    @functools.wraps(original)
+    def get_timesteps(*args, **kwargs):
+        out = original(*args, **kwargs)
+        run["n"] = len(out[0])
+        return out
+
+    pipe.get_timesteps = get_timesteps
+    try:
+        yield lambda i, n, timestep, latents, x0: on_step(i, run.get("n", n), timestep, latents, x0)
+    finally:
+        pipe.__dict__.pop("get_timesteps", None)
 
 
 def _announce(method, on_status, message, stage, after: bool):

@@ -1,6 +1,6 @@
 // Forms -> POST /generate body: only what the arch's ArchInfo says applies.
 import { describe, expect, it } from 'vitest';
-import { buildGenerateBody, defaultSource, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults, snapToDivisor, withVariant } from '@/components/generate/requestBody';
+import { buildGenerateBody, ctrlImageField, defaultSource, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults, snapToDivisor, withVariant } from '@/components/generate/requestBody';
 import type { ArchInfo } from '@/components/generate/types';
 
 const defaultsFor = (a: ArchInfo, keep = {}) => sampleDefaults(resolvedDefaults(a, ''), a, keep);
@@ -104,6 +104,22 @@ describe('buildGenerateBody', () => {
       lora_scale: 0.5,
     });
     expect(body.sample.ctrl_img).toBe('abc_ctrl.png');
+  });
+});
+
+describe('control image: from the arch\'s tasks', () => {
+  const task = (name: string, needs: string[] = [], takes: string[] = []) => ({ name, needs, takes, strength: null });
+  it('required on an edit-only arch, optional where a task takes one, else not offered nor sent', () => {
+    const editOnly = arch({ needs_ctrl_img: true, tasks: [task('edit', ['ctrl_img'], ['ctrl_img_1'])] });
+    const klein = arch({ tasks: [task('txt2img'), task('edit', ['ctrl_img'], ['ctrl_img_1', 'ctrl_img_2', 'ctrl_img_3'])] });
+    const sd1 = arch({ tasks: [task('txt2img'), { ...task('img2img', ['init_img']), strength: 0.8 }] });
+    expect(ctrlImageField(editOnly)).toBe('required');
+    expect(ctrlImageField(klein)).toBe('optional');
+    expect(ctrlImageField(sd1)).toBeNull();
+    expect(ctrlImageField(arch({}))).toBeNull();                 // an older engine without tasks
+    const withCtrl = (a: ArchInfo) => ({ ...defaultsFor(a), ctrl_img: 'abc_ref.png', ctrl_img_name: 'ref.png' });
+    expect(buildGenerateBody(klein, modelDefaults(klein), withCtrl(klein), 'r', stream).sample.ctrl_img).toBe('abc_ref.png');
+    expect(buildGenerateBody(sd1, modelDefaults(sd1), withCtrl(sd1), 'r', stream).sample).not.toHaveProperty('ctrl_img');
   });
 });
 

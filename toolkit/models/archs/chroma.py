@@ -6,7 +6,7 @@ T5 and VAE are Flux's: the tiny builds them from flux.py's recipes ("t5", "flux_
 text_encoder_2/tokenizer_2/vae and Chroma's text_encoder/tokenizer/vae are the same files."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny)
+                                 SampleDefaults, Task, Tiny)
 from toolkit.models.tiny import kit
 
 # Chroma1-HD's scheduler: a fixed shift of 3 (no resolution-dependent shift)
@@ -34,6 +34,9 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="chroma", modality="image", default_name_or_path="lodestones/Chroma1-HD", pipeline="ChromaPipeline",
+    # no inpaint: diffusers 0.42.1's ChromaInpaintPipeline reads transformer.config.guidance_embeds,
+    # which ChromaTransformer2DModel has not
+    tasks=(Task("txt2img", "ChromaPipeline"), Task("img2img", "ChromaImg2ImgPipeline", strength=0.9)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),

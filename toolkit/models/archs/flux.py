@@ -2,7 +2,7 @@
 VAE, latents packed as 2x2-patch tokens; guidance is an embedded scale, not CFG."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny)
+                                 SampleDefaults, Task, Tiny)
 from toolkit.models.tiny import kit
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5,
@@ -50,6 +50,8 @@ COMPONENTS = (
 
 SPEC = ArchSpec(
     name="flux", modality="image", default_name_or_path="black-forest-labs/FLUX.1-dev", pipeline="FluxPipeline",
+    tasks=(Task("txt2img", "FluxPipeline"), Task("img2img", "FluxImg2ImgPipeline", strength=0.6),
+           Task("inpaint", "FluxInpaintPipeline", strength=0.6)),
     components=COMPONENTS, pipeline_init_kwargs={"image_encoder": None, "feature_extractor": None},
     defaults=SampleDefaults(1024, 1024, 28, 3.5), uses_negative_prompt=False,
     latents=Latents("packed", 16, patch=2, format=latent_formats.FLUX),

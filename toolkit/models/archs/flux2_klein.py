@@ -2,12 +2,12 @@
 the 32-channel Flux.2 VAE whose latents are patchified 2x2 into 128-channel tokens (channel
 c*4 + dy*2 + dx, as toolkit/models/latents.py unpacks). The distilled models (4 steps) ignore
 guidance; the base models run CFG against an empty prompt. `is_distilled` is the repo's
-model_index.json setting. An optional input image (ctrl_img) is a reference for editing.
+model_index.json setting. The common call (no negative prompt: CFG, on base models only, is
+against ""); the edit task passes up to 4 reference images (ctrl_img, ctrl_img_1..3) as `image`.
 """
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny, Variant)
-from toolkit.models.base_model import BaseModel
+                                 SampleDefaults, Task, Tiny, Variant)
 from toolkit.models.tiny import kit
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5,
@@ -15,20 +15,6 @@ SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shiftin
                         time_shift_type="exponential")     # the pipeline computes its own mu
 TAPS = (9, 18, 27)          # the pipeline's text_encoder_out_layers
 TEXT_HIDDEN = 16
-
-
-class Flux2KleinModel(BaseModel):
-    """The common call (no negative prompt: CFG, on base models only, is against ""), plus the
-    input image as a reference when the request gives one."""
-
-    def pipeline_kwargs(self, gen):
-        kw = super().pipeline_kwargs(gen)
-        if gen.ctrl_img:
-            from PIL import Image
-
-            with Image.open(gen.ctrl_img) as im:
-                kw["image"] = im.convert("RGB")
-        return kw
 
 
 def _tiny_vae():
@@ -68,7 +54,10 @@ _BASE = {"num_inference_steps": 50, "guidance_scale": 4.0}         # diffusers' 
 
 SPEC = ArchSpec(
     name="flux2_klein", modality="image", default_name_or_path="black-forest-labs/FLUX.2-klein-4B",
-    pipeline="Flux2KleinPipeline", holder=Flux2KleinModel,
+    pipeline="Flux2KleinPipeline",
+    # one pipeline for both: `image` (up to 4 references) makes it an edit
+    tasks=(Task("txt2img", "Flux2KleinPipeline"),
+           Task("edit", "Flux2KleinPipeline", takes=("ctrl_img_1", "ctrl_img_2", "ctrl_img_3"))),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),

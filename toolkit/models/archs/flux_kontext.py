@@ -8,7 +8,7 @@ resized to the Kontext training resolution nearest its aspect ratio (`_auto_resi
 `auto_resize` sample key turns that off (the input keeps its own size, floored to 16 px).
 """
 from toolkit import latent_formats
-from toolkit.models.arch import ArchSpec, Extra, Latents, SampleDefaults, Tiny
+from toolkit.models.arch import ArchSpec, Extra, Latents, SampleDefaults, Task, Tiny
 from toolkit.models.archs.flux import COMPONENTS, SCHEDULER_CONFIG, tiny_flux_encoders, tiny_flux_transformer
 from toolkit.models.base_model import BaseModel
 from toolkit.models.tiny import kit
@@ -16,12 +16,8 @@ from toolkit.models.tiny import kit
 
 class FluxKontextModel(BaseModel):
     def pipeline_kwargs(self, gen):
-        from PIL import Image
-
-        with Image.open(gen.ctrl_img) as im:
-            image = im.convert("RGB")
         auto_resize = gen.extras.get("auto_resize")
-        return {"image": image, "prompt": gen.prompt, "width": gen.width, "height": gen.height,
+        return {**self.input_kwargs(gen), "prompt": gen.prompt, "width": gen.width, "height": gen.height,
                 "max_area": gen.width * gen.height, "num_inference_steps": gen.num_inference_steps,
                 "guidance_scale": gen.guidance_scale, "_auto_resize": True if auto_resize is None else auto_resize}
 
@@ -36,7 +32,7 @@ SPEC = ArchSpec(
     pipeline="FluxKontextPipeline", holder=FluxKontextModel, components=COMPONENTS,
     pipeline_init_kwargs={"image_encoder": None, "feature_extractor": None},
     defaults=SampleDefaults(1024, 1024, 28, 2.5),      # the model card: guidance 2.5, 28 steps, 1024^2
-    needs_ctrl_img=True, uses_negative_prompt=False,
+    tasks=(Task("edit", "FluxKontextPipeline"),), uses_negative_prompt=False,      # edit only: one input image
     sample_extras={"auto_resize": Extra("bool", True)},
     latents=Latents("packed", 16, patch=2, format=latent_formats.FLUX),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 2.5}),

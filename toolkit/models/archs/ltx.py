@@ -3,7 +3,7 @@ steps latents as (frame, row, column) tokens of 128 channels (`LTXPipeline._pack
 num_frames must be 8k+1. The frame rate conditions the DiT's RoPE (`frame_rate`)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny)
+                                 SampleDefaults, Task, Tiny)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.tiny import kit
 
@@ -42,6 +42,7 @@ def _tiny(b):
 SPEC = ArchSpec(
     name="ltx", modality="video", default_name_or_path="Lightricks/LTX-Video", pipeline="LTXPipeline",
     holder=LTXModel, output_type="np",
+    tasks=(Task("txt2img", "LTXPipeline"), Task("i2v", "LTXImageToVideoPipeline")),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),

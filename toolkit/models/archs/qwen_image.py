@@ -6,7 +6,7 @@ The tiny Qwen2.5-VL encoder (with its vision tower), tokenizer and VAE are defin
 with qwen_image_edit (the Edit models ship the very same encoder, tokenizer and VAE files)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny)
+                                 SampleDefaults, Task, Tiny)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
 
@@ -96,14 +96,15 @@ def _tiny(b):
 
 class QwenImageModel(BaseModel):
     """The engine's guidance_scale is the pipeline's `true_cfg_scale`; CFG runs only with a negative
-    prompt, so one is passed whenever the scale asks for CFG (" " when empty, as the model card)."""
+    prompt, so one is passed whenever the scale asks for CFG (" " when empty, as the model card).
+    The task's input images (img2img, inpaint, edit) as BaseModel passes them."""
 
     def pipeline_kwargs(self, gen):
         kw = {"prompt": gen.prompt, "width": gen.width, "height": gen.height,
               "num_inference_steps": gen.num_inference_steps, "true_cfg_scale": gen.guidance_scale}
         if gen.guidance_scale > 1:
             kw["negative_prompt"] = gen.negative_prompt or " "
-        return kw
+        return {**kw, **self.input_kwargs(gen)}
 
 
 COMPONENTS = (
@@ -116,6 +117,8 @@ COMPONENTS = (
 
 SPEC = ArchSpec(
     name="qwen_image", modality="image", default_name_or_path="Qwen/Qwen-Image", pipeline="QwenImagePipeline",
+    tasks=(Task("txt2img", "QwenImagePipeline"), Task("img2img", "QwenImageImg2ImgPipeline", strength=0.6),
+           Task("inpaint", "QwenImageInpaintPipeline", strength=0.6)),
     holder=QwenImageModel, components=COMPONENTS,
     defaults=SampleDefaults(1328, 1328, 50, 4.0),     # the model card: 1328^2 (1:1), 50 steps, true CFG 4.0
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),     # the Qwen Image VAE = Wan 2.1's space

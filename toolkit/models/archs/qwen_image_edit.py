@@ -1,24 +1,15 @@
 """Qwen-Image-Edit-2509 (Edit Plus): Qwen-Image conditioned on an input image, which the Qwen2.5-VL
 encoder sees (through its processor, at about 384x384) and whose VAE latents (at about 1024x1024)
-join the transformer's sequence; the 64-token system prefix is dropped; true CFG.
+join the transformer's sequence; the 64-token system prefix is dropped; true CFG. Qwen-Image's holder
+call passes the reference images (ctrl_img, ctrl_img_1, ctrl_img_2, at their own size: the pipeline
+sizes them) as `image`, and width/height, so the output is the requested size (the pipeline otherwise
+derives it from the first reference's aspect at 1024x1024 area).
 
 Same text encoder, tokenizer and VAE files as Qwen-Image (the tiny recipe is qwen_image.py's)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
-                                 Latents, SampleDefaults, Tiny)
+                                 Latents, SampleDefaults, Task, Tiny)
 from toolkit.models.archs.qwen_image import QwenImageModel, tiny_qwen_image_shared, tiny_qwen_image_transformer
-
-
-class QwenImageEditModel(QwenImageModel):
-    """Qwen-Image's call plus the input image. width/height are passed, so the output is the
-    requested size (the pipeline otherwise derives it from the input's aspect at 1024x1024 area)."""
-
-    def pipeline_kwargs(self, gen):
-        from PIL import Image
-
-        with Image.open(gen.ctrl_img) as im:
-            image = im.convert("RGB")
-        return {"image": image, **super().pipeline_kwargs(gen)}
 
 
 def tiny_qwen2vl_processor(tokenizer):
@@ -40,7 +31,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="qwen_image_edit", modality="image", default_name_or_path="Qwen/Qwen-Image-Edit-2509",
-    pipeline="QwenImageEditPlusPipeline", holder=QwenImageEditModel,
+    pipeline="QwenImageEditPlusPipeline", holder=QwenImageModel,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
@@ -50,7 +41,8 @@ SPEC = ArchSpec(
         Component("transformer", "QwenImageTransformer2DModel", DENOISER),
     ),
     defaults=SampleDefaults(1024, 1024, 40, 4.0),     # the model card: 40 steps, true CFG 4.0 (1024^2 area)
-    needs_ctrl_img=True,
+    # edit only: the reference image is required; the model card's 1 to 3 images
+    tasks=(Task("edit", "QwenImageEditPlusPipeline", takes=("ctrl_img_1", "ctrl_img_2")),),
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
     description="Qwen-Image-Edit-2509 (Edit Plus): edit an input image (Qwen2.5-VL sees it), true CFG",

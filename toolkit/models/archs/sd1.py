@@ -1,7 +1,7 @@
 """Stable Diffusion 1.x: a UNet over CLIP-L, the 4-channel KL VAE, PNDM as the repos ship it."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny)
+                                 SampleDefaults, Task, Tiny)
 from toolkit.models.tiny import kit
 
 
@@ -26,6 +26,9 @@ def _tiny(b):
 SPEC = ArchSpec(
     name="sd1", modality="image", default_name_or_path="stable-diffusion-v1-5/stable-diffusion-v1-5",
     pipeline="StableDiffusionPipeline",
+    tasks=(Task("txt2img", "StableDiffusionPipeline"),
+           Task("img2img", "StableDiffusionImg2ImgPipeline", strength=0.8),
+           Task("inpaint", "StableDiffusionInpaintPipeline", strength=1.0)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),

@@ -4,7 +4,7 @@ projections concatenated), the 16-channel VAE with shift and scale, flow-match E
 One arch for the 3.5 Large / Large Turbo / Medium and 3 Medium checkpoints (variants)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny, Variant)
+                                 SampleDefaults, Task, Tiny, Variant)
 from toolkit.models.tiny import kit
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0)     # every SD3/3.5 repo's scheduler_config.json
@@ -53,6 +53,9 @@ VARIANTS = {
 SPEC = ArchSpec(
     name="sd3", modality="image", default_name_or_path=VARIANTS["3.5-large"].name_or_path,
     pipeline="StableDiffusion3Pipeline",
+    tasks=(Task("txt2img", "StableDiffusion3Pipeline"),
+           Task("img2img", "StableDiffusion3Img2ImgPipeline", strength=0.6),
+           Task("inpaint", "StableDiffusion3InpaintPipeline", strength=0.6)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),

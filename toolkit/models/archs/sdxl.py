@@ -3,7 +3,7 @@ hidden states + pooled projection, concatenated), the 4-channel KL VAE (0.13025)
 repo ships it. The UNet's added conditions are the pooled text embedding and six size ids."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny)
+                                 SampleDefaults, Task, Tiny)
 from toolkit.models.tiny import kit
 
 # stabilityai/stable-diffusion-xl-base-1.0 scheduler/scheduler_config.json
@@ -40,6 +40,9 @@ def _tiny(b):
 SPEC = ArchSpec(
     name="sdxl", modality="image", default_name_or_path="stabilityai/stable-diffusion-xl-base-1.0",
     pipeline="StableDiffusionXLPipeline",
+    tasks=(Task("txt2img", "StableDiffusionXLPipeline"),
+           Task("img2img", "StableDiffusionXLImg2ImgPipeline", strength=0.3),
+           Task("inpaint", "StableDiffusionXLInpaintPipeline", strength=0.9999)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),

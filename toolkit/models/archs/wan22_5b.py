@@ -2,7 +2,7 @@
 (48 channels, 2x2 pixel patches + 8x = 16x spatial, 4x temporal); per-token timesteps
 (`expand_timesteps`, a model_index.json setting), UniPC with flow sigmas (shift 5)."""
 from toolkit import latent_formats
-from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Tiny
+from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Task, Tiny
 from toolkit.models.archs.wan21 import COMPONENTS, tiny_umt5, tiny_wan_transformer, unipc_flow_scheduler
 from toolkit.models.tiny import kit
 
@@ -34,7 +34,10 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="wan22_5b", modality="video", default_name_or_path="Wan-AI/Wan2.2-TI2V-5B-Diffusers",
-    pipeline="WanPipeline", components=COMPONENTS, pipeline_init_kwargs={"transformer_2": None}, output_type="np",
+    pipeline="WanPipeline", components=COMPONENTS,
+    # TI2V: the same components run image-to-video (the first frame's latents, per-token timesteps)
+    tasks=(Task("txt2img", "WanPipeline"), Task("i2v", "WanImageToVideoPipeline")),
+    pipeline_init_kwargs={"transformer_2": None}, output_type="np",
     # model card: 720P (1280x704), 121 frames at 24 fps; the diffusers example: 50 steps, guidance 5.0
     defaults=SampleDefaults(1280, 704, 50, 5.0, num_frames=121, fps=24, output_ext="mp4"),
     size_divisor=32,                # 16x VAE x 2x2 DiT patches

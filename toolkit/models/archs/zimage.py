@@ -1,7 +1,7 @@
 """Z-Image Turbo: a single-stream DiT over a Qwen3 text encoder and the Flux VAE (16 channels)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny)
+                                 SampleDefaults, Task, Tiny)
 from toolkit.models.tiny import kit
 
 
@@ -24,6 +24,8 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="zimage", modality="image", default_name_or_path="Tongyi-MAI/Z-Image-Turbo", pipeline="ZImagePipeline",
+    tasks=(Task("txt2img", "ZImagePipeline"), Task("img2img", "ZImageImg2ImgPipeline", strength=0.6),
+           Task("inpaint", "ZImageInpaintPipeline", strength=1.0)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),

@@ -2,7 +2,7 @@
 // The sample settings. Which fields show depends on the arch's ArchInfo from the engine.
 import { useState } from 'react';
 import { apiFetch, describeError } from '@/utils/api';
-import { snapToDivisor } from './requestBody';
+import { ctrlImageField, snapToDivisor } from './requestBody';
 import type { ArchInfo, SampleForm } from './types';
 
 interface Props {
@@ -42,6 +42,7 @@ function NumberField(props: {
 
 export default function PromptPanel({ arch, sample, jobId, onChange }: Props) {
   const [upload, setUpload] = useState<{ busy: boolean; error: string | null }>({ busy: false, error: null });
+  const ctrlField = ctrlImageField(arch);
   const snap = (key: 'width' | 'height') => onChange({ [key]: snapToDivisor(sample[key], arch.size_divisor) });
 
   const uploadCtrl = async (file: File | undefined) => {
@@ -149,9 +150,9 @@ export default function PromptPanel({ arch, sample, jobId, onChange }: Props) {
           ))}
         </select>
       </label>
-      {arch.needs_ctrl_img && (
+      {ctrlField && (
         <div className="field">
-          Control image (required)
+          {ctrlField === 'required' ? 'Control image (required)' : 'Reference image (optional: the prompt edits it)'}
           <input type="file" accept="image/*" disabled={upload.busy} onChange={(e) => uploadCtrl(e.target.files?.[0])} aria-label="Control image" />
           {sample.ctrl_img && (
             <span className="small">

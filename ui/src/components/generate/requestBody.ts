@@ -7,6 +7,14 @@ import type { ArchInfo, ModelForm, ProfileInfo, SampleForm } from './types';
 export const DEFAULT_QTYPE = 'qfloat8';
 const COMMON_KEYS = ['width', 'height', 'num_inference_steps', 'guidance_scale', 'num_frames', 'fps', 'duration', 'output_ext'] as const;
 
+/** Whether the form offers a control (reference) image upload: required on an edit-only arch, optional
+ * where one of its tasks takes one (sending it makes the request that edit), else none. */
+export function ctrlImageField(arch: ArchInfo): 'required' | 'optional' | null {
+  if (arch.needs_ctrl_img) return 'required';
+  const takes = (arch.tasks ?? []).some((t) => t.needs.includes('ctrl_img') || t.takes.includes('ctrl_img'));
+  return takes ? 'optional' : null;
+}
+
 export function snapToDivisor(value: number, divisor: number): number {
   const d = Math.max(1, Math.floor(divisor) || 1);
   return Math.max(d, Math.round((Number(value) || 0) / d) * d);
@@ -116,7 +124,7 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
   }
   if (arch.modality === 'audio') s.duration = Number(sample.duration);
   for (const key of Object.keys(arch.sample_extras)) if (isSet(sample.extras[key])) s[key] = sample.extras[key];
-  if (sample.ctrl_img) s.ctrl_img = sample.ctrl_img;
+  if (sample.ctrl_img && ctrlImageField(arch)) s.ctrl_img = sample.ctrl_img;
 
   return {
     model: m,

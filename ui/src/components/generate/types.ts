@@ -16,7 +16,10 @@ export interface ArchInfo {
     output_ext: string;
   };
   size_divisor: number;
+  /** every task needs a reference image (an edit-only arch) */
   needs_ctrl_img: boolean;
+  /** the tasks it serves, its default first, with the image inputs each needs and takes (newer engines) */
+  tasks?: TaskInfo[];
   uses_negative_prompt: boolean;
   sample_extras: Record<string, unknown>;
   /** 'float' | 'int' | 'str' | 'bool' per extra (newer engines) */
@@ -34,6 +37,16 @@ export interface ArchInfo {
   description: string;
   output_exts: string[];
   preview: PreviewSpec;
+}
+
+/** One task of an arch (GET /models): the engine infers it from the inputs a request sets. */
+export interface TaskInfo {
+  name: 'txt2img' | 'img2img' | 'inpaint' | 'edit' | 'i2v' | string;
+  /** sample keys it needs (init_img, mask_img, ctrl_img) and may also take (ctrl_img_1..3) */
+  needs: string[];
+  takes: string[];
+  /** img2img / inpaint: the default strength */
+  strength: number | null;
 }
 
 /** A named local model from the engine's profiles file (no paths). */
