@@ -227,7 +227,8 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)):
         out = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
-    ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext, **holder.media_kwargs(gen, data))
+    ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
+                     metadata=holder.file_metadata(gen, rec["seed"]), **holder.media_kwargs(gen, data))
     if spec.modality == "video":
         got, want = _decoded(rec["path"]), _decoded(ref["path"])
         assert got["frames"] == want["frames"] == gen.num_frames
