@@ -190,8 +190,9 @@ def _sample_table(d: dict, where: str, arch: str | None) -> dict:
     allowed = set(GenerateImageConfig.COMMON) | ({e for e in ARCHS[arch].sample_extras} if arch else
                                                  {e for a in ARCHS.values() for e in a.sample_extras})
     check_keys(out, allowed, where)
-    if arch:   # validate the values with the arch's rules
-        GenerateImageConfig.from_dict(out, arch, where)
+    if arch:   # validate the values with the arch's rules (an edit-only arch's reference comes with each request)
+        probe = {"ctrl_img": "ctrl_img", **out} if ARCHS[arch].needs_ctrl_img else out
+        GenerateImageConfig.from_dict(probe, arch, where)
     return out
 
 

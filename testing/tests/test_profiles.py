@@ -108,6 +108,21 @@ def test_zimage_profile_has_no_variant(tmp_path):
         load_profiles(str(tmp_path / "p.toml"))
 
 
+
+def test_an_edit_only_arch_has_a_profile_without_a_reference(tmp_path):
+    """Qwen-Image-Edit needs a reference image on every request, not in its profile's defaults (which are
+    still checked by its rules)."""
+    _files(tmp_path)
+    (tmp_path / "p.toml").write_text('[model_profiles.e]\narchitecture = "qwen_image_edit"\ncheckpoint = "tok"\n'
+                                     '[model_profiles.e.defaults]\nsteps = 20\n')
+    prof = load_profiles(str(tmp_path / "p.toml"))
+    assert prof.get("e").defaults == {"num_inference_steps": 20} and "ctrl_img" not in prof.sample_defaults("e")
+    (tmp_path / "p.toml").write_text('[model_profiles.e]\narchitecture = "qwen_image_edit"\ncheckpoint = "tok"\n'
+                                     '[model_profiles.e.defaults]\nwidth = 1000\n')
+    with pytest.raises(ConfigError) as e:
+        load_profiles(str(tmp_path / "p.toml"))
+    assert e.value.key == "model_profiles.e.defaults.width"
+
 def test_yaml_profiles(tmp_path):
     _files(tmp_path)
     (tmp_path / "p.yaml").write_text("model_profiles:\n  k:\n    architecture: krea2\n    diffusion_model: dm.safetensors\n"
