@@ -32,7 +32,7 @@ class Served:
     """A real engine (thread worker) with profiles made of tiny models, and a local hub cache that
     holds zimage's default repo only: what the compat routes can offer is what can load here."""
 
-    def __init__(self, folder, tiny):
+    def __init__(self, folder, tiny, more_profiles: str = ""):
         from extensions_built_in.inference_engine.engine import Engine
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
         (folder / "wan").mkdir()
@@ -41,7 +41,7 @@ class Served:
             f'[model_profiles.tiny-turbo]\narchitecture = "zimage"\ncheckpoint = "{tiny("zimage")}"\n'
             f'[model_profiles.tiny-sd1]\narchitecture = "sd1"\ncheckpoint = "{tiny("sd1")}"\n'
             f'[model_profiles.tiny-wan]\narchitecture = "wan21"\ncheckpoint = "{folder / "wan"}"\n'
-            f'[model_profiles.gone]\narchitecture = "zimage"\ncheckpoint = "{folder / "gone"}"\n')
+            f'[model_profiles.gone]\narchitecture = "zimage"\ncheckpoint = "{folder / "gone"}"\n' + more_profiles)
         profiles = load_profiles(str(folder / "profiles.toml"))
         (folder / "gone").rmdir()                    # a profile whose files went away: it cannot load
         self.hub = pytest.MonkeyPatch()

@@ -1,7 +1,8 @@
 """Compatibility routes for clients that already exist, one module per API family:
 `a1111` (A1111 / stable-diffusion.cpp `/sdapi/v1/*`: SillyTavern, SD.Next-style clients, webuiapi)
-and `openai` (`/v1/images/generations`, `/v1/models`); `common` holds their auth, error answer and
-the shared `Session`, `preview` the latent PNG of /sdapi/v1/progress.
+and `openai` (`/v1/images/generations`, `/v1/images/edits`, `/v1/models`); `common` holds their auth,
+error answer and the shared `Session`, `inputs` the checks and preparation of the images img2img and
+edits take, `preview` the latent PNG of /sdapi/v1/progress.
 
 They are thin: every generation goes through `Engine.submit`, the same FIFO as `/generate`, and the
 waits run on worker threads (asyncio.to_thread), so the event loop never blocks. A client names

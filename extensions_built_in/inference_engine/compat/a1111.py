@@ -1,14 +1,17 @@
 """The A1111 / stable-diffusion.cpp `/sdapi/v1/*` routes (SillyTavern, SD.Next-style clients,
-webuiapi): txt2img, models and options, progress with a latent preview, interrupt and skip, png-info."""
+webuiapi): txt2img, img2img (and inpaint), models and options, progress with a latent preview,
+interrupt and skip, png-info."""
 import asyncio
 import base64
 import binascii
 import json
 import random
 import time
+from types import SimpleNamespace
 
 from fastapi import Depends, FastAPI, Request as HttpRequest
 
+from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
                                                                 json_object)
 from extensions_built_in.inference_engine.compat.preview import latent_png_b64
@@ -22,7 +25,29 @@ MODEL_FIELD = "override_settings.sd_model_checkpoint"
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "width",
           "sample.height": "height", "sample.num_inference_steps": "steps", "sample.guidance_scale": "cfg_scale",
           "sample.seed": "seed", "batch": "batch_size", "sample.batch_size": "batch_size",
-          "sample.sampler": "sampler_name"}
+          "sample.sampler": "sampler_name", "sample.init_img": "init_images", "sample.mask_img": "mask",
+          "sample.strength": "denoising_strength", "sample.resize_mode": "resize_mode", "sample.task": MODEL_FIELD}
+# img2img: A1111's resize_mode and inpainting_fill by number
+RESIZE_MODES = {0: "resize", 1: "crop", 2: "fill", 3: "resize"}    # 3: "just resize (latent upscale)"
+MASKED_CONTENT = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
+MAX_MASK_BLUR = 256
+# img2img's body for the OpenAPI schema (what the fuzz and a client read); other A1111 fields are accepted too
+_INT, _NUM, _STR = {"type": "integer"}, {"type": "number"}, {"type": "string"}
+IMG2IMG_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["init_images"],
+    "description": "A1111's img2img body; override_settings.sd_model_checkpoint names the model (a title from "
+                   "/sdapi/v1/sd-models), else the one /sdapi/v1/options set, else the loaded or default one",
+    "properties": {
+        "init_images": {"type": "array", "items": _STR}, "mask": {"type": ["string", "null"]},
+        "prompt": _STR, "negative_prompt": _STR, "denoising_strength": _NUM,
+        "resize_mode": {"type": "integer", "enum": list(RESIZE_MODES)},
+        "inpainting_fill": {"type": "integer", "enum": list(MASKED_CONTENT)}, "inpainting_mask_invert": _INT,
+        "mask_blur": _NUM, "mask_blur_x": _NUM, "mask_blur_y": _NUM, "inpaint_full_res": {"type": "boolean"},
+        "width": _INT, "height": _INT, "steps": _INT, "cfg_scale": _NUM, "seed": _INT, "sampler_name": _STR,
+        "scheduler": _STR, "batch_size": _INT, "n_iter": _INT, "include_init_images": {"type": "boolean"},
+        "override_settings": {"type": "object"}}}}}}}
+DEFAULT_STRENGTH = 0.75          # A1111's denoising_strength default
+DEFAULT_MASK_BLUR = 4            # A1111's mask_blur_x / mask_blur_y default
 SAMPLER_NOTE = "the model's own scheduler: what a request without sampler_name (or with 'Default') runs"
 # SillyTavern asks for these when it loads its settings; nothing here upscales or swaps VAEs
 FIXED_LISTS = {"/sdapi/v1/upscalers": [{"name": "None", "model_name": None, "model_path": None, "model_url": None,
@@ -65,6 +90,50 @@ class A1111:
 
     async def txt2img(self, request: HttpRequest):
         body = await json_object(request, invalid)
+        call = await self._call(body)
+        return await self._run(request, body, call, call.sample)
+
+    async def img2img(self, request: HttpRequest):
+        """A1111's img2img: the first of `init_images` re-noised by `denoising_strength` (img2img), or
+        with `mask` inpainted where the mask is white (inpaint). The mask and init image are prepared
+        as A1111 prepares them (compat/inputs.py); the model must serve the task (its `tasks`)."""
+        body = await json_object(request, invalid)
+        call = await self._call(body)
+        init = body.get("init_images")
+        if not isinstance(init, list) or not init:
+            raise invalid("init_images", "must be a non-empty list of base64 images (the first is the init image)")
+        mask = body.get("mask")
+        if mask is not None and not isinstance(mask, str):
+            raise invalid("mask", f"must be a base64 image (a string), got {type(mask).__name__}")
+        mask = mask or None                         # "" (as some clients send): no mask
+        task = "inpaint" if mask else "img2img"
+        spec = ARCHS[call.model["arch"]] if call.model.get("arch") in ARCHS else None
+        if spec is not None and spec.task(task) is None:
+            field = "mask" if task == "inpaint" and spec.task("img2img") else MODEL_FIELD
+            raise invalid(field, f"{call.name or spec.name!r} ({spec.name}) has no {task} task "
+                          f"(its tasks: {', '.join(spec.task_names)})")
+        opts = _img2img_options(body, bool(mask))
+        sample = {**call.sample, "task": task, "strength": opts["strength"], "resize_mode": opts["resize_mode"]}
+        # the model's size and every setting resolved and checked before an image is decoded
+        probe = {**sample, "init_img": "init_images", "seed": call.base_seed, **({"mask_img": "mask"} if mask else {})}
+        _mc, gen = await asyncio.to_thread(self.session.resolve_sample, call.model, probe, invalid, FIELDS, MODEL_FIELD)
+        try:
+            prepared = await asyncio.to_thread(_prepare_img2img, init[0], mask, gen.width, gen.height, opts)
+        except ConfigError as e:
+            raise invalid(e.key, e.message)
+        sample.update(prepared)
+        warnings = list(opts["warnings"])
+        if len(init) > 1:
+            warnings.append(f"init_images: only the first of {len(init)} images is used (one init image per call)")
+        parameters = {k: v for k, v in body.items() if k != "auth"}
+        if body.get("include_init_images") is not True:
+            parameters.update(init_images=None, mask=None)          # as A1111 answers
+        return await self._run(request, body, call, sample, extra=opts["extra"], warnings=warnings,
+                               parameters=parameters)
+
+    async def _call(self, body: dict) -> SimpleNamespace:
+        """What txt2img and img2img share: prompts, counts, seed and model checked, and the sample
+        every request of the call starts from."""
         prompt = body.get("prompt") or ""
         negative = body.get("negative_prompt") or ""
         for field, v in (("prompt", prompt), ("negative_prompt", negative)):
@@ -89,9 +158,8 @@ class A1111:
         overrides = body.get("override_settings") or {}
         if not isinstance(overrides, dict):
             raise invalid("override_settings", "must be an object")
-        session = self.session
-        name = overrides.get("sd_model_checkpoint") or session.selected
-        model, name = await asyncio.to_thread(session.resolve, name, MODEL_FIELD, invalid)
+        name = overrides.get("sd_model_checkpoint") or self.session.selected
+        model, name = await asyncio.to_thread(self.session.resolve, name, MODEL_FIELD, invalid)
         sampler = self._sampler(body, model)
         sample = {"prompt": prompt, "output_ext": "png", "batch_size": counts["batch_size"]}
         if sampler is not None:
@@ -102,10 +170,18 @@ class A1111:
                              ("guidance_scale", "cfg_scale")):
             if body.get(theirs) is not None:
                 sample[ours] = body[theirs]
-        # n_iter requests one after another, each a batch of batch_size in one pass (seed + i per image)
-        samples = [{**sample, "seed": base_seed + j * counts["batch_size"]} for j in range(counts["n_iter"])]
-        reqs = await asyncio.to_thread(session.submit_all, model, samples, invalid, FIELDS, MODEL_FIELD)
-        session.last_used = (name, reqs[0].model)
+        return SimpleNamespace(prompt=prompt, negative=negative, counts=counts, base_seed=base_seed,
+                               model=model, name=name, sample=sample)
+
+    async def _run(self, request: HttpRequest, body: dict, call, sample: dict, *, extra: dict | None = None,
+                   warnings=(), parameters: dict | None = None):
+        """Run the call (n_iter requests one after another, each a batch of batch_size in one pass;
+        seed + i per image) and answer A1111's `{images, parameters, info}`."""
+        session = self.session
+        counts = call.counts
+        samples = [{**sample, "seed": call.base_seed + j * counts["batch_size"]} for j in range(counts["n_iter"])]
+        reqs = await asyncio.to_thread(session.submit_all, call.model, samples, invalid, FIELDS, MODEL_FIELD)
+        session.last_used = (call.name, reqs[0].model)
         started = time.time()
         await session.wait_all(reqs, request)
         errors = [r.error for r in reqs if r.status == "error"]
@@ -113,8 +189,10 @@ class A1111:
             raise failed("GenerationError", errors[0])
         images = await asyncio.to_thread(session.read_images, reqs)
         interrupted = any(r.status == "cancelled" for r in reqs)
-        info = self._info(reqs, name, prompt, negative, counts, started, interrupted)
-        parameters = {k: v for k, v in body.items() if k != "auth"}     # SillyTavern puts its auth here
+        info = self._info(reqs, call.name, call.prompt, call.negative, counts, started, interrupted, extra or {})
+        info["warnings"] = sorted(set(info["warnings"]) | set(warnings))
+        if parameters is None:
+            parameters = {k: v for k, v in body.items() if k != "auth"}     # SillyTavern puts its auth here
         send = body.get("send_images", True) is not False
         return {"images": [b64 for _r, _res, b64 in images] if send else [], "parameters": parameters,
                 "info": json.dumps(info)}
@@ -132,7 +210,7 @@ class A1111:
             field, message = e.args
             raise invalid(field, message)
 
-    def _info(self, reqs, name, prompt, negative, counts, started, interrupted) -> dict:
+    def _info(self, reqs, name, prompt, negative, counts, started, interrupted, extra: dict) -> dict:
         first = reqs[0].sample
         # one seed per image: a request's batch is seed, seed + 1, ...
         seeds = [r.sample.seed + i for r in reqs for i in range(r.sample.batch_size)]
@@ -153,9 +231,10 @@ class A1111:
             lines = [prompt]
             if negative:
                 lines.append(f"Negative prompt: {negative}")
+            more = "".join(f"{k}: {v}, " for k, v in extra.items())
             lines.append(f"Steps: {first.num_inference_steps}, Sampler: {sampler}, Schedule type: {schedule}, "
                          f"CFG scale: {first.guidance_scale}, Seed: {s}, Size: {first.width}x{first.height}, "
-                         f"Model: {model_name}, Version: aitk-engine")
+                         f"Model: {model_name}, {more}Version: aitk-engine")
             return "\n".join(lines)
         return {"prompt": prompt, "all_prompts": [prompt] * len(seeds), "negative_prompt": negative,
                 "all_negative_prompts": [negative] * len(seeds), "seed": seeds[0], "all_seeds": seeds,
@@ -165,7 +244,7 @@ class A1111:
                 "batch_size": counts["batch_size"], "n_iter": counts["n_iter"], "restore_faces": False,
                 "face_restoration_model": None, "sd_model_name": model_name, "sd_model_hash": None,
                 "sd_vae_name": None, "sd_vae_hash": None, "seed_resize_from_w": -1, "seed_resize_from_h": -1,
-                "denoising_strength": None, "extra_generation_params": {"Schedule type": schedule},
+                "denoising_strength": first.strength, "extra_generation_params": {"Schedule type": schedule, **extra},
                 "index_of_first_image": 0,
                 "infotexts": [infotext(s) for s in made], "styles": [],
                 "job_timestamp": stamp, "clip_skip": 1, "is_using_inpainting_conditioning": False,
@@ -281,6 +360,92 @@ class A1111:
                  "need_inner_model": False} for label in sampler_table.a1111_schedules(available)]
 
 
+def _flag(body: dict, field: str, default) -> bool:
+    """An A1111 switch: a bool, or 0 / 1 (inpainting_mask_invert is an int there)."""
+    v = body.get(field)
+    if v is None:
+        return default
+    if isinstance(v, bool) or (is_int(v) and v in (0, 1)):
+        return bool(v)
+    raise invalid(field, f"must be true/false (or 0/1), got {v!r}")
+
+
+def _choice(body: dict, field: str, table: dict, default: int) -> int:
+    v = body.get(field)
+    if v is None:
+        return default
+    if not is_int(v) or int(v) not in table:
+        raise invalid(field, f"must be one of {', '.join(f'{k} ({n})' for k, n in table.items())}, got {v!r}")
+    return int(v)
+
+
+def _img2img_options(body: dict, masked: bool) -> dict:
+    """img2img's own fields, checked, with A1111's defaults; `extra`: their infotext entries, `warnings`:
+    what is accepted but not served as A1111 serves it."""
+    strength = body.get("denoising_strength")
+    strength = DEFAULT_STRENGTH if strength is None else strength
+    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not 0 < strength <= 1:
+        raise invalid("denoising_strength", f"must be a number in (0, 1], got {strength!r}")
+    resize = _choice(body, "resize_mode", RESIZE_MODES, 0)
+    opts = {"strength": float(strength), "resize_mode": RESIZE_MODES[resize], "extra": {"Denoising strength": strength},
+            "warnings": []}
+    fill = _choice(body, "inpainting_fill", MASKED_CONTENT, 0)
+    invert = _flag(body, "inpainting_mask_invert", False)
+    full_res = _flag(body, "inpaint_full_res", True)
+    blur = {}
+    for field in ("mask_blur", "mask_blur_x", "mask_blur_y"):
+        v = body.get(field)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_MASK_BLUR):
+            raise invalid(field, f"must be a number from 0 to {MAX_MASK_BLUR}, got {v!r}")
+        blur[field] = v
+    # mask_blur, when given, sets both (A1111's setter); else mask_blur_x / mask_blur_y, 4 each
+    bx = blur["mask_blur"] if blur["mask_blur"] is not None else (
+        DEFAULT_MASK_BLUR if blur["mask_blur_x"] is None else blur["mask_blur_x"])
+    by = blur["mask_blur"] if blur["mask_blur"] is not None else (
+        DEFAULT_MASK_BLUR if blur["mask_blur_y"] is None else blur["mask_blur_y"])
+    opts.update(fill=fill, invert=invert, blur_x=float(bx), blur_y=float(by))
+    if not masked:
+        return opts
+    if bx or by:
+        opts["extra"]["Mask blur"] = bx if bx == by else f"{bx}x{by}"
+    if invert:
+        opts["extra"]["Mask mode"] = "Inpaint not masked"
+    if fill != 1:
+        opts["extra"]["Masked content"] = MASKED_CONTENT[fill]
+    if fill in (2, 3):
+        opts["warnings"].append(f"inpainting_fill {fill} ({MASKED_CONTENT[fill]}): the masked area is filled from its "
+                                "surroundings (A1111's pixel step of it); the diffusers inpaint pipelines start from "
+                                "the init image's latents noised by denoising_strength and take no latent edit")
+    if full_res:
+        opts["warnings"].append("inpaint_full_res (only masked): not served; the whole picture is inpainted at "
+                                "width x height")
+    return opts
+
+
+def _prepare_img2img(init_b64: str, mask_b64: str | None, width: int, height: int, opts: dict) -> dict:
+    """The sample's init_img (and mask_img) as data URLs, prepared as A1111's img2img prepares them:
+    an image with alpha flattened onto white; with a mask, the mask binarized, inverted and blurred
+    at its own size, both brought to width x height by resize_mode, and the init image filled under
+    the mask unless inpainting_fill is 1 (original). A refusal is a ConfigError naming the field."""
+    data = inputs.decode_b64_image(init_b64, "init_images")
+    inputs.check(data, "init_images")
+    if mask_b64 is None:
+        image = inputs.open_checked(data)
+        # the engine takes the bytes as they are (EXIF, RGB and the size are its own), unless alpha needs flattening
+        return {"init_img": inputs.png_data_url(inputs.flatten(image)) if inputs.has_alpha(image)
+                else inputs.data_url(data)}
+    mask_data = inputs.decode_b64_image(mask_b64, "mask")
+    inputs.check(mask_data, "mask")
+    mask = inputs.a1111_mask(inputs.open_checked(mask_data), invert=opts["invert"], blur_x=opts["blur_x"],
+                             blur_y=opts["blur_y"])
+    mode = opts["resize_mode"]
+    mask = inputs.fit(mask, width, height, mode, mask=True)
+    image = inputs.fit(inputs.flatten(inputs.open_checked(data)), width, height, mode)
+    if opts["fill"] != 1:
+        image = inputs.fill(image, mask)
+    return {"init_img": inputs.png_data_url(image), "mask_img": inputs.png_data_url(mask)}
+
+
 def _png_info(image: str) -> dict:
     from toolkit.file_settings import SETTINGS_KEY, parse_a1111
     from toolkit.media import MetadataError, read_metadata
@@ -332,6 +497,7 @@ def add_routes(app: FastAPI, session: Session, authorized):
                                   ("GET", "/sdapi/v1/samplers", api.samplers),
                                   ("GET", "/sdapi/v1/schedulers", api.schedulers)):
         app.add_api_route(path, handler, methods=[method], dependencies=deps)
+    app.add_api_route("/sdapi/v1/img2img", api.img2img, methods=["POST"], dependencies=deps, openapi_extra=IMG2IMG_BODY)
     for path, answer in FIXED_LISTS.items():
         app.add_api_route(path, _constant(answer), methods=["GET"], dependencies=deps)
     return api

@@ -14,6 +14,8 @@ from fastapi.responses import JSONResponse
 
 from extensions_built_in.inference_engine.engine import EngineBusy
 from toolkit.errors import ConfigError
+from toolkit.images import is_data_url
+from toolkit.models.arch import IMAGE_INPUTS
 from toolkit.models.registry import ARCHS
 
 WAIT_POLL = 0.5                  # seconds per wait on a worker thread (a cancelled wait frees it this soon)
@@ -153,14 +155,31 @@ class Session:
             return ""                                   # no model loaded and no default: none to name
         return model.get("profile") or model.get("arch") or ""
 
+    def resolve_sample(self, model: dict, sample: dict, err, table: dict, model_field: str):
+        """(ModelConfig, GenerateImageConfig) the engine resolves `sample` to for `model` (its
+        defaults filled, everything checked), before a route prepares its input images; a refusal
+        is `err(the client's field, message)`."""
+        try:
+            return self.engine.resolve(model, sample)
+        except ConfigError as e:
+            raise err(client_field(e.key, table, model_field), e.message)
+
     # -- running ---------------------------------------------------------------------------------
     def submit_all(self, model: dict, samples: list, err, table: dict, model_field: str) -> list:
-        """Submit one request per sample (all or none: a refused one cancels those before it)."""
+        """Submit one request per sample (all or none: a refused one cancels those before it). A
+        data URL the samples share is stored once: the first request's asset serves the later ones."""
         reqs = []
+        stored = {}           # data URL -> the asset the engine stored it as
         try:      # engine.limits.max_batch counts images (a sample's batch_size each), before any is queued
             self.engine.check_batch(sum(int(s.get("batch_size") or 1) for s in samples))
             for sample in samples:
-                reqs.append(self.engine.submit(model, sample, None))
+                sample = {k: stored.get(v, v) if k in IMAGE_INPUTS and isinstance(v, str) else v
+                          for k, v in sample.items()}
+                req = self.engine.submit(model, sample, None)
+                reqs.append(req)
+                for name in IMAGE_INPUTS:
+                    if is_data_url(sample.get(name)):
+                        stored[sample[name]] = getattr(req.sample, name)
         except ConfigError as e:
             self.cancel_all(reqs)
             raise err(client_field(e.key, table, model_field), e.message)

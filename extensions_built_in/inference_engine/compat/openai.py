@@ -1,17 +1,46 @@
-"""OpenAI's `/v1/images/generations` and `/v1/models` (the `openai` SDKs and clients built on them)."""
+"""OpenAI's `/v1/images/generations`, `/v1/images/edits` and `/v1/models` (the `openai` SDKs and clients
+built on them)."""
 import asyncio
+import math
 import re
 import time
 
 from fastapi import Depends, FastAPI, Request as HttpRequest
 
+from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import CompatError, Session, is_int, json_object
+from toolkit.errors import ConfigError
+from toolkit.models.arch import REFERENCES
+from toolkit.models.registry import ARCHS
 
 MAX_N = 10                       # OpenAI's own limit for n
 # engine field -> the client's field, so a 400 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "size",
           "sample.height": "size", "sample.num_inference_steps": "num_inference_steps",
-          "sample.guidance_scale": "guidance_scale", "sample.seed": "seed", "batch": "n", "sample.batch_size": "n"}
+          "sample.guidance_scale": "guidance_scale", "sample.seed": "seed", "batch": "n", "sample.batch_size": "n",
+          "sample.init_img": "image", "sample.mask_img": "mask", "sample.strength": "strength",
+          "sample.output_ext": "output_format", "sample.task": "model",
+          **{f"sample.{name}": "image" for name in REFERENCES}}
+MAX_FORM_BYTES = 2 * inputs.MAX_IMAGE_BYTES      # one edit's whole form: its images, mask and fields
+IMAGE_FIELD = re.compile(r"image(\[\d*\])?")      # image, image[] (the SDKs' arrays), image[0]
+FILE_FIELDS = ("mask", "markup")
+OUTPUT_FORMATS = {"png": "png", "jpeg": "jpg", "webp": "webp"}
+# the edit form's fields, for the OpenAPI schema (what the fuzz and a client read)
+EDIT_FORM = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["image", "prompt"],
+    "description": "OpenAI's image edit form; `model` names a profile or arch (GET /v1/models), else the loaded "
+                   "or default one; other OpenAI fields (quality, input_fidelity, user, ...) are accepted",
+    "properties": {
+        "image": {"type": "string", "format": "binary"},
+        "image[]": {"type": "array", "items": {"type": "string", "format": "binary"}},
+        "mask": {"type": "string", "format": "binary"},
+        "prompt": {"type": "string", "minLength": 1},
+        "n": {"type": "integer", "minimum": 1, "maximum": MAX_N},
+        "size": {"type": "string"}, "response_format": {"type": "string", "enum": ["b64_json", "url"]},
+        "output_format": {"type": "string", "enum": list(OUTPUT_FORMATS)},
+        "background": {"type": "string", "enum": ["auto", "opaque"]}, "quality": {"type": "string"},
+        "negative_prompt": {"type": "string"}, "num_inference_steps": {"type": "integer"},
+        "guidance_scale": {"type": "number"}, "strength": {"type": "number"}, "seed": {"type": "integer"}}}}}}}
 
 
 def error(status: int, message: str, param: str | None = None, code: str | None = None,
@@ -59,8 +88,12 @@ class OpenAIImages:
             raise invalid("seed", f"must be -1 (random) or an integer >= 0, got {seed!r}")
         # the n images in one pass: seed, seed + 1, ... (a random seed when none is given)
         sample.update(batch_size=int(n), seed=int(seed) if seed is not None and seed >= 0 else -1)
+        model, name = await asyncio.to_thread(self.session.resolve, body.get("model"), "model", invalid)
+        return await self._run(request, model, name, sample, fmt)
+
+    async def _run(self, request: HttpRequest, model: dict, name, sample: dict, fmt: str, output_format="png"):
+        """Run one request (its n images in one pass) and answer `{created, data, output_format, size}`."""
         session = self.session
-        model, name = await asyncio.to_thread(session.resolve, body.get("model"), "model", invalid)
         reqs = await asyncio.to_thread(session.submit_all, model, [sample], invalid, FIELDS, "model")
         session.last_used = (name, reqs[0].model)
         await session.wait_all(reqs, request)
@@ -77,8 +110,88 @@ class OpenAIImages:
             data = [{"url": f"{base}/outputs/{res['relpath']}"} for r in reqs for res in r.results
                     if res.get("kind") == "image"]
         first = reqs[0].sample
-        return {"created": int(time.time()), "data": data, "output_format": "png",
+        return {"created": int(time.time()), "data": data, "output_format": output_format,
                 "size": f"{first.width}x{first.height}"}
+
+    async def images_edits(self, request: HttpRequest):
+        """OpenAI's image edits (a multipart form). With a mask: inpaint the first image where the mask
+        is transparent. Without: an edit model (one with an `edit` task) takes the images as its
+        references (ctrl_img, ctrl_img_1..3); any other model re-noises the one image (img2img)."""
+        fields, files = await read_form(request)
+        prompt = fields.get("prompt")
+        if prompt is None or not prompt.strip():
+            raise invalid("prompt", "is required (a non-empty string)")
+        n = _form_number(fields, "n", int, 1)
+        if not 1 <= n <= MAX_N:
+            raise invalid("n", f"must be an integer from 1 to {MAX_N}, got {n!r}")
+        fmt = fields.get("response_format") or "b64_json"
+        if fmt not in ("b64_json", "url"):
+            raise invalid("response_format", f"must be 'b64_json' or 'url', got {fmt!r}")
+        out = fields.get("output_format") or "png"
+        if out not in OUTPUT_FORMATS:
+            raise invalid("output_format", f"must be one of {', '.join(OUTPUT_FORMATS)} here, got {out!r}")
+        if (fields.get("background") or "auto") not in ("auto", "opaque"):
+            raise invalid("background", f"must be 'auto' or 'opaque' here (no transparent output), got "
+                          f"{fields['background']!r}")
+        if (fields.get("stream") or "false").lower() not in ("false", "0"):
+            raise invalid("stream", "streaming is not served here: send stream=false (partial_images need it)")
+        images = [data for name, data in files if IMAGE_FIELD.fullmatch(name)]
+        masks = [data for name, data in files if name == "mask"]
+        if any(name == "markup" for name, _data in files):
+            raise invalid("markup", "is not served here: send a mask (its transparent pixels mark where to edit)")
+        if not images:
+            raise invalid("image", "is required: an image file (image), or several (image[])")
+        if len(masks) > 1:
+            raise invalid("mask", f"takes one file, got {len(masks)}")
+        model, name = await asyncio.to_thread(self.session.resolve, fields.get("model"), "model", invalid)
+        spec = ARCHS[model["arch"]] if model.get("arch") in ARCHS else None
+        if spec is None:
+            raise invalid("model", f"unknown arch {model.get('arch')!r}")
+        label, served = f"{name or spec.name!r} ({spec.name})", ", ".join(spec.task_names)
+        if masks:
+            task, slots = "inpaint", ("init_img",)
+            if spec.task("inpaint") is None:
+                raise invalid("mask", f"{label} cannot inpaint: it has no inpaint task (its tasks: {served})")
+        elif spec.task("edit") is not None:
+            task, slots = "edit", spec.task("edit").inputs
+        elif spec.task("img2img") is not None:
+            task, slots = "img2img", ("init_img",)
+        else:
+            raise invalid("model", f"{label} makes no image from an image: it has no edit or img2img task "
+                          f"(its tasks: {served})")
+        if len(images) > len(slots):
+            raise invalid("image", f"with a mask one image is inpainted: send one, got {len(images)}" if masks else
+                          f"task {task} of {label} takes at most {len(slots)} image(s), got {len(images)}")
+        sample = {"prompt": prompt, "output_ext": OUTPUT_FORMATS[out], "batch_size": n, "task": task}
+        for ours, aliases, kind in (("negative_prompt", ("negative_prompt",), str),
+                                    ("num_inference_steps", ("num_inference_steps", "steps"), int),
+                                    ("guidance_scale", ("guidance_scale", "cfg_scale"), float),
+                                    ("strength", ("strength",), float)):
+            for a in aliases:
+                if fields.get(a) not in (None, ""):
+                    sample[ours] = fields[a] if kind is str else _form_number(fields, a, kind, None)
+                    break
+        seed = _form_number(fields, "seed", int, -1)
+        if seed < -1:
+            raise invalid("seed", f"must be -1 (random) or an integer >= 0, got {seed}")
+        sample["seed"] = seed
+        size = fields.get("size")
+        if size not in (None, "", "auto"):
+            m = re.fullmatch(r"\s*(\d{1,5})\s*[xX]\s*(\d{1,5})\s*", size)
+            if not m:
+                raise invalid("size", f"must be 'WIDTHxHEIGHT' (e.g. '1024x1024') or 'auto', got {size!r}")
+            sample["width"], sample["height"] = int(m.group(1)), int(m.group(2))
+        # the model's defaults and every setting checked before an image is decoded
+        probe = {**sample, **{slot: "image" for slot in slots[:len(images)]}, **({"mask_img": "mask"} if masks else {})}
+        _mc, gen = await asyncio.to_thread(self.session.resolve_sample, model, probe, invalid, FIELDS, "model")
+        try:
+            prepared, first_size = await asyncio.to_thread(_prepare_edit, images, masks[0] if masks else None, slots)
+        except ConfigError as e:
+            raise invalid(e.key, e.message)
+        sample.update(prepared)
+        if "width" not in sample:      # auto: the model's default area at the first image's aspect ratio
+            sample["width"], sample["height"] = _auto_size(first_size, gen.width * gen.height, spec.size_divisor)
+        return await self._run(request, model, name, sample, fmt, out)
 
     def _model(self, name: str) -> dict:
         return {"id": name, "object": "model", "created": int(self.engine.started_at), "owned_by": "aitk-engine"}
@@ -93,6 +206,91 @@ class OpenAIImages:
         return self._model(model_id)
 
 
+# -- the edit form ------------------------------------------------------------------------------------
+
+async def read_form(request: HttpRequest) -> tuple[dict, list]:
+    """A multipart/form-data body as ({text field: value}, [(file field, bytes)...] in order), read
+    within MAX_FORM_BYTES and parsed by the standard library's MIME parser (no python-multipart)."""
+    ctype = request.headers.get("content-type", "")
+    if not ctype.lower().startswith("multipart/form-data"):
+        raise invalid("image", "send a multipart/form-data form (the image files and the fields), as OpenAI's "
+                      f"clients do; got content-type {ctype[:80]!r}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise invalid("image", f"the form is over {MAX_FORM_BYTES} bytes")
+    return await asyncio.to_thread(_parse_form, ctype, bytes(body))
+
+
+def _parse_form(ctype: str, body: bytes) -> tuple[dict, list]:
+    from email import policy
+    from email.parser import BytesParser
+
+    try:
+        head = b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n"
+    except UnicodeEncodeError:
+        raise invalid("image", "the content-type header is not Latin-1") from None
+    msg = BytesParser(policy=policy.HTTP).parsebytes(head + body)
+    if not msg.is_multipart() or not msg.get_param("boundary"):
+        raise invalid("image", "the body is not a multipart/form-data form with a boundary")
+    fields, files = {}, []
+    for part in msg.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str) or not name:
+            continue
+        payload = part.get_payload(decode=True) or b""
+        if IMAGE_FIELD.fullmatch(name) or name in FILE_FIELDS:
+            files.append((name, payload))
+        elif name not in fields:
+            try:
+                fields[name] = payload.decode("utf-8")
+            except UnicodeDecodeError:
+                raise invalid(name, "is not UTF-8 text") from None
+    return fields, files
+
+
+def _form_number(fields: dict, field: str, kind, default):
+    """A form field as an int or float (a form sends text); `default` when absent or empty."""
+    v = fields.get(field)
+    if v in (None, ""):
+        return default
+    try:
+        x = float(v.strip())
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x) or (kind is int and not is_int(x)):
+        raise invalid(field, f"must be {'an integer' if kind is int else 'a number'}, got {v[:40]!r}")
+    return int(x) if kind is int else x
+
+
+def _prepare_edit(images: list, mask: bytes | None, slots: tuple) -> tuple[dict, tuple]:
+    """(the sample's image inputs as data URLs, the first image's size). Each image is checked first
+    (the engine stores them). The mask (alpha 0 = edit) becomes the engine's white = repaint mask and
+    must match the first image's size, as OpenAI requires."""
+    out = {}
+    for slot, data in zip(slots, images):
+        inputs.check(data, "image")
+        out[slot] = inputs.data_url(data)
+    first = inputs.open_checked(images[0])
+    if mask is not None:
+        inputs.check(mask, "mask")
+        m = inputs.openai_mask(inputs.open_checked(mask), "mask")
+        if m.size != first.size:
+            raise ConfigError("mask", f"is {m.size[0]}x{m.size[1]}; it must have the image's size, "
+                              f"{first.size[0]}x{first.size[1]}")
+        out["mask_img"] = inputs.png_data_url(m)
+    return out, first.size
+
+
+def _auto_size(size: tuple, area: int, divisor: int) -> tuple[int, int]:
+    """`size: auto`: `area` pixels (the model's default width x height) at the image's aspect ratio,
+    each side a multiple of `divisor`."""
+    w, h = size
+    width = math.sqrt(area * w / h)
+    return (max(divisor, round(width / divisor) * divisor), max(divisor, round(width * h / w / divisor) * divisor))
+
+
 def add_routes(app: FastAPI, session: Session, authorized):
     """The /v1 routes on `app`; `authorized(request) -> bool` (the token is the API key)."""
     api = OpenAIImages(session)
@@ -103,6 +301,8 @@ def add_routes(app: FastAPI, session: Session, authorized):
 
     deps = [Depends(auth)]
     app.add_api_route("/v1/images/generations", api.images_generations, methods=["POST"], dependencies=deps)
+    app.add_api_route("/v1/images/edits", api.images_edits, methods=["POST"], dependencies=deps,
+                      openapi_extra=EDIT_FORM)
     app.add_api_route("/v1/models", api.models, methods=["GET"], dependencies=deps)
     app.add_api_route("/v1/models/{model_id}", api.model, methods=["GET"], dependencies=deps)
     return api
