@@ -90,7 +90,7 @@ describe('buildGenerateBody', () => {
   it('quantization, low_vram, LoRA and the control image when set', () => {
     const a = arch({ needs_ctrl_img: true });
     const model = { ...modelDefaults(a), quantize: true, qtype: 'qint8', quantize_te: true, low_vram: true, lora_path: ' /l.safetensors ', lora_scale: 0.5 };
-    const sample = { ...defaultsFor(a), ctrl_img: 'abc_ctrl.png', ctrl_img_name: 'ctrl.png' };
+    const sample = { ...defaultsFor(a), images: { ctrl_img: 'abc_ctrl.png' } };
     const body = buildGenerateBody(a, model, sample, 'r4', stream);
     expect(body.model).toEqual({
       arch: 'img',
@@ -117,9 +117,11 @@ describe('control image: from the arch\'s tasks', () => {
     expect(ctrlImageField(klein)).toBe('optional');
     expect(ctrlImageField(sd1)).toBeNull();
     expect(ctrlImageField(arch({}))).toBeNull();                 // an older engine without tasks
-    const withCtrl = (a: ArchInfo) => ({ ...defaultsFor(a), ctrl_img: 'abc_ref.png', ctrl_img_name: 'ref.png' });
+    const withCtrl = (a: ArchInfo) => ({ ...defaultsFor(a), images: { ctrl_img: 'abc_ref.png' } });
     expect(buildGenerateBody(klein, modelDefaults(klein), withCtrl(klein), 'r', stream).sample.ctrl_img).toBe('abc_ref.png');
-    expect(buildGenerateBody(sd1, modelDefaults(sd1), withCtrl(sd1), 'r', stream).sample).not.toHaveProperty('ctrl_img');
+    // sd1 has no edit task: sent as it is, so the engine refuses it naming sample.ctrl_img
+    expect(buildGenerateBody(sd1, modelDefaults(sd1), withCtrl(sd1), 'r', stream).sample.ctrl_img).toBe('abc_ref.png');
+    expect(buildGenerateBody(arch({}), modelDefaults(arch({})), withCtrl(arch({})), 'r', stream).sample).not.toHaveProperty('ctrl_img');
   });
 });
 
@@ -204,17 +206,18 @@ describe('variants with their own repos (sd3 3.5-large / 3.5-medium)', () => {
 });
 
 describe('formsFromSettings', () => {
-  it('restores a result\'s resolved settings with the seed it used, without its server-side ctrl_img', () => {
+  it("restores a result's resolved settings with the seed it used; the start frame's input path becomes its asset id", () => {
     const a = arch({});
     const { model, sample } = formsFromSettings(
       a,
       [],
       { arch: 'img', name_or_path: 'tiny:img', quantize: true, qtype: 'qint4' },
-      { prompt: 'fox', width: 64, height: 48, num_inference_steps: 6, guidance_scale: 0, seed: -1, ctrl_img: '/abs/x.png' },
+      { prompt: 'fox', width: 64, height: 48, num_inference_steps: 6, guidance_scale: 0, seed: -1, batch_size: 4, ctrl_img: '/abs/assets/1a2b3c4d_x.png' },
       42,
     );
     expect(model).toMatchObject({ name_or_path: 'tiny:img', quantize: true, qtype: 'qint4', low_vram: false });
-    expect(sample).toMatchObject({ prompt: 'fox', width: 64, height: 48, num_inference_steps: 6, guidance_scale: 0, seed: 42, ctrl_img: null });
+    expect(sample).toMatchObject({ prompt: 'fox', width: 64, height: 48, num_inference_steps: 6, guidance_scale: 0, seed: 42, batch_size: 1 });
+    expect(sample.images).toEqual({ ctrl_img: '1a2b3c4d_x.png' });
   });
 });
 

@@ -10,6 +10,8 @@ interface Props {
   items: GalleryItem[];
   onReuse: (item: GalleryItem) => void;
   onDelete: (item: GalleryItem) => Promise<string | null>;
+  /** set where the current arch takes an input image: put an image result in as the input */
+  onUseAsInput?: (item: GalleryItem) => Promise<string | null>;
 }
 
 function settingsLine(item: GalleryItem): string {
@@ -21,6 +23,9 @@ function settingsLine(item: GalleryItem): string {
     s.num_inference_steps !== undefined ? `${s.num_inference_steps} steps` : null,
     s.guidance_scale !== undefined ? `cfg ${s.guidance_scale}` : null,
     `seed ${r.seed}`,
+    Number(s.batch_size) > 1 ? `#${(r.index ?? 0) + 1} of ${s.batch_size}` : null,
+    s.task && s.task !== 'txt2img' ? String(s.task) : null,
+    s.sampler ? `sampler ${s.sampler}` : null,
     r.num_frames ? `${r.num_frames} frames @ ${r.fps} fps` : null,
     r.duration ? `${Number(r.duration).toFixed(1)} s` : null,
     `${r.ext}, ${formatBytes(r.bytes)}`,
@@ -43,7 +48,7 @@ function Media({ item, src, error }: { item: GalleryItem; src: string | null; er
   );
 }
 
-function ItemCard({ item, onReuse, onDelete }: { item: GalleryItem; onReuse: () => void; onDelete: () => void }) {
+function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem; onReuse: () => void; onDelete: () => void; onUseAsInput?: () => void }) {
   const { src, error } = useMediaUrl(fileUrl(item));
   return (
     <figure className="gallery-item" data-testid="gallery-item" data-kind={item.result.kind} data-request={item.requestId}>
@@ -53,13 +58,18 @@ function ItemCard({ item, onReuse, onDelete }: { item: GalleryItem; onReuse: () 
           {String(item.sample.prompt ?? '') || <i>no prompt</i>}
         </div>
         <div className="muted small">{settingsLine(item)}</div>
-        <div className="row">
+        <div className="row wrap">
           <a className="button" href={src ?? undefined} target="_blank" rel="noreferrer" aria-disabled={!src}>
             Open
           </a>
           <button onClick={onReuse} title="Load these settings into the form">
             Reuse
           </button>
+          {onUseAsInput && item.result.kind === 'image' && (
+            <button onClick={onUseAsInput} title="Use this image as the input image (img2img, inpaint)">
+              Use as input
+            </button>
+          )}
           <button className="danger" onClick={onDelete}>
             Delete
           </button>
@@ -69,7 +79,7 @@ function ItemCard({ item, onReuse, onDelete }: { item: GalleryItem; onReuse: () 
   );
 }
 
-export default function Gallery({ items, onReuse, onDelete }: Props) {
+export default function Gallery({ items, onReuse, onDelete, onUseAsInput }: Props) {
   const [error, setError] = useState<string | null>(null);
   return (
     <section className="card" aria-label="Results">
@@ -82,6 +92,7 @@ export default function Gallery({ items, onReuse, onDelete }: Props) {
             key={item.key}
             item={item}
             onReuse={() => onReuse(item)}
+            onUseAsInput={onUseAsInput && (async () => setError(await onUseAsInput(item)))}
             onDelete={async () => {
               if (!window.confirm('Delete this result and its file?')) return;
               setError(await onDelete(item));

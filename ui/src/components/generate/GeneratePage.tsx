@@ -1,18 +1,35 @@
 'use client';
-// /generate: the engine strip, the model and prompt panels (fed by the engine's /models),
-// the live preview and the results gallery.
-import { useEffect, useMemo } from 'react';
+// /generate: the engine strip, the model, prompt and input-image panels (fed by the engine's
+// /models), the live preview and the results gallery; a generated file dropped on the page
+// restores its settings.
+import { useEffect, useMemo, useRef, useState } from 'react';
+import { apiFetch, describeError } from '@/utils/api';
 import { useStoredState } from '@/utils/useStoredState';
+import { readFileSettings, uploadAsset } from './assets';
 import EngineStrip from './EngineStrip';
 import Gallery from './Gallery';
+import InputsPanel, { archTakesInputs } from './InputsPanel';
+import type { MaskPainterHandle } from './MaskPainter';
 import ModelPanel from './ModelPanel';
 import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
+import SettingsDrop, { NO_RESTORE, type RestoreNotice } from './SettingsDrop';
 import { ACTIVE_PHASES } from './generationView';
-import { buildGenerateBody, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults, withVariant } from './requestBody';
+import {
+  buildGenerateBody,
+  formsFromFile,
+  formsFromSettings,
+  imagesFor,
+  modelDefaults,
+  normalizeSample,
+  resolvedDefaults,
+  sampleDefaults,
+  withVariant,
+} from './requestBody';
+import { archTakes } from './tasks';
 import type { ArchInfo, GalleryItem, ModelForm, ProfileInfo, SampleForm } from './types';
 import { useEngine } from './useEngine';
-import { useGallery } from './useGallery';
+import { fileUrl, useGallery } from './useGallery';
 import { useGeneration } from './useGeneration';
 
 const newRequestId = () => `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
@@ -22,8 +39,14 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   const gallery = useGallery();
   const gen = useGeneration(gallery.add);
   const [model, setModel, modelLoaded] = useStoredState<ModelForm | null>('aitk.generate.model', null);
-  const [sample, setSample, sampleLoaded] = useStoredState<SampleForm | null>('aitk.generate.sample', null);
+  const [storedSample, setSample, sampleLoaded] = useStoredState<SampleForm | null>('aitk.generate.sample', null);
   const [detach, setDetach] = useStoredState<boolean>('aitk.generate.detach', true);
+  // a form saved by an older page gets the keys added since
+  const sample = useMemo(() => (storedSample ? normalizeSample(storedSample) : null), [storedSample]);
+  const painter = useRef<MaskPainterHandle>(null);
+  const [maskPainted, setMaskPainted] = useState(false);
+  const [preparing, setPreparing] = useState(false);
+  const [restore, setRestore] = useState<RestoreNotice>(NO_RESTORE);
 
   // the strip's health (active model, pool) changes with each request: refresh it when one ends
   const phase = gen.view.phase;
@@ -41,9 +64,15 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   const resetForms = (a: ArchInfo, profile: ProfileInfo | null, variant = '') => {
     const m = { ...modelDefaults(a, profile), ...(variant ? { variant } : {}) };
     setModel(m);
+    // the input images the new arch takes stay: an asset id is the engine's, whatever the model
     setSample((prev) =>
-      sampleDefaults(resolvedDefaults(a, m.variant, profile), a, prev ? { prompt: prev.prompt, negative_prompt: prev.negative_prompt, seed: prev.seed } : {}),
+      sampleDefaults(
+        resolvedDefaults(a, m.variant, profile),
+        a,
+        prev ? { prompt: prev.prompt, negative_prompt: prev.negative_prompt, seed: prev.seed, images: imagesFor(a, normalizeSample(prev).images) } : {},
+      ),
     );
+    setMaskPainted(false);
   };
 
   // first /models answer: keep the saved forms if their arch (and profile) exist, else the engine's default model
@@ -72,22 +101,56 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   const onVariant = (variant: string) => {
     if (arch && model) {
       setModel(withVariant(arch, model, variant));
-      setSample((prev) => sampleDefaults(resolvedDefaults(arch, variant, null), arch, prev ?? {}));
+      setSample((prev) => sampleDefaults(resolvedDefaults(arch, variant, null), arch, prev ? normalizeSample(prev) : {}));
     }
   };
 
   const running = engine.state === 'ready';
   const job = engine.job;
-  const canGenerate = !!(arch && model && sample && job);
+  const jobRef = job ? { id: job.id, name: job.name } : null;
+  const canGenerate = !!(arch && model && sample && job) && !preparing;
   const whyNot = !engine.models
     ? 'Start the engine: the model list comes from it.'
     : !running
       ? 'The engine is not running: start it above to generate.'
       : null;
 
-  const generate = () => {
-    if (!arch || !model || !sample || !job) return;
-    const body = buildGenerateBody(arch, model, sample, newRequestId(), { detach, maxFrames: 8 });
+  const uploadMask = (png: Blob) => {
+    if (!job) return Promise.reject(new Error('the engine is not running'));
+    return uploadAsset(job.id, png, 'mask.png');
+  };
+
+  const onMaskPaint = (has: boolean) => {
+    setMaskPainted(has);
+    // every stroke erased: no mask (the stored one too)
+    if (!has) {
+      setSample((prev) => {
+        const p = prev ? normalizeSample(prev) : null;
+        return p?.images.mask_img ? { ...p, images: { ...p.images, mask_img: null } } : prev;
+      });
+    }
+  };
+
+  const generate = async () => {
+    if (!arch || !model || !sample || !job || preparing) return;
+    let s = sample;
+    if (painter.current && s.images.init_img) {
+      // the painted mask goes up first (once per change): its asset id is the request's mask_img
+      setPreparing(true);
+      try {
+        const mask = await painter.current.commit();
+        if (mask !== (s.images.mask_img ?? null)) {
+          s = { ...s, images: { ...s.images, mask_img: mask } };
+          setSample(s);
+        }
+      } catch (err) {
+        gen.fail(`The mask could not be uploaded: ${(err as Error).message}`);
+        return;
+      } finally {
+        setPreparing(false);
+      }
+    }
+    const body = buildGenerateBody(arch, model, s, newRequestId(), { detach, maxFrames: 8 });
     gen.generate({ id: job.id, name: job.name }, body);
   };
 
@@ -97,14 +160,61 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
     const forms = formsFromSettings(a, profiles, item.model, item.sample, item.result.seed);
     setModel(forms.model);
     setSample(forms.sample);
+    setMaskPainted(false);
     window.scrollTo({ top: 0, behavior: 'smooth' });
   };
+
+  /** A generated file: POST /settings, then the forms from its answer. */
+  const restoreFrom = async (file: File) => {
+    if (!job || !running) {
+      setRestore({ ...NO_RESTORE, fileName: file.name, error: 'Start the engine first: it reads the settings out of the file.' });
+      return;
+    }
+    setRestore({ ...NO_RESTORE, busy: true, fileName: file.name });
+    try {
+      const answer = await readFileSettings(job.id, file);
+      const forms = formsFromFile(archs, profiles, model, answer);
+      if ('error' in forms) {
+        setRestore({ ...NO_RESTORE, fileName: file.name, error: forms.error });
+        return;
+      }
+      setModel(forms.model);
+      setSample(forms.sample);
+      setMaskPainted(false);
+      setRestore({ ...NO_RESTORE, fileName: file.name, source: answer.source ?? 'aitk', warnings: forms.warnings });
+    } catch (err) {
+      setRestore({ ...NO_RESTORE, fileName: file.name, error: (err as Error).message });
+    }
+  };
+
+  /** A gallery image as the input image: its file uploaded to the engine's assets. */
+  const useAsInput = async (item: GalleryItem): Promise<string | null> => {
+    if (!job || !sample) return 'Start the engine first: input images are uploaded to it.';
+    try {
+      const res = await apiFetch(fileUrl(item));
+      if (!res.ok) return `The file could not be read: ${(await describeError(res)).message}`;
+      const id = await uploadAsset(job.id, await res.blob(), item.result.relpath.split('/').pop() || 'input.png');
+      setSample((prev) => {
+        const p = prev ? normalizeSample(prev) : sample;
+        return { ...p, images: { ...p.images, init_img: id, mask_img: null } };
+      });
+      setMaskPainted(false);
+      window.scrollTo({ top: 0, behavior: 'smooth' });
+      return null;
+    } catch (err) {
+      return `The image could not be uploaded: ${(err as Error).message}`;
+    }
+  };
+
+  const batchResults = gen.view.requestId
+    ? gallery.items.filter((i) => i.requestId === gen.view.requestId).sort((a, b) => (a.result.index ?? 0) - (b.result.index ?? 0))
+    : [];
 
   const active = ACTIVE_PHASES.has(gen.view.phase);
   const onKeyDown = (e: React.KeyboardEvent) => {
     if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate && !active) {
       e.preventDefault();
-      generate();
+      void generate();
     }
   };
 
@@ -114,6 +224,7 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
       <EngineStrip engine={engine} />
       <div className="generate-grid">
         <div className="forms">
+          <SettingsDrop notice={restore} onFile={(f) => void restoreFrom(f)} onDismiss={() => setRestore(NO_RESTORE)} />
           {!engine.models ? (
             <section className="card muted" data-testid="models-missing">
               {engine.modelsError ? `Could not read the model list: ${engine.modelsError}` : 'Start the engine to load the model list.'}
@@ -130,7 +241,22 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
                 onVariant={onVariant}
                 onChange={(p) => setModel({ ...model, ...p })}
               />
-              <PromptPanel arch={arch} sample={sample} jobId={job?.id ?? null} onChange={(p) => setSample({ ...sample, ...p })} />
+              <PromptPanel arch={arch} sample={sample} onChange={(p) => setSample({ ...sample, ...p })} />
+              {archTakesInputs(arch) && (
+                <InputsPanel
+                  arch={arch}
+                  sample={sample}
+                  job={jobRef}
+                  maskPainted={maskPainted}
+                  painterRef={painter}
+                  uploadMask={uploadMask}
+                  onMaskPaint={onMaskPaint}
+                  onChange={(p) => {
+                    if (p.images && p.images.init_img !== sample.images.init_img) setMaskPainted(false);
+                    setSample({ ...sample, ...p });
+                  }}
+                />
+              )}
               <label className="small">
                 <input type="checkbox" checked={detach} onChange={(e) => setDetach(e.target.checked)} /> keep generating when this page
                 closes (re-attach on return)
@@ -139,8 +265,16 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
           ) : null}
         </div>
         <div className="output">
-          <PreviewPanel view={gen.view} canGenerate={canGenerate} whyNot={whyNot} onGenerate={generate} onCancel={gen.cancel} onDismiss={gen.dismiss} />
-          <Gallery items={gallery.items} onReuse={reuse} onDelete={gallery.remove} />
+          <PreviewPanel
+            view={gen.view}
+            canGenerate={canGenerate}
+            whyNot={whyNot}
+            onGenerate={() => void generate()}
+            onCancel={gen.cancel}
+            onDismiss={gen.dismiss}
+            results={batchResults}
+          />
+          <Gallery items={gallery.items} onReuse={reuse} onDelete={gallery.remove} onUseAsInput={arch && archTakes(arch, 'init_img') ? useAsInput : undefined} />
         </div>
       </div>
     </div>

@@ -5,6 +5,9 @@ import { useEffect, useState } from 'react';
 import { formatSeconds } from '@/utils/format';
 import LatentCanvas from './LatentCanvas';
 import { ACTIVE_PHASES, etaSeconds, type GenView } from './generationView';
+import type { GalleryItem } from './types';
+import { fileUrl } from './useGallery';
+import { useMediaUrl } from './useMediaUrl';
 
 interface Props {
   view: GenView;
@@ -13,11 +16,33 @@ interface Props {
   onGenerate: () => void;
   onCancel: () => void;
   onDismiss: () => void;
+  /** this request's results so far (every image of a batch), in batch order */
+  results: GalleryItem[];
+}
+
+function BatchResult({ item }: { item: GalleryItem }) {
+  const { src } = useMediaUrl(fileUrl(item));
+  const r = item.result;
+  return (
+    <figure className="batch-result" data-testid="batch-result" data-index={r.index ?? 0} data-seed={r.seed}>
+      {src && r.kind === 'image' ? (
+        <a href={src} target="_blank" rel="noreferrer" title="Open the file">
+          {/* eslint-disable-next-line @next/next/no-img-element */}
+          <img src={src} alt={`result ${(r.index ?? 0) + 1}`} />
+        </a>
+      ) : (
+        <div className="media-missing muted small">{r.kind}</div>
+      )}
+      <figcaption className="muted small">
+        #{(r.index ?? 0) + 1} · seed {r.seed}
+      </figcaption>
+    </figure>
+  );
 }
 
 const MESSAGE_CLASS: Record<string, string> = { done: 'ok', cancelled: 'warn', error: 'error', lost: 'error' };
 
-export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss }: Props) {
+export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss, results }: Props) {
   const active = ACTIVE_PHASES.has(view.phase);
   const [now, setNow] = useState(() => Date.now());
   useEffect(() => {
@@ -58,6 +83,13 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
             {elapsed !== null && ` · ${formatSeconds(elapsed)} elapsed`}
             {eta !== null && ` · ETA ${formatSeconds(eta)}`}
           </span>
+        </div>
+      )}
+      {results.length > 1 && (
+        <div className="batch-strip" data-testid="batch-strip">
+          {results.map((item) => (
+            <BatchResult key={item.key} item={item} />
+          ))}
         </div>
       )}
       {view.previewNote && <div className="muted small">{view.previewNote}</div>}

@@ -1,16 +1,17 @@
 'use client';
 // The sample settings. Which fields show depends on the arch's ArchInfo from the engine.
-import { useState } from 'react';
-import { apiFetch, describeError } from '@/utils/api';
-import { ctrlImageField, snapToDivisor } from './requestBody';
-import type { ArchInfo, SampleForm } from './types';
+import { snapToDivisor } from './requestBody';
+import { MAX_BATCH } from './tasks';
+import type { ArchInfo, SampleForm, SamplerInfo } from './types';
 
 interface Props {
   arch: ArchInfo;
   sample: SampleForm;
-  jobId: string | null;
   onChange: (patch: Partial<SampleForm>) => void;
 }
+
+/** "DPM++ 2M Karras": A1111's name for a sampler with its schedule. */
+const samplerLabel = (s: SamplerInfo) => (s.schedule && s.schedule !== 'automatic' ? `${s.label} ${s.schedule[0].toUpperCase()}${s.schedule.slice(1)}` : s.label);
 
 const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
 
@@ -19,6 +20,7 @@ function NumberField(props: {
   value: number;
   step?: number;
   min?: number;
+  max?: number;
   onChange: (v: number) => void;
   onBlur?: () => void;
   testId?: string;
@@ -31,6 +33,7 @@ function NumberField(props: {
         value={Number.isFinite(props.value) ? props.value : ''}
         step={props.step ?? 1}
         min={props.min}
+        max={props.max}
         onChange={(e) => props.onChange(e.target.value === '' ? NaN : Number(e.target.value))}
         onBlur={props.onBlur}
         aria-label={props.label}
@@ -40,33 +43,10 @@ function NumberField(props: {
   );
 }
 
-export default function PromptPanel({ arch, sample, jobId, onChange }: Props) {
-  const [upload, setUpload] = useState<{ busy: boolean; error: string | null }>({ busy: false, error: null });
-  const ctrlField = ctrlImageField(arch);
+export default function PromptPanel({ arch, sample, onChange }: Props) {
   const snap = (key: 'width' | 'height') => onChange({ [key]: snapToDivisor(sample[key], arch.size_divisor) });
-
-  const uploadCtrl = async (file: File | undefined) => {
-    if (!file) return;
-    if (!jobId) {
-      setUpload({ busy: false, error: 'Start the engine first: control images are uploaded to it.' });
-      return;
-    }
-    setUpload({ busy: true, error: null });
-    const safeName = file.name.replace(/[^A-Za-z0-9_.-]/g, '_').replace(/^[^A-Za-z0-9]+/, '').slice(0, 90) || 'control.png';
-    try {
-      const res = await apiFetch(`/api/inference/assets?name=${encodeURIComponent(safeName)}&job=${jobId}`, {
-        method: 'POST',
-        headers: { 'content-type': file.type || 'application/octet-stream' },
-        body: file,
-      });
-      if (!res.ok) throw new Error((await describeError(res)).message);
-      const stored = (await res.json()) as { name: string; path: string };
-      onChange({ ctrl_img: stored.path, ctrl_img_name: file.name });
-      setUpload({ busy: false, error: null });
-    } catch (err) {
-      setUpload({ busy: false, error: `Upload failed: ${(err as Error).message}` });
-    }
-  };
+  const samplers = arch.samplers ?? [];
+  const clampBatch = () => onChange({ batch_size: Math.min(MAX_BATCH, Math.max(1, Math.round(Number(sample.batch_size) || 1))) });
 
   return (
     <section className="card" aria-label="Prompt">
@@ -123,6 +103,26 @@ export default function PromptPanel({ arch, sample, jobId, onChange }: Props) {
         <NumberField label="Steps" value={sample.num_inference_steps} min={1} onChange={(v) => onChange({ num_inference_steps: v })} testId="steps" />
         <NumberField label="Guidance" value={sample.guidance_scale} step={0.1} onChange={(v) => onChange({ guidance_scale: v })} />
       </div>
+      {(samplers.length > 0 || arch.batch) && (
+        <div className="row wrap">
+          {samplers.length > 0 && (
+            <label className="field">
+              Sampler
+              <select value={samplers.some((x) => x.name === sample.sampler) ? sample.sampler : ''} onChange={(e) => onChange({ sampler: e.target.value })} aria-label="Sampler" data-testid="sampler-select">
+                <option value="">Default (the model&apos;s own)</option>
+                {samplers.map((x) => (
+                  <option key={x.name} value={x.name} title={x.scheduler}>
+                    {samplerLabel(x)}
+                  </option>
+                ))}
+              </select>
+            </label>
+          )}
+          {arch.batch && (
+            <NumberField label={`Batch size (1-${MAX_BATCH})`} value={sample.batch_size} min={1} max={MAX_BATCH} onChange={(v) => onChange({ batch_size: v })} onBlur={clampBatch} testId="batch-size" />
+          )}
+        </div>
+      )}
       <div className="row">
         <NumberField label="Seed (-1 = random)" value={sample.seed} min={-1} onChange={(v) => onChange({ seed: v })} testId="seed" />
         <button type="button" onClick={() => onChange({ seed: randomSeed() })} title="Pick a random seed">
@@ -150,22 +150,6 @@ export default function PromptPanel({ arch, sample, jobId, onChange }: Props) {
           ))}
         </select>
       </label>
-      {ctrlField && (
-        <div className="field">
-          {ctrlField === 'required' ? 'Control image (required)' : 'Reference image (optional: the prompt edits it)'}
-          <input type="file" accept="image/*" disabled={upload.busy} onChange={(e) => uploadCtrl(e.target.files?.[0])} aria-label="Control image" />
-          {sample.ctrl_img && (
-            <span className="small">
-              uploaded: {sample.ctrl_img_name}{' '}
-              <button type="button" onClick={() => onChange({ ctrl_img: null, ctrl_img_name: null })}>
-                remove
-              </button>
-            </span>
-          )}
-          {upload.busy && <span className="muted small">uploading…</span>}
-          {upload.error && <div className="alert error">{upload.error}</div>}
-        </div>
-      )}
     </section>
   );
 }

@@ -1,8 +1,10 @@
-// Forms -> the engine's POST /generate body, and back (reuse a gallery item's settings).
+// Forms -> the engine's POST /generate body, and back (reuse a gallery item's settings, or a file's
+// from POST /settings).
 // Which fields apply, and their defaults, come from GET /models (ArchInfo, variants, profiles),
 // never from a table here; the defaults arrive resolved by the engine (its precedence, [generation]
 // included), so this file picks one and never merges them.
-import type { ArchInfo, ModelForm, ProfileInfo, SampleForm } from './types';
+import { MAX_BATCH, archTakes, effectiveTask, inferTask, inputsOf, referenceSlots, taskInfo, type Present } from './tasks';
+import { IMAGE_INPUTS, type ArchInfo, type ImageInput, type ModelForm, type ProfileInfo, type SampleForm } from './types';
 
 export const DEFAULT_QTYPE = 'qfloat8';
 const COMMON_KEYS = ['width', 'height', 'num_inference_steps', 'guidance_scale', 'num_frames', 'fps', 'duration', 'output_ext'] as const;
@@ -11,8 +13,7 @@ const COMMON_KEYS = ['width', 'height', 'num_inference_steps', 'guidance_scale',
  * where one of its tasks takes one (sending it makes the request that edit), else none. */
 export function ctrlImageField(arch: ArchInfo): 'required' | 'optional' | null {
   if (arch.needs_ctrl_img) return 'required';
-  const takes = (arch.tasks ?? []).some((t) => t.needs.includes('ctrl_img') || t.takes.includes('ctrl_img'));
-  return takes ? 'optional' : null;
+  return referenceSlots(arch).length ? 'optional' : null;
 }
 
 export function snapToDivisor(value: number, divisor: number): number {
@@ -81,9 +82,48 @@ export function sampleDefaults(defaults: Record<string, unknown>, arch: ArchInfo
     duration: num('duration'),
     output_ext: String(defaults.output_ext ?? arch.output_exts[0] ?? ''),
     extras,
-    ctrl_img: null,
-    ctrl_img_name: null,
+    images: keep.images ?? {},
+    task: keep.task ?? '',
+    strength: keep.strength ?? null,
+    resize_mode: keep.resize_mode ?? (typeof defaults.resize_mode === 'string' ? defaults.resize_mode : 'crop'),
+    sampler: keep.sampler ?? (typeof defaults.sampler === 'string' ? defaults.sampler : ''),
+    batch_size: keep.batch_size ?? (Number(defaults.batch_size) || 1),
   };
+}
+
+/** A form saved by an older page (localStorage): the keys added since, at their defaults; the old
+ * single control image moved into `images`. */
+export function normalizeSample(saved: SampleForm): SampleForm {
+  const old = saved as SampleForm & { ctrl_img?: string | null };
+  const images: SampleForm['images'] = { ...(old.images ?? {}) };
+  if (old.ctrl_img && !images.ctrl_img) images.ctrl_img = old.ctrl_img;
+  const { ctrl_img: _drop, ctrl_img_name: _dropName, ...rest } = old as SampleForm & { ctrl_img?: unknown; ctrl_img_name?: unknown };
+  return {
+    ...rest,
+    images,
+    task: typeof old.task === 'string' ? old.task : '',
+    strength: typeof old.strength === 'number' ? old.strength : null,
+    resize_mode: typeof old.resize_mode === 'string' ? old.resize_mode : 'crop',
+    sampler: typeof old.sampler === 'string' ? old.sampler : '',
+    batch_size: Number(old.batch_size) >= 1 ? Number(old.batch_size) : 1,
+  };
+}
+
+/** The input images an arch can use, of those the form holds (the others would hide in the form with no
+ * slot to clear them). */
+export function imagesFor(arch: ArchInfo, images: SampleForm['images']): SampleForm['images'] {
+  if (!arch.tasks) return arch.needs_ctrl_img && images.ctrl_img ? { ctrl_img: images.ctrl_img } : {};
+  const out: SampleForm['images'] = {};
+  for (const k of IMAGE_INPUTS) if (images[k] && archTakes(arch, k)) out[k] = images[k];
+  return out;
+}
+
+/** Which inputs the form holds (asset ids; a mask painted but not uploaded yet counts). */
+export function presentInputs(sample: Pick<SampleForm, 'images'>, maskPainted = false): Present {
+  const present: Present = {};
+  for (const k of IMAGE_INPUTS) if (sample.images[k]) present[k] = sample.images[k];
+  if (maskPainted && sample.images.init_img) present.mask_img = present.mask_img ?? true;
+  return present;
 }
 
 export interface StreamChoice {
@@ -124,7 +164,10 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
   }
   if (arch.modality === 'audio') s.duration = Number(sample.duration);
   for (const key of Object.keys(arch.sample_extras)) if (isSet(sample.extras[key])) s[key] = sample.extras[key];
-  if (sample.ctrl_img && ctrlImageField(arch)) s.ctrl_img = sample.ctrl_img;
+  Object.assign(s, taskKeys(arch, sample));
+  if (sample.sampler && (arch.samplers ?? []).some((x) => x.name === sample.sampler)) s.sampler = sample.sampler;
+  const batch = Math.min(MAX_BATCH, Math.max(1, Math.round(Number(sample.batch_size) || 1)));
+  if (arch.batch && batch > 1) s.batch_size = batch;
 
   return {
     model: m,
@@ -134,18 +177,73 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
   };
 }
 
-/** A gallery item's resolved settings back into the forms (the seed it used, not -1). */
+/**
+ * The task keys of a request: the inputs its task takes (asset ids), `task` only when the person chose
+ * one (else the engine infers the same from the inputs), `strength` where the task has one and the
+ * person moved it, `resize_mode` where an init image is sized. An input the task does not take is left
+ * out; inputs no task of the arch fits are sent as they are, so the engine names the field it refuses.
+ */
+export function taskKeys(arch: ArchInfo, sample: SampleForm): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const images = sample.images ?? {};
+  if (!arch.tasks) {
+    // an older engine: only the one control image
+    if (images.ctrl_img && arch.needs_ctrl_img) out.ctrl_img = images.ctrl_img;
+    return out;
+  }
+  const present = presentInputs(sample);
+  const task = effectiveTask(arch, sample, present);
+  const t = taskInfo(arch, task);
+  if (!t) {
+    for (const k of IMAGE_INPUTS) if (present[k]) out[k] = images[k];
+    return out;
+  }
+  if (sample.task && sample.task === t.name) out.task = t.name;
+  for (const k of inputsOf(t)) if (images[k as ImageInput]) out[k] = images[k as ImageInput];
+  if (t.strength !== null && t.strength !== undefined && sample.strength !== null && Number.isFinite(sample.strength)) {
+    out.strength = Number(sample.strength);
+  }
+  if (inputsOf(t).includes('init_img')) out.resize_mode = sample.resize_mode || 'crop';
+  return out;
+}
+
+/** A sampler the file names, as this arch's: its own name, else A1111's label ("Euler a", "DPM++ 2M Karras"). */
+export function samplerFromSettings(arch: ArchInfo, value: unknown): { sampler: string; warning: string | null } {
+  if (value === null || value === undefined || value === '' || value === 'Default') return { sampler: '', warning: null };
+  const text = String(value).trim();
+  const samplers = arch.samplers ?? [];
+  const byName = samplers.find((x) => x.name === text);
+  if (byName) return { sampler: byName.name, warning: null };
+  const low = text.toLowerCase();
+  const byLabel = samplers.find((x) => {
+    const label = x.label.toLowerCase();
+    return x.schedule === 'automatic' ? low === label : low === `${label} ${x.schedule.toLowerCase()}`;
+  });
+  if (byLabel) return { sampler: byLabel.name, warning: null };
+  const names = samplers.map((x) => x.name).join(', ') || 'none: only its own';
+  return { sampler: '', warning: `sampler ${JSON.stringify(text)} is not one of ${arch.name}'s (${names}): left at Default.` };
+}
+
+/** A gallery item's (or a file's) resolved settings back into the forms. `seed`: the one output's
+ * seed (a batch item): it reruns alone, batch_size 1. Input images come back by asset name. */
 export function formsFromSettings(
   arch: ArchInfo,
   profiles: ProfileInfo[],
   model: Record<string, unknown>,
   sample: Record<string, unknown>,
-  seed: number,
-): { model: ModelForm; sample: SampleForm } {
+  seed?: number,
+): { model: ModelForm; sample: SampleForm; warnings: string[] } {
+  const outModel = modelFormFromSettings(arch, profiles, model);
+  const profile = profiles.find((p) => p.name === outModel.profile) ?? null;
+  const restored = sampleFormFromSettings(arch, resolvedDefaults(arch, outModel.variant, profile), seed === undefined ? sample : { ...sample, seed, batch_size: 1 });
+  return { model: outModel, ...restored };
+}
+
+export function modelFormFromSettings(arch: ArchInfo, profiles: ProfileInfo[], model: Record<string, unknown>): ModelForm {
   const str = (v: unknown, fallback: string) => (typeof v === 'string' ? v : fallback);
   const profile = profiles.find((p) => p.name === model.profile) ?? null;
   const mf = modelDefaults(arch, profile);
-  const outModel: ModelForm = {
+  return {
     ...mf,
     variant: str(model.variant, mf.variant),
     name_or_path: profile ? '' : str(model.name_or_path, mf.name_or_path),
@@ -157,13 +255,94 @@ export function formsFromSettings(
     lora_path: str(model.lora_path, ''),
     lora_scale: typeof model.lora_scale === 'number' ? model.lora_scale : 1,
   };
-  const defaults = resolvedDefaults(arch, outModel.variant, profile);
+}
+
+/** A resolved sample (a start frame's, a file's) into the sample form over `defaults`. */
+export function sampleFormFromSettings(
+  arch: ArchInfo,
+  defaults: Record<string, unknown>,
+  sample: Record<string, unknown>,
+): { sample: SampleForm; warnings: string[] } {
+  const str = (v: unknown, fallback: string) => (typeof v === 'string' ? v : fallback);
   const merged: Record<string, unknown> = { ...defaults };
-  for (const key of [...COMMON_KEYS, ...Object.keys(arch.sample_extras)]) if (sample[key] !== undefined) merged[key] = sample[key];
-  const outSample = sampleDefaults(merged, arch, {
+  for (const key of [...COMMON_KEYS, ...Object.keys(arch.sample_extras)]) if (sample[key] !== undefined && sample[key] !== null) merged[key] = sample[key];
+  const images: SampleForm['images'] = {};
+  const warnings: string[] = [];
+  for (const k of IMAGE_INPUTS) {
+    const v = sample[k];
+    if (typeof v !== 'string' || !v) continue;
+    if (arch.tasks && !archTakes(arch, k)) {
+      warnings.push(`${k} is left out: no task of ${arch.name} takes it.`);
+      continue;
+    }
+    images[k] = v.split(/[\\/]/).pop() ?? v; // the asset id: the stored file's name
+  }
+  const { sampler, warning } = samplerFromSettings(arch, sample.sampler);
+  if (warning) warnings.push(warning);
+  // `task` stays automatic where the engine infers the same from the inputs
+  const inferred = inferTask(arch, images);
+  const task = typeof sample.task === 'string' && sample.task !== inferred && taskInfo(arch, sample.task) ? sample.task : '';
+  const t = taskInfo(arch, task || inferred);
+  const strength = typeof sample.strength === 'number' && t?.strength !== null && t?.strength !== undefined && sample.strength !== t.strength ? sample.strength : null;
+  const batch = Number(sample.batch_size);
+  const seed = Number(sample.seed);
+  const form = sampleDefaults(merged, arch, {
     prompt: str(sample.prompt, ''),
     negative_prompt: str(sample.negative_prompt, ''),
-    seed,
+    seed: Number.isInteger(seed) ? seed : -1,
+    images,
+    task,
+    strength,
+    resize_mode: str(sample.resize_mode, str(defaults.resize_mode, 'crop')),
+    sampler,
+    batch_size: arch.batch && Number.isInteger(batch) && batch >= 1 ? Math.min(batch, MAX_BATCH) : 1,
   });
-  return { model: outModel, sample: outSample };
+  return { sample: form, warnings };
+}
+
+/** POST /settings' answer (docs/engine_api.md, "Settings in files"). */
+export interface SettingsAnswer {
+  source?: string;
+  format?: string;
+  model: Record<string, unknown> | null;
+  sample: Record<string, unknown>;
+  parameters?: string | null;
+  warnings?: string[];
+}
+
+/**
+ * A file's settings into the forms: its model (an arch here, or a profile defined here; else the
+ * current model stays, with a warning), its sample over that model's defaults. Warnings: the engine's,
+ * then the form's own.
+ */
+export function formsFromFile(
+  archs: ArchInfo[],
+  profiles: ProfileInfo[],
+  current: ModelForm | null,
+  answer: SettingsAnswer,
+): { model: ModelForm; sample: SampleForm; warnings: string[] } | { error: string } {
+  const warnings = [...(answer.warnings ?? [])];
+  const m = answer.model;
+  let model: ModelForm | null = null;
+  if (m && typeof m.profile === 'string') {
+    if (profiles.some((p) => p.name === m.profile)) {
+      const p = profiles.find((x) => x.name === m.profile)!;
+      const a = archs.find((x) => x.name === p.architecture);
+      if (a) model = modelFormFromSettings(a, profiles, m);
+    } else {
+      warnings.push(`The file was made with profile ${JSON.stringify(m.profile)}, which this engine does not define: the model was left as it is.`);
+    }
+  } else if (m && typeof m.arch === 'string') {
+    const a = archs.find((x) => x.name === m.arch);
+    if (!a) return { error: `The file was made with arch ${JSON.stringify(m.arch)}, which this engine does not serve.` };
+    model = modelFormFromSettings(a, profiles, m);
+  } else if (!m) {
+    warnings.push('The file names no model this engine knows: the model was left as it is.');
+  }
+  model = model ?? current;
+  const arch = model ? archs.find((x) => x.name === model.arch) : undefined;
+  if (!model || !arch) return { error: 'The file names no model this engine knows; pick one first, then drop the file again.' };
+  const profile = profiles.find((p) => p.name === model.profile) ?? null;
+  const restored = sampleFormFromSettings(arch, resolvedDefaults(arch, model.variant, profile), answer.sample ?? {});
+  return { model, sample: restored.sample, warnings: [...warnings, ...restored.warnings] };
 }

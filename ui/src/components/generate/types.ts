@@ -37,6 +37,20 @@ export interface ArchInfo {
   description: string;
   output_exts: string[];
   preview: PreviewSpec;
+  /** the schedulers a request may name in `sample.sampler` (newer engines); none: only the model's own */
+  samplers?: SamplerInfo[];
+  /** whether `sample.batch_size` > 1 is served (newer engines) */
+  batch?: boolean;
+}
+
+/** One entry of an arch's `samplers` (GET /models): `name` is what `sample.sampler` takes. */
+export interface SamplerInfo {
+  name: string;
+  /** A1111's sampler_name */
+  label: string;
+  schedule: 'automatic' | 'karras' | string;
+  /** the diffusers scheduler class */
+  scheduler: string;
 }
 
 /** One task of an arch (GET /models): the engine infers it from the inputs a request sets. */
@@ -95,6 +109,8 @@ export interface ResultInfo {
   ext: string;
   bytes: number;
   seed: number;
+  /** the item of a batch (0 for a single output) */
+  index?: number;
   width: number | null;
   height: number | null;
   num_frames: number | null;
@@ -131,10 +147,22 @@ export interface SampleForm {
   duration: number;
   output_ext: string;
   extras: Record<string, unknown>;
-  /** the path POST /assets returned, and the file's name for display */
-  ctrl_img: string | null;
-  ctrl_img_name: string | null;
+  /** input images by sample key (init_img, mask_img, ctrl_img, ctrl_img_1..3): the asset id POST /assets returned */
+  images: Partial<Record<ImageInput, string | null>>;
+  /** '' = automatic: the engine infers it from the inputs */
+  task: string;
+  /** null = the task's own default (ArchInfo tasks[].strength) */
+  strength: number | null;
+  resize_mode: string;
+  /** '' = the model's own scheduler (no `sampler` key) */
+  sampler: string;
+  batch_size: number;
 }
+
+export const IMAGE_INPUTS = ['init_img', 'mask_img', 'ctrl_img', 'ctrl_img_1', 'ctrl_img_2', 'ctrl_img_3'] as const;
+export type ImageInput = (typeof IMAGE_INPUTS)[number];
+/** The reference images of an edit task, in the order the engine fills them. */
+export const REFERENCE_INPUTS = ['ctrl_img', 'ctrl_img_1', 'ctrl_img_2', 'ctrl_img_3'] as const;
 
 export interface GalleryItem {
   key: string;

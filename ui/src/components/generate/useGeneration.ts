@@ -70,13 +70,13 @@ function projectForPreview(frame: Frame, preview: PreviewSpec | null): { image: 
 }
 
 function galleryItem(ctx: Ctx, r: ResultInfo): GalleryItem {
-  const { relpath, url, kind, ext, bytes, seed, width, height, num_frames, fps, duration } = r;
+  const { relpath, url, kind, ext, bytes, seed, index, width, height, num_frames, fps, duration } = r;
   return {
     key: `${ctx.requestId}/${relpath}`,
     requestId: ctx.requestId,
     jobId: ctx.jobId,
     jobName: ctx.jobName,
-    result: { relpath, url, kind, ext, bytes, seed, width, height, num_frames, fps, duration },
+    result: { relpath, url, kind, ext, bytes, seed, index: index ?? 0, width, height, num_frames, fps, duration },
     model: ctx.model,
     sample: ctx.sample,
     createdAt: new Date().toISOString(),
@@ -243,6 +243,14 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
     }
   }, []); // eslint-disable-line react-hooks/exhaustive-deps
 
+  /** A request that could not be sent (e.g. its mask did not upload): said where the outcome shows. */
+  const fail = useCallback((message: string) => {
+    const ctx = ctxRef.current;
+    if (ctx && !ctx.ended) return;
+    ctxRef.current = null;
+    setView({ ...IDLE, phase: 'error', message, finishedAt: Date.now() });
+  }, []);
+
   const dismiss = useCallback(() => {
     const ctx = ctxRef.current;
     if (ctx && !ctx.ended) return;
@@ -257,5 +265,5 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
     return () => ctxRef.current?.abort.abort(); // leaving the page closes the stream (the engine's rules decide the rest)
   }, []); // eslint-disable-line react-hooks/exhaustive-deps
 
-  return { view, generate, cancel, dismiss };
+  return { view, generate, cancel, dismiss, fail };
 }

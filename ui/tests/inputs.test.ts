@@ -1,0 +1,294 @@
+// Tasks, input images, samplers and batches: the form's choice of task mirrors the engine's
+// (config_modules.GenerateImageConfig._resolve_task, testing/tests/test_inputs.py's cases), and the
+// request carries only what that task takes. The arch rows are GET /models' (tasks, samplers, batch).
+import { describe, expect, it } from 'vitest';
+import {
+  buildGenerateBody,
+  formsFromFile,
+  modelDefaults,
+  normalizeSample,
+  presentInputs,
+  resolvedDefaults,
+  sampleDefaults,
+  sampleFormFromSettings,
+  samplerFromSettings,
+  type SettingsAnswer,
+} from '@/components/generate/requestBody';
+import {
+  MAX_BATCH,
+  assetDisplayName,
+  assetUploadName,
+  effectiveTask,
+  inferTask,
+  referenceSlots,
+  strengthFor,
+  taskNotes,
+  withoutReference,
+} from '@/components/generate/tasks';
+import type { ArchInfo, SampleForm, SamplerInfo, TaskInfo } from '@/components/generate/types';
+
+const t = (name: string, needs: string[] = [], takes: string[] = [], strength: number | null = null): TaskInfo => ({ name, needs, takes, strength });
+const EPS_SAMPLERS: SamplerInfo[] = [
+  { name: 'euler', label: 'Euler', schedule: 'automatic', scheduler: 'EulerDiscreteScheduler' },
+  { name: 'euler_a', label: 'Euler a', schedule: 'automatic', scheduler: 'EulerAncestralDiscreteScheduler' },
+  { name: 'dpm++_2m', label: 'DPM++ 2M', schedule: 'automatic', scheduler: 'DPMSolverMultistepScheduler' },
+  { name: 'dpm++_2m_karras', label: 'DPM++ 2M', schedule: 'karras', scheduler: 'DPMSolverMultistepScheduler' },
+];
+const FLOW_SAMPLERS: SamplerInfo[] = [{ name: 'euler', label: 'Euler', schedule: 'automatic', scheduler: 'FlowMatchEulerDiscreteScheduler' }];
+
+function arch(name: string, over: Partial<ArchInfo>): ArchInfo {
+  const defaults = { width: 64, height: 64, num_inference_steps: 4, guidance_scale: 7.5, num_frames: 1, fps: 0, duration: 0, output_ext: 'png' };
+  return {
+    name,
+    modality: 'image',
+    default_name_or_path: `org/${name}`,
+    defaults,
+    size_divisor: 8,
+    needs_ctrl_img: false,
+    uses_negative_prompt: true,
+    sample_extras: {},
+    description: '',
+    output_exts: ['png'],
+    preview: { family: null, layout: 'BCHW', rgb_factors: null, rgb_bias: null },
+    sample: { prompt: '', negative_prompt: '', ...defaults, seed: -1, task: over.tasks?.[0]?.name ?? null, strength: null, resize_mode: 'crop', sampler: null, batch_size: 1 },
+    variant_samples: {},
+    samplers: FLOW_SAMPLERS,
+    batch: true,
+    ...over,
+  };
+}
+
+// the rows GET /models serves for these archs (their tasks, samplers, batch)
+const sd1 = arch('sd1', { tasks: [t('txt2img'), t('img2img', ['init_img'], [], 0.8), t('inpaint', ['init_img', 'mask_img'], [], 1.0)], samplers: EPS_SAMPLERS });
+const sdxl = arch('sdxl', { tasks: [t('txt2img'), t('img2img', ['init_img'], [], 0.3), t('inpaint', ['init_img', 'mask_img'], [], 0.9999)], samplers: EPS_SAMPLERS });
+const chroma = arch('chroma', { tasks: [t('txt2img'), t('img2img', ['init_img'], [], 0.9)] });
+const cogview4 = arch('cogview4', { tasks: [t('txt2img')] });
+const wan21 = arch('wan21', { modality: 'video', tasks: [t('txt2img')] });
+const wan22 = arch('wan22_5b', { modality: 'video', tasks: [t('txt2img'), t('i2v', ['init_img'])] });
+const qwenEdit = arch('qwen_image_edit', { needs_ctrl_img: true, tasks: [t('edit', ['ctrl_img'], ['ctrl_img_1', 'ctrl_img_2'])] });
+const kontext = arch('flux_kontext', { needs_ctrl_img: true, tasks: [t('edit', ['ctrl_img'])] });
+const klein = arch('flux2_klein', { tasks: [t('txt2img'), t('edit', ['ctrl_img'], ['ctrl_img_1', 'ctrl_img_2', 'ctrl_img_3'])] });
+const aceStep = arch('ace_step', { modality: 'audio', tasks: [t('txt2img')], batch: false, samplers: FLOW_SAMPLERS });
+
+const form = (a: ArchInfo, over: Partial<SampleForm> = {}): SampleForm => ({ ...sampleDefaults(resolvedDefaults(a, ''), a, { prompt: 'p', seed: 1 }), ...over });
+const body = (a: ArchInfo, over: Partial<SampleForm> = {}) => buildGenerateBody(a, modelDefaults(a), form(a, over), 'r', { detach: true, maxFrames: 8 }).sample;
+
+describe('the task: inferred as the engine infers it', () => {
+  const cases: [ArchInfo, Record<string, string>, string | null][] = [
+    [sd1, {}, 'txt2img'],
+    [sd1, { init_img: 'a.png' }, 'img2img'],
+    [sd1, { init_img: 'a.png', mask_img: 'm.png' }, 'inpaint'],
+    [wan22, { init_img: 'a.png' }, 'i2v'],
+    [qwenEdit, { ctrl_img: 'a.png', ctrl_img_1: 'b.png' }, 'edit'],
+    [qwenEdit, {}, 'edit'], // edit-only: its first task (which then needs the reference)
+    [klein, {}, 'txt2img'],
+    [klein, { ctrl_img: 'a.png', ctrl_img_3: 'd.png' }, 'edit'],
+    // no task for these inputs: the engine refuses naming the input
+    [cogview4, { init_img: 'a.png' }, null],
+    [chroma, { init_img: 'a.png', mask_img: 'm.png' }, null],
+    [sd1, { ctrl_img: 'a.png' }, null],
+    [wan21, { init_img: 'a.png' }, null],
+  ];
+  it.each(cases.map(([a, present, task]) => [a.name, present, task, a] as const))('%s with %j -> %s', (_name, present, task, a) => {
+    expect(inferTask(a, present)).toBe(task);
+  });
+
+  it('a chosen task wins when the arch has it; a mask painted but not yet uploaded counts', () => {
+    expect(effectiveTask(sd1, { task: 'img2img' }, { init_img: 'a', mask_img: 'm' })).toBe('img2img');
+    expect(effectiveTask(sd1, { task: 'edit' }, { init_img: 'a' })).toBe('img2img'); // restored from another arch
+    expect(presentInputs(form(sd1, { images: { init_img: 'a' } }), true)).toEqual({ init_img: 'a', mask_img: true });
+    expect(presentInputs(form(sd1, { images: {} }), true)).toEqual({}); // no image, no mask
+  });
+
+  it("strength: the task's default unless moved; none for tasks without one", () => {
+    expect(strengthFor(sd1, 'img2img', { strength: null })).toBe(0.8);
+    expect(strengthFor(sd1, 'inpaint', { strength: null })).toBe(1.0);
+    expect(strengthFor(sd1, 'img2img', { strength: 0.35 })).toBe(0.35);
+    expect(strengthFor(sd1, 'txt2img', { strength: 0.35 })).toBeNull();
+    expect(strengthFor(wan22, 'i2v', { strength: null })).toBeNull();
+  });
+
+  it('notes what the engine would refuse, and what is not sent', () => {
+    expect(taskNotes(sd1, { task: 'inpaint', strength: null, num_inference_steps: 4 }, { init_img: 'a' })).toEqual(['inpaint needs the mask.']);
+    expect(taskNotes(sd1, { task: 'txt2img', strength: null, num_inference_steps: 4 }, { init_img: 'a' })).toEqual([
+      'txt2img does not use the input image: it is not sent.',
+    ]);
+    expect(taskNotes(sdxl, { task: '', strength: null, num_inference_steps: 3 }, { init_img: 'a' })[0]).toMatch(/less than one step/);
+    expect(taskNotes(chroma, { task: '', strength: null, num_inference_steps: 4 }, { init_img: 'a', mask_img: 'm' })[0]).toMatch(/chroma has no task for the input image and the mask/);
+    expect(taskNotes(qwenEdit, { task: '', strength: null, num_inference_steps: 4 }, {})).toEqual(['edit needs the reference image.']);
+    expect(taskNotes(sd1, { task: '', strength: null, num_inference_steps: 4 }, { init_img: 'a' })).toEqual([]);
+  });
+});
+
+describe('reference slots: as many as the edit task takes', () => {
+  it('from the tasks; one for an older engine that says only needs_ctrl_img', () => {
+    expect(referenceSlots(qwenEdit)).toEqual(['ctrl_img', 'ctrl_img_1', 'ctrl_img_2']);
+    expect(referenceSlots(klein)).toEqual(['ctrl_img', 'ctrl_img_1', 'ctrl_img_2', 'ctrl_img_3']);
+    expect(referenceSlots(kontext)).toEqual(['ctrl_img']);
+    expect(referenceSlots(sd1)).toEqual([]);
+    expect(referenceSlots({ ...kontext, tasks: undefined })).toEqual(['ctrl_img']);
+    expect(referenceSlots({ ...sd1, tasks: undefined })).toEqual([]);
+  });
+
+  it('clearing a slot moves the later references up (the engine fills ctrl_img first)', () => {
+    const slots = referenceSlots(klein);
+    const images = { ctrl_img: 'a', ctrl_img_1: 'b', ctrl_img_2: 'c', init_img: 'x' };
+    expect(withoutReference(images, slots, 'ctrl_img')).toEqual({ ctrl_img: 'b', ctrl_img_1: 'c', ctrl_img_2: null, ctrl_img_3: null, init_img: 'x' });
+    expect(withoutReference(images, slots, 'ctrl_img_2')).toEqual({ ctrl_img: 'a', ctrl_img_1: 'b', ctrl_img_2: null, ctrl_img_3: null, init_img: 'x' });
+  });
+});
+
+describe('the request: inputs, task, strength, resize mode, sampler, batch', () => {
+  it('img2img by inference: the init image and resize mode; no task key; strength only once moved', () => {
+    expect(body(sd1, { images: { init_img: 'a1_in.png' } })).toMatchObject({ init_img: 'a1_in.png', resize_mode: 'crop' });
+    const b = body(sd1, { images: { init_img: 'a1_in.png' } });
+    for (const k of ['task', 'strength', 'mask_img', 'sampler', 'batch_size']) expect(b).not.toHaveProperty(k);
+    expect(body(sd1, { images: { init_img: 'a1_in.png' }, strength: 0.4, resize_mode: 'fill' })).toMatchObject({ strength: 0.4, resize_mode: 'fill' });
+  });
+
+  it('inpaint by inference: image and mask; a chosen img2img leaves the mask out; a chosen txt2img leaves both', () => {
+    const images = { init_img: 'a1_in.png', mask_img: 'b2_mask.png' };
+    expect(body(sd1, { images })).toMatchObject(images);
+    const i2i = body(sd1, { images, task: 'img2img' });
+    expect(i2i).toMatchObject({ task: 'img2img', init_img: 'a1_in.png' });
+    expect(i2i).not.toHaveProperty('mask_img');
+    const t2i = body(sd1, { images, task: 'txt2img', strength: 0.5 });
+    expect(t2i.task).toBe('txt2img');
+    for (const k of ['init_img', 'mask_img', 'strength', 'resize_mode']) expect(t2i).not.toHaveProperty(k);
+  });
+
+  it('edit: the references the task takes; i2v: the first frame, no strength', () => {
+    const refs = { ctrl_img: 'r0.png', ctrl_img_1: 'r1.png', ctrl_img_2: 'r2.png' };
+    expect(body(qwenEdit, { images: refs })).toMatchObject(refs);
+    const kb = body(kontext, { images: refs });
+    expect(kb.ctrl_img).toBe('r0.png');
+    expect(kb).not.toHaveProperty('ctrl_img_1'); // kontext's edit takes one reference
+    const v = body(wan22, { images: { init_img: 'f.png' }, strength: 0.5 });
+    expect(v).toMatchObject({ init_img: 'f.png', resize_mode: 'crop' });
+    expect(v).not.toHaveProperty('strength');
+  });
+
+  it("inputs no task of the arch takes are sent as they are: the engine's 422 names the field", () => {
+    expect(body(chroma, { images: { init_img: 'a.png', mask_img: 'm.png' } })).toMatchObject({ init_img: 'a.png', mask_img: 'm.png' });
+  });
+
+  it("sampler: one of the arch's, else none (the model's own); batch where the arch batches, capped", () => {
+    expect(body(sd1, { sampler: 'euler_a' }).sampler).toBe('euler_a');
+    expect(body(sd1, { sampler: '' })).not.toHaveProperty('sampler');
+    expect(body(aceStep, { sampler: 'euler_a' })).not.toHaveProperty('sampler'); // not one of ace_step's
+    expect(body(sd1, { batch_size: 3 }).batch_size).toBe(3);
+    expect(body(sd1, { batch_size: 500 }).batch_size).toBe(MAX_BATCH);
+    expect(body(sd1, { batch_size: 1 })).not.toHaveProperty('batch_size');
+    expect(body(sd1, { batch_size: NaN })).not.toHaveProperty('batch_size');
+    expect(body(aceStep, { batch_size: 4 })).not.toHaveProperty('batch_size');
+  });
+});
+
+describe('settings from a file (POST /settings) and from older saved forms', () => {
+  const fileSample = {
+    prompt: 'a red fox',
+    negative_prompt: '',
+    width: 64,
+    height: 48,
+    num_inference_steps: 3,
+    guidance_scale: 7.5,
+    seed: 1234,
+    init_img: '1a2b3c4d_in.png',
+    mask_img: null,
+    task: 'img2img',
+    strength: 0.8,
+    resize_mode: 'fill',
+    sampler: 'euler_a',
+    batch_size: 1,
+    output_ext: 'png',
+  };
+
+  it("the sample: inputs by asset id, a task the inputs imply stays automatic, a default strength stays the task's", () => {
+    const { sample, warnings } = sampleFormFromSettings(sd1, sd1.sample, fileSample);
+    expect(warnings).toEqual([]);
+    expect(sample).toMatchObject({ prompt: 'a red fox', width: 64, height: 48, num_inference_steps: 3, seed: 1234, sampler: 'euler_a', resize_mode: 'fill', task: '', strength: null, batch_size: 1 });
+    expect(sample.images).toEqual({ init_img: '1a2b3c4d_in.png' });
+    const moved = sampleFormFromSettings(sd1, sd1.sample, { ...fileSample, strength: 0.45, mask_img: 'm.png', task: 'img2img' }).sample;
+    expect(moved).toMatchObject({ strength: 0.45, task: 'img2img' }); // img2img with a mask was a choice
+    // and it makes the same request again
+    expect(buildGenerateBody(sd1, modelDefaults(sd1), moved, 'r', { detach: true, maxFrames: 8 }).sample).toMatchObject({
+      task: 'img2img',
+      init_img: '1a2b3c4d_in.png',
+      strength: 0.45,
+      sampler: 'euler_a',
+      seed: 1234,
+    });
+  });
+
+  it("samplers by our name or A1111's label and schedule; others left at Default with a warning", () => {
+    expect(samplerFromSettings(sd1, 'euler_a').sampler).toBe('euler_a');
+    expect(samplerFromSettings(sd1, 'Euler a').sampler).toBe('euler_a');
+    expect(samplerFromSettings(sd1, 'DPM++ 2M Karras').sampler).toBe('dpm++_2m_karras');
+    expect(samplerFromSettings(sd1, 'DPM++ 2M').sampler).toBe('dpm++_2m');
+    expect(samplerFromSettings(sd1, null)).toEqual({ sampler: '', warning: null });
+    const unknown = samplerFromSettings(sd1, 'Restart');
+    expect(unknown.sampler).toBe('');
+    expect(unknown.warning).toMatch(/"Restart" is not one of sd1's/);
+  });
+
+  it('the model: an arch here, a profile defined here, else the current model stays (warned); an arch not served is an error', () => {
+    const archs = [sd1, klein];
+    const profile = { name: 'my-sd1', architecture: 'sd1', variant: null, defaults: {}, sample: { ...sd1.sample, num_inference_steps: 9 } };
+    const current = modelDefaults(klein);
+    const answer = (model: Record<string, unknown> | null, warnings: string[] = []): SettingsAnswer => ({ source: 'aitk', model, sample: fileSample, warnings });
+
+    const byArch = formsFromFile(archs, [profile], current, answer({ arch: 'sd1', name_or_path: 'tiny:sd1', quantize: false }));
+    expect('error' in byArch).toBe(false);
+    if ('error' in byArch) return;
+    expect(byArch.model).toMatchObject({ arch: 'sd1', profile: '', name_or_path: 'tiny:sd1' });
+    expect(byArch.sample).toMatchObject({ seed: 1234, sampler: 'euler_a' });
+
+    const byProfile = formsFromFile(archs, [profile], current, answer({ profile: 'my-sd1' }));
+    if ('error' in byProfile) throw new Error(byProfile.error);
+    expect(byProfile.model).toMatchObject({ arch: 'sd1', profile: 'my-sd1', name_or_path: '' });
+
+    const foreign = formsFromFile(archs, [], current, { source: 'a1111', model: null, sample: { prompt: 'x', sampler: 'Euler a', seed: 3 }, warnings: ['model: …'] });
+    if ('error' in foreign) throw new Error(foreign.error);
+    expect(foreign.model).toBe(current);
+    expect(foreign.sample).toMatchObject({ prompt: 'x', seed: 3, sampler: '' }); // klein has no "Euler a"
+    expect(foreign.warnings).toEqual([
+      'model: …',
+      'The file names no model this engine knows: the model was left as it is.',
+      expect.stringMatching(/"Euler a" is not one of flux2_klein's/),
+    ]);
+
+    const otherProfile = formsFromFile(archs, [], current, answer({ profile: 'elsewhere' }));
+    if ('error' in otherProfile) throw new Error(otherProfile.error);
+    expect(otherProfile.model).toBe(current);
+    expect(otherProfile.warnings[0]).toMatch(/profile "elsewhere", which this engine does not define/);
+
+    expect(formsFromFile(archs, [], current, answer({ arch: 'nope' }))).toEqual({ error: 'The file was made with arch "nope", which this engine does not serve.' });
+    expect(formsFromFile(archs, [], null, answer(null))).toHaveProperty('error');
+  });
+
+  it('a form saved by an older page: its control image moves into images, the new keys get defaults', () => {
+    const old = { ...form(klein), ctrl_img: 'a_ref.png', ctrl_img_name: 'ref.png' } as unknown as SampleForm;
+    delete (old as Partial<SampleForm>).images;
+    delete (old as Partial<SampleForm>).sampler;
+    delete (old as Partial<SampleForm>).batch_size;
+    const n = normalizeSample(old);
+    expect(n.images).toEqual({ ctrl_img: 'a_ref.png' });
+    expect(n).toMatchObject({ sampler: '', batch_size: 1, task: '', strength: null, resize_mode: 'crop' });
+    expect(n).not.toHaveProperty('ctrl_img');
+    expect(n).not.toHaveProperty('ctrl_img_name');
+  });
+});
+
+describe('asset names', () => {
+  it('shown without the engine\'s prefix; uploaded under a name /assets accepts', () => {
+    expect(assetDisplayName('1a2b3c4d_photo.png')).toBe('photo.png');
+    expect(assetDisplayName('/x/assets/1a2b3c4d_photo.png')).toBe('photo.png');
+    expect(assetDisplayName('plain.png')).toBe('plain.png');
+    expect(assetUploadName('my photo (1).JPG')).toBe('my_photo__1_.JPG');
+    expect(assetUploadName('../../etc/passwd')).toBe('passwd');
+    expect(assetUploadName('')).toBe('image.png');
+    expect(assetUploadName('ü.png')).toBe('image.png');
+    expect(assetUploadName('.hidden')).toBe('image.hidden');
+    for (const n of ['my photo (1).JPG', 'ü.png', 'a'.repeat(300) + '.webp', '-x.png']) expect(assetUploadName(n)).toMatch(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/);
+  });
+});
