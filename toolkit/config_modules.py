@@ -6,7 +6,7 @@ ConfigError naming the field, and fills omitted values from the arch's registry 
 import math
 import os
 import random
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from toolkit.errors import ConfigError, check_keys
 from toolkit.models.arch import IMAGE_INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
@@ -21,6 +21,25 @@ QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2"
 
 
 @dataclass(frozen=True)
+class LoraRef:
+    """One LoRA a request applies, unmerged, on the resident model (toolkit/models/lora.py)."""
+    path: str
+    scale: float = 1.0
+    name: str | None = None                # display name (default: the file's basename)
+
+    @classmethod
+    def from_dict(cls, d, where: str) -> "LoraRef":
+        if isinstance(d, LoraRef):
+            return d
+        check_keys(d, {f.name for f in fields(cls)}, where, required=("path",))
+        values = {f.name: _coerce(d[f.name], f.type, f"{where}.{f.name}") for f in fields(cls)
+                  if d.get(f.name) is not None}
+        if not values["path"] or not os.path.isfile(os.path.expanduser(values["path"])):
+            raise ConfigError(f"{where}.path", f"no such file: {values['path']}")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     arch: str
     name_or_path: str | None = None        # diffusers folder, hub repo id, or a single .safetensors file
@@ -32,8 +51,10 @@ class ModelConfig:
     qtype_te: str = "qfloat8"
     low_vram: bool = False                 # keep components on the CPU until used
     layer_offloading: bool = False         # stream denoiser blocks to the device one group at a time
-    lora_path: str | None = None
+    lora_path: str | None = None           # one-LoRA shorthand: kept as given, and the first entry of `loras`
     lora_scale: float = 1.0
+    loras: tuple = ()                      # LoraRef, in the order their outputs are added
+    lora_fuse: bool = False                # fuse the active LoRAs into the weights (exactly undone on change)
     variant: str | None = None             # arch variant (krea2: turbo | raw); default: the arch's first
     components: dict = field(default_factory=dict)   # role -> local file/folder, overriding name_or_path per component
     profile: str | None = None             # the profile this config came from (display only)
@@ -76,16 +97,14 @@ class ModelConfig:
             if not os.path.exists(os.path.expanduser(path)):
                 raise ConfigError(f"{where}.components.{role}", f"no such file or folder: {path}")
         for f in fields(cls):
-            if f.name in values and values[f.name] is not None:
+            if f.name in values and values[f.name] is not None and f.name != "loras":
                 values[f.name] = _coerce(values[f.name], f.type, f"{where}.{f.name}")
         if values.get("dtype", "auto") not in DTYPES:
             raise ConfigError(f"{where}.dtype", f"unknown dtype {values['dtype']!r} (allowed: {', '.join(DTYPES)})")
         for q in ("qtype", "qtype_te"):
             if values.get(q) is not None and values[q] not in QTYPES:
                 raise ConfigError(f"{where}.{q}", f"unknown qtype {values[q]!r} (allowed: {', '.join(QTYPES)})")
-        lora = values.get("lora_path")
-        if lora and not os.path.isfile(os.path.expanduser(lora)):
-            raise ConfigError(f"{where}.lora_path", f"no such file: {lora}")
+        values["loras"] = _loras(values, where)
         return cls(**{k: v for k, v in values.items() if v is not None})
 
     @property
@@ -93,7 +112,30 @@ class ModelConfig:
         return get_arch(self.arch)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["loras"] = [asdict(ref) for ref in self.loras]
+        return d
+
+    def without_loras(self) -> "ModelConfig":
+        """The holder's identity: LoRAs are switched on a resident holder, never part of what is loaded."""
+        return replace(self, lora_path=None, lora_scale=1.0, loras=(), lora_fuse=False)
+
+
+def _loras(values: dict, where: str) -> tuple:
+    """`loras` as LoraRefs, with the `lora_path` shorthand as its first entry (not repeated when a
+    round-tripped config already has it there)."""
+    raw = values.get("loras") or ()
+    if not isinstance(raw, (list, tuple)):
+        raise ConfigError(f"{where}.loras", f"must be a list of {{path, scale, name}}, got {type(raw).__name__}")
+    refs = [LoraRef.from_dict(d, f"{where}.loras[{i}]") for i, d in enumerate(raw)]
+    path = values.get("lora_path")
+    if path:
+        if not os.path.isfile(os.path.expanduser(path)):
+            raise ConfigError(f"{where}.lora_path", f"no such file: {path}")
+        first = LoraRef(path, values.get("lora_scale", 1.0))
+        if not refs or (refs[0].path, refs[0].scale) != (first.path, first.scale):
+            refs.insert(0, first)
+    return tuple(refs)
 
 
 @dataclass

@@ -178,22 +178,41 @@ class WorkerCore:
         self.emit(m.Done(rid, status, error, results))
 
     def _ensure_holder(self, mc, rid: str | None):
-        if self.holder is not None and self.active_config == mc:
-            return self.holder                        # fast path: nothing to load
-        status = self._status_fn(rid, f"Loading {mc.arch}")
+        """The holder for `mc` without its LoRAs (reused when that matches), then `mc`'s LoRA state set
+        on it. The state is set on every request: the pool's modules are shared, so what another
+        request or holder left in them is never trusted."""
+        base = mc.without_loras()
+        if self.holder is None or self.active_config is None or self.active_config.without_loras() != base:
+            self._build_holder(base, rid)
+        self._apply_loras(mc, rid)
+        return self.holder
+
+    def _build_holder(self, base, rid: str | None):
+        status = self._status_fn(rid, f"Loading {base.arch}")
         self.holder, self.active_config = None, None   # drop references so released entries can be freed
         try:
-            holder = self._build(mc, status)
+            holder = self._build(base, status)
         except Exception as e:
             if not is_oom(e):
                 raise
             status("out of memory while loading: freeing unused components and retrying", "loading")
             self.pool.evict_untouched()
-            holder = self._build(mc, status)
+            holder = self._build(base, status)
         self.pool.release_unused()
-        self.holder, self.active_config = holder, mc
+        self.holder, self.active_config = holder, base
         self.builds += 1
-        return holder
+
+    def _apply_loras(self, mc, rid: str | None):
+        """A LoRA that fails to load leaves the holder serving with no LoRA active (and the error raised)."""
+        status = self._status_fn(rid, f"Loading {mc.arch}")
+        try:
+            self.holder.apply_loras(mc, self.pool, status)
+        except BaseException:
+            self.active_config = None
+            self.holder.apply_loras(mc.without_loras(), self.pool)
+            self.active_config = mc.without_loras()
+            raise
+        self.active_config = mc
 
     def _build(self, mc, status):
         from toolkit.models.base_model import get_model_class

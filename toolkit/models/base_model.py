@@ -86,7 +86,6 @@ class BaseModel:
 
         t0 = time.perf_counter()
         self._status(f"loading {self.arch}", "loading")
-        lora_roles, lora_id = self._lora_plan()
         for spec in self.components:
             source, config_source = self.source_for(spec)
             if spec.optional and isinstance(source, str) and not component_present(source, spec.role, spec.folder):
@@ -95,52 +94,29 @@ class BaseModel:
             given = spec.role in self.model_config.components     # an explicit path is the component itself
             self.loaded[spec.role] = aitk(spec.load_class()).load(
                 source, role=spec.role, subfolder=None if given else spec.folder, policy=self.policy_for(spec),
-                config_source=config_source, status=self._status, lora=lora_id if spec.role in lora_roles else (),
-                reader=spec.reader, allow_hub=not self.model_config.local_only)
+                config_source=config_source, status=self._status, reader=spec.reader, allow_hub=not self.model_config.local_only)
         self.pipeline = self.build_pipeline(dict(self.loaded))
-        if lora_roles:
-            self._merge_lora(lora_roles, lora_id)
+        if self.model_config.loras:        # a holder used on its own; the worker applies them per request
+            self.apply_loras(self.model_config)
         if self.model_config.low_vram and self.device.startswith("cuda"):
             self.pipeline.enable_model_cpu_offload(device=self.device)
         self.load_seconds = time.perf_counter() - t0
         self._status(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
 
-    # -- LoRA: merged at load, part of the touched components' identity ---------------------------
-    def _lora_plan(self) -> tuple[set, tuple]:
-        """Which components the LoRA touches (from diffusers' own key conversion) and its identity."""
-        from toolkit.models.v2.identity import fingerprint_files
+    # -- LoRA: adapters switched on the resident modules (toolkit/models/lora.py) ---------------------
+    def apply_loras(self, model_config, pool=None, status=None):
+        """Set the LoRA state `model_config` asks for (its loras, lora_fuse; the rest must be this
+        holder's). `pool` keeps the adapter books and the warm ones; without one, inactive adapters
+        are deleted. Afterwards the holder's configs (what files record) carry these LoRAs."""
+        from toolkit.models import lora
 
-        mc = self.model_config
-        if not mc.lora_path:
-            return set(), ()
-        path = os.path.expanduser(mc.lora_path)
-        if not os.path.isfile(path):
-            raise ConfigError("model.lora_path", f"no such file: {mc.lora_path}")
-        if not hasattr(self.pipeline_class, "lora_state_dict"):
-            raise ConfigError("model.lora_path", f"arch {self.arch} does not take LoRAs")
-        state = self.pipeline_class.lora_state_dict(path)
-        state = state[0] if isinstance(state, tuple) else state
-        roles = {k.split(".", 1)[0] for k in state} & {s.role for s in self.components}
-        if not roles:
-            raise ConfigError("model.lora_path", f"no weights in {os.path.basename(path)} match arch {self.arch}")
-        quantized = {s.role for s in self.components if self.policy_for(s).qtype} & roles
-        if quantized:
-            raise ConfigError("model.lora_path", f"a LoRA cannot be merged into quantized {', '.join(sorted(quantized))} "
-                              "(turn quantization off for it)")
-        return roles, (fingerprint_files([path]), mc.lora_scale)
-
-    def _merge_lora(self, roles: set, lora_id: tuple):
-        """Merge into the components loaded fresh; pool hits already carry this LoRA."""
-        fresh = sorted(r for r in roles if getattr(self.loaded[r], "_aitk_lora", None) != lora_id)
-        if not fresh:
-            return
-        self._status(f"merging LoRA {os.path.basename(self.model_config.lora_path)}", "loading")
-        self.pipeline.load_lora_weights(os.path.expanduser(self.model_config.lora_path), adapter_name="aitk")
-        self.pipeline.fuse_lora(components=fresh, lora_scale=self.model_config.lora_scale, adapter_names=["aitk"])
-        self.pipeline.unload_lora_weights()
-        for r in fresh:
-            self.loaded[r]._aitk_lora = lora_id
+        lora.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
+                   status=status or self._status)
+        fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
+                      lora_fuse=model_config.lora_fuse)
+        self.model_config = replace(self.model_config, **fields)
+        self.requested_config = replace(self.requested_config, **fields)
 
     def build_pipeline(self, components: dict):
         pipe = self.pipeline_class(**components, **self.pipeline_config())

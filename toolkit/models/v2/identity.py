@@ -15,7 +15,6 @@ class ComponentIdentity:
     weights: tuple       # (file id, size, mtime_ns) of every weight file read; see fingerprint_files
     dtype: str | None
     qtype: str | None
-    lora: tuple = ()     # merged LoRA files (path fingerprint, scale)
     fmt: str = "native"  # storage format read: "native" (diffusers/transformers) or a reader's format_name
     paths: tuple = field(default=(), compare=False)   # where the weights were read (for inspection, not identity)
 
@@ -24,7 +23,7 @@ class ComponentIdentity:
         """Stable string key: the files' identities rather than the paths that named them, so two
         folders that point at one file share it. The role is not part of it: Flux's `text_encoder_2`
         and Chroma's `text_encoder` are one T5 when their files are one."""
-        return repr((self.cls, self.weights, self.dtype, self.qtype, self.lora, self.fmt))
+        return repr((self.cls, self.weights, self.dtype, self.qtype, self.fmt))
 
 
 HUB_BLOB = re.compile(r"[/\\]blobs[/\\]([0-9a-f]{40}|[0-9a-f]{64})$")

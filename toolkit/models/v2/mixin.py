@@ -53,13 +53,12 @@ class OstrisModelMixin:
 
     @classmethod
     def load(cls, source: str, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
-             config_source: str | None = None, status=None, allow_hub: bool = True, lora: tuple = (),
-             reader=None, **kwargs):
+             config_source: str | None = None, status=None, allow_hub: bool = True, reader=None, **kwargs):
         """Load one component. `config_source` is the folder/repo whose `subfolder` holds the config
-        when `source` is a single weights file. `lora` names a LoRA the caller will merge into the
-        module: it is part of the identity, so a merged module never stands in for the plain one.
-        `reader(path, component=role, policy=policy) -> module` reads a single file stored in a format
-        the libraries do not (e.g. ComfyUI scaled FP8); its `format_name` joins the identity."""
+        when `source` is a single weights file. `reader(path, component=role, policy=policy) -> module`
+        reads a single file stored in a format the libraries do not (e.g. ComfyUI scaled FP8); its
+        `format_name` joins the identity. LoRAs are no part of a component: toolkit/models/lora.py
+        switches them on the resident module."""
         if isinstance(source, dict):
             return cls._from_code_config(source, role, policy)
         try:
@@ -74,7 +73,7 @@ class OstrisModelMixin:
             weights=(fingerprint_files(files) + content_fingerprint(_config_dir(src, config_source, subfolder), ".json")
                      if files else content_fingerprint(src.component_dir)),
             dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
-            qtype=policy.qtype if _is_module_class(load_cls) else None, lora=tuple(lora),
+            qtype=policy.qtype if _is_module_class(load_cls) else None,
             fmt=getattr(reader, "format_name", "native") if src.kind == "file" else "native",
         )
         if _interceptor is not None:

@@ -3,7 +3,11 @@
 Plugged into the load funnel as its interceptor, so holders never see it. A build marks what it
 touched; afterwards `release_unused()` frees the rest (or keeps the most recently used within
 `keep_resident_bytes`). Identity is the funnel's ComponentIdentity: the weight files themselves,
-class, dtype, quantization and merged LoRA; placement is re-applied in place on a hit.
+class, dtype and quantization; placement is re-applied in place on a hit.
+
+LoRA adapters are not components: toolkit/models/lora.py injects them into resident modules and
+switches them per request. The pool keeps their books (`adapters`: where each is injected, hits,
+which are active) and says which inactive ones stay warm within the same keep_resident_bytes.
 """
 import contextlib
 import gc
@@ -38,6 +42,35 @@ class PoolEntry:
         return {"key": self.public_key, "role": self.role or self.identity.role, "roles": sorted(self.roles), "class": self.identity.cls.rsplit(".", 1)[-1],
                 "bytes": self.bytes, "device": _device_of(self.module), "dtype": self.identity.dtype,
                 "qtype": self.identity.qtype, "last_used": self.last_used, "hits": self.hits}
+
+
+@dataclass
+class AdapterEntry:
+    key: str                   # 12 hex from the file's identity; the adapter is named `aitk_<key>` in the modules
+    name: str                  # the file's basename
+    bytes: int
+    modules: dict              # role -> weakref of the component module it is injected into
+    last_used: float
+    hits: int = 0
+    active: bool = False
+    scale: float | None = None
+
+    def alive(self) -> bool:
+        """Still injected: every module it went into lives and holds it (a dropped component takes its
+        adapters with it)."""
+        for ref in self.modules.values():
+            module = ref()
+            if module is None or self.adapter not in (getattr(module, "peft_config", None) or {}):
+                return False
+        return bool(self.modules)
+
+    @property
+    def adapter(self) -> str:
+        return f"aitk_{self.key}"
+
+    def describe(self) -> dict:
+        return {"key": self.key, "name": self.name, "bytes": self.bytes, "hits": self.hits, "active": self.active,
+                "scale": self.scale, "last_used": self.last_used}
 
 
 def module_bytes(module) -> int:
@@ -86,6 +119,8 @@ class ComponentPool:
         self.entries: dict[str, PoolEntry] = {}
         self.hits = self.misses = self.evictions = 0
         self.loads = 0                          # fresh loads registered (misses that completed)
+        self.adapters: dict[str, AdapterEntry] = {}
+        self.adapter_loads = self.adapter_hits = 0
         self._lock = threading.Lock()           # readers on the HTTP thread take snapshots
 
     # -- the funnel's interceptor API ------------------------------------------------------------
@@ -142,7 +177,53 @@ class ComponentPool:
         return self._drop([e for e in self.entries.values() if not e.touched], evicted=True)
 
     def unload_all(self) -> int:
+        with self._lock:
+            self.adapters.clear()
         return self._drop(list(self.entries.values()))
+
+    # -- adapters (books only: toolkit/models/lora.py injects and deletes them) ------------------------
+    def adapter(self, key: str) -> AdapterEntry | None:
+        """The entry of an adapter still injected, else None (a stale entry is forgotten)."""
+        entry = self.adapters.get(key)
+        if entry is not None and not entry.alive():
+            with self._lock:
+                self.adapters.pop(key, None)
+            return None
+        return entry
+
+    def adapter_loaded(self, entry: AdapterEntry):
+        with self._lock:
+            self.adapter_loads += 1
+            self.adapters[entry.key] = entry
+
+    def adapter_hit(self, entry: AdapterEntry):
+        with self._lock:
+            self.adapter_hits += 1
+            entry.hits += 1
+            entry.last_used = time.time()
+
+    def set_active_adapters(self, scales: dict):
+        """`scales`: key -> scale of the adapters the current request runs; every other one is inactive."""
+        with self._lock:
+            for key, entry in self.adapters.items():
+                entry.active, entry.scale = key in scales, scales.get(key)
+
+    def adapters_to_release(self) -> list:
+        """Inactive adapters beyond the budget, forgotten here (the caller deletes them from the modules).
+        As release_unused: the most recently used stay while they fit in keep_resident_bytes, less what
+        untouched components already keep; with no budget no inactive adapter stays."""
+        budget = self.keep_resident_bytes
+        if budget:
+            budget = max(0, budget - sum(e.bytes for e in self.entries.values() if not e.touched))
+        drop = []
+        with self._lock:
+            inactive = sorted((e for e in self.adapters.values() if not e.active), key=lambda e: -e.last_used)
+            for e in inactive:
+                if budget and e.bytes <= budget:
+                    budget -= e.bytes
+                else:
+                    drop.append(self.adapters.pop(e.key))
+        return drop
 
     def _make_room(self, identity, policy):
         need = sum(size for _file, size, _mtime in identity.weights)   # weightless components: 0
@@ -184,11 +265,13 @@ class ComponentPool:
     def stats(self) -> dict:
         with self._lock:
             entries = [e.describe() for e in self.entries.values()]
+            adapters = [e.describe() for e in self.adapters.values() if e.alive()]
             return {"hits": self.hits, "misses": self.misses, "evictions": self.evictions, "loads": self.loads,
-                    "resident_bytes": sum(e["bytes"] for e in entries), "entries": entries}
+                    "resident_bytes": sum(e["bytes"] for e in entries), "entries": entries,
+                    "adapters": adapters, "adapter_loads": self.adapter_loads, "adapter_hits": self.adapter_hits}
 
     def holds(self, role: str) -> list:
         return [e for e in self.entries.values() if e.role == role]
 
 
-__all__ = ["ComponentPool", "PoolEntry", "available_memory", "module_bytes"]
+__all__ = ["AdapterEntry", "ComponentPool", "PoolEntry", "available_memory", "module_bytes"]
