@@ -75,6 +75,17 @@ def public_model(mc) -> dict:
         comps[role] = os.path.basename(os.path.normpath(os.path.expanduser(path)))
         hidden.append(f"components.{role}")
     d["components"] = comps
+    # the lora_path shorthand is recorded as itself; `loras` holds only the entries after it
+    loras = d.get("loras") or []
+    if d.get("lora_path") and loras:
+        loras = loras[1:]
+    d["loras"] = []
+    for i, ref in enumerate(loras):
+        ref = dict(ref)
+        if ref.get("path") and _is_local(ref["path"]):
+            ref["path"] = display_name(ref["path"])
+            hidden.append(f"loras[{i}].path")
+        d["loras"].append(ref)
     d["hidden"] = hidden
     return d
 
@@ -287,7 +298,10 @@ def _request_model(stored: dict, warnings: list) -> dict:
         model = {"profile": stored["profile"], **{k: stored[k] for k in PROFILE_OPTIONS if stored.get(k) is not None}}
         if stored.get("lora_path"):
             model.update(lora_path=stored["lora_path"], lora_scale=stored.get("lora_scale", 1.0))
-        hidden = [h for h in hidden if h == "lora_path"]
+        for key in ("loras", "lora_fuse"):
+            if stored.get(key):
+                model[key] = stored[key]
+        hidden = [h for h in hidden if h == "lora_path" or h.startswith("loras[")]
     else:
         model = {k: v for k, v in stored.items() if v is not None and k != "profile"}
         if not model.get("components"):
@@ -300,5 +314,9 @@ def _request_model(stored: dict, warnings: list) -> dict:
 
 def _get(d: dict, dotted: str):
     for part in dotted.split("."):
-        d = d.get(part) if isinstance(d, dict) else None
+        name, _, index = part.partition("[")
+        d = d.get(name) if isinstance(d, dict) else None
+        if index:
+            i = int(index.rstrip("]"))
+            d = d[i] if isinstance(d, list) and i < len(d) else None
     return d

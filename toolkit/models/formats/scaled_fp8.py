@@ -60,12 +60,14 @@ def quantize_fp8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale.to(torch.float32)
 
 
-class ScaledFp8Linear(nn.Module):
-    """A Linear whose weight is stored as float8_e4m3fn with a scalar float32 scale."""
+class ScaledFp8Linear(nn.Linear):
+    """A Linear whose weight is stored as float8_e4m3fn with a scalar float32 scale. An nn.Linear, so
+    PEFT wraps it for LoRA adapters (which run beside it in the compute dtype: toolkit/models/lora.py);
+    nn.Linear's own init is skipped, it would allocate a float weight."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False, *, has_input_scale: bool = False,
                  full_precision_matrix_mult: bool = False, device=None, bias_dtype: torch.dtype = torch.float32):
-        super().__init__()
+        nn.Module.__init__(self)
         self.in_features = int(in_features)
         self.out_features = int(out_features)
         self.full_precision_matrix_mult = bool(full_precision_matrix_mult)
