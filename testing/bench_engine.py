@@ -3,6 +3,7 @@
     .venv/bin/python testing/bench_engine.py [--repeat 9] [--quick]
     .venv/bin/python testing/bench_engine.py --all-archs [--repeat 5]     # every arch, and the swap pairs
     .venv/bin/python testing/bench_engine.py --worker [--repeat 9]        # the worker process's cost and recovery
+    .venv/bin/python testing/bench_engine.py --lora [--repeat 9]          # LoRA switches vs a transformer reload
 
 --all-archs: per arch, the engine's request time (tiny model, 64x64 or the arch's tiny size, a
 latent streamed every step) against the bare pipeline's call with the same arguments, interleaved,
@@ -16,6 +17,13 @@ one run: request/bare at 64x64 and 512x512, /health p50/p99 during a 512x512 gen
 recovery from a stuck step (a fault that blocks step 1 with signals masked): seconds from the
 cancel to the next queued request's end, against grace_seconds + a fresh worker's start.
 Writes testing/.bench/bench_worker.json.
+
+--lora: in one WorkerCore (in-process, tiny zimage, two tiny LoRAs, a keep-resident budget so the
+inactive one stays warm), medians of: switching the resident model to a LoRA never injected (a
+load), to a warm one, a scale change, back to none; against a full reload of the same transformer
+(its pool entry dropped, the holder rebuilt: what a LoRA change cost when LoRAs were merged at
+load). Then per-step sampling time with the LoRA unmerged, fused (model.lora_fuse) and with none.
+Writes testing/.bench/bench_lora.json.
 
 The engine runs as `run.py` does (testing/engine_client.EngineProcess: its own process, HTTP on
 127.0.0.1); the bare pipeline (DiffusionPipeline.from_pretrained of the same folder) runs in this
@@ -408,6 +416,88 @@ def all_archs(args) -> dict:
     return {"archs": rows, "swaps": swaps}
 
 
+def lora_bench(args) -> dict:
+    """LoRA switch time vs a transformer reload; per-step time unmerged vs fused (see the docstring)."""
+    import shutil
+
+    from extensions_built_in.inference_engine.worker import WorkerCore
+    from testing.fixtures import make_tiny_lora
+    from toolkit.config_modules import GenerateImageConfig, ModelConfig
+
+    folder = str(cached_tiny(ARCH, 0))
+    tmp = os.path.join(ROOT, "testing", ".bench", "loras")
+    shutil.rmtree(tmp, ignore_errors=True)
+    files = [str(make_tiny_lora(ARCH, folder, os.path.join(tmp, f"l{i}.safetensors"), seed=i)) for i in range(2)]
+    rep = args.repeat
+    res = {"torch": torch.__version__, "threads": torch.get_num_threads(), "loadavg_start": os.getloadavg()}
+    core = WorkerCore(lambda msg: None, keep_resident_gb=1)
+
+    def mc(*loras, fuse=False):
+        return ModelConfig.from_dict({"arch": ARCH, "name_or_path": folder, "lora_fuse": fuse,
+                                      "loras": [{"path": p, "scale": s} for p, s in loras]})
+
+    def timed(config):
+        t0 = time.perf_counter()
+        core._ensure_holder(config, None)
+        return time.perf_counter() - t0
+
+    timed(mc())
+    times = {k: [] for k in ("new", "warm", "scale", "none", "reload")}
+    for i in range(rep):
+        for entry in list(core.pool.adapters.values()):       # forget the adapters: the next A is a load
+            core.holder.pipeline.delete_adapters(entry.adapter)
+        core.pool.adapters.clear()
+        timed(mc())
+        times["new"].append(timed(mc((files[0], 0.8))))
+        timed(mc((files[1], 0.5)))
+        times["warm"].append(timed(mc((files[0], 0.8))))
+        times["scale"].append(timed(mc((files[0], 0.5 + 0.01 * i))))
+        times["none"].append(timed(mc()))
+        core.pool._drop(core.pool.holds("transformer"))       # the same transformer, reloaded
+        core.holder = None
+        times["reload"].append(timed(mc()))
+    res["switch_ms"] = {k: med(v) * 1e3 for k, v in times.items()}
+    res["adapter_loads"], res["loads"] = core.pool.adapter_loads, core.pool.loads
+    steps = 8
+    gen = lambda: GenerateImageConfig.from_dict({"prompt": PROMPT, "width": 64, "height": 64, "seed": SEED,
+                                                 "num_inference_steps": steps}, ARCH)
+    per_step = {k: [] for k in ("none", "unmerged", "fused")}
+    for _i in range(rep):                                      # interleaved, so load drift hits all alike
+        for kind, config in (("none", mc()), ("unmerged", mc((files[0], 0.8))),
+                             ("fused", mc((files[0], 0.8), fuse=True))):
+            holder = core._ensure_holder(config, None)
+            t0 = time.perf_counter()
+            holder.generate_single(gen())
+            per_step[kind].append((time.perf_counter() - t0) / steps)
+    res["per_step_ms"] = {k: med(v) * 1e3 for k, v in per_step.items()}
+    res["loadavg_end"] = os.getloadavg()
+    return res
+
+
+def write_lora(res: dict, out: str):
+    sw, ps = res["switch_ms"], res["per_step_ms"]
+    rows = [("switch to a LoRA not injected yet (load)", f"{sw['new']:.1f} ms"),
+            ("switch to a warm LoRA", f"{sw['warm']:.1f} ms"),
+            ("scale change", f"{sw['scale']:.1f} ms"),
+            ("back to no LoRA", f"{sw['none']:.1f} ms"),
+            ("full transformer reload of the same model", f"{sw['reload']:.1f} ms"),
+            ("reload / new-LoRA switch", f"{sw['reload'] / sw['new']:.1f}x"),
+            ("reload / warm switch", f"{sw['reload'] / sw['warm']:.1f}x"),
+            ("per step 64x64: none / unmerged / fused", f"{ps['none']:.2f} / {ps['unmerged']:.2f} / "
+             f"{ps['fused']:.2f} ms"),
+            ("unmerged / fused per step", f"{ps['unmerged'] / ps['fused']:.3f}")]
+    res["table"] = [{"figure": f, "value": v} for f, v in rows]
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=2, default=str)
+    w = max(len(f) for f, _v in rows)
+    print(f"tiny {ARCH}, CPU, torch {res['threads']} threads; adapter loads {res['adapter_loads']}, "
+          f"component loads {res['loads']}")
+    for f, v in rows:
+        print(f"{f:<{w}}  {v}")
+    print(f"load avg {res['loadavg_start'][0]:.2f} -> {res['loadavg_end'][0]:.2f}; wrote {out}")
+
+
 def write_all_archs(res: dict, out: str):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out + ".json", "w") as f:
@@ -434,11 +524,16 @@ def main():
     ap.add_argument("--all-archs", action="store_true", help="every arch vs its bare pipeline, and the swap pairs")
     ap.add_argument("--archs", help="with --all-archs: only these (comma-separated)")
     ap.add_argument("--worker", action="store_true", help="worker process vs in-process generation, and recovery")
+    ap.add_argument("--lora", action="store_true", help="LoRA switch vs transformer reload; unmerged vs fused steps")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
     args = ap.parse_args()
     if args.worker:
         args.repeat = 3 if args.quick else args.repeat
         write_worker(worker_bench(args), os.path.join(ROOT, "testing", ".bench", "bench_worker.json"))
+        return
+    if args.lora:
+        args.repeat = 3 if args.quick else args.repeat
+        write_lora(lora_bench(args), os.path.join(ROOT, "testing", ".bench", "bench_lora.json"))
         return
     if args.all_archs:
         args.repeat = 3 if args.quick else min(args.repeat, 5)
