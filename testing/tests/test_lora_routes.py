@@ -155,3 +155,22 @@ def test_sdapi_loras_lists_the_folder(compat):
     assert compat.http.post("/sdapi/v1/refresh-loras").status_code == 200
     assert httpx.get(compat.url + "/sdapi/v1/loras", timeout=30).status_code == 401
     assert COMPAT_TOKEN
+
+
+# -- engine.lora_folder in the InferenceEngine config -----------------------------------------------
+
+def test_engine_lora_folder_config(tmp_path):
+    from types import SimpleNamespace
+
+    from extensions_built_in.inference_engine.InferenceEngine import InferenceEngine
+
+    def make(**engine):
+        return InferenceEngine(0, SimpleNamespace(name="loras"),
+                               {"type": "InferenceEngine", "engine": {"job_folder": str(tmp_path / "job"), **engine}})
+    (tmp_path / "loras").mkdir()
+    assert make().lora_folder is None
+    assert make(lora_folder=str(tmp_path / "loras")).lora_folder == str(tmp_path / "loras")
+    for bad in (str(tmp_path / "missing"), 5):
+        with pytest.raises(ConfigError) as e:
+            make(lora_folder=bad)
+        assert e.value.key == "engine.lora_folder"
