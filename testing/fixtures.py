@@ -4,31 +4,14 @@ from __future__ import annotations
 import os
 import pathlib
 
-from toolkit.models.tiny.kit import seeded_rng
+from toolkit.models.tiny.loras import write_tiny_lora
 
 
 def make_tiny_lora(arch: str, model_folder: str | os.PathLike, out_file: str | os.PathLike, seed: int = 0,
-                   rank: int = 4) -> pathlib.Path:
-    """A random LoRA for the denoiser of a tiny model, saved with the pipeline's own
-    `save_lora_weights` (diffusers' LoRA file format). Its weights are large enough to change
-    the output visibly."""
-    import torch
-    from diffusers import DiffusionPipeline
-    from peft import LoraConfig
-    from peft.utils import get_peft_model_state_dict
-
-    pipe = DiffusionPipeline.from_pretrained(str(model_folder), local_files_only=True)
-    role = "unet" if hasattr(pipe, "unet") and pipe.unet is not None else "transformer"
-    denoiser = getattr(pipe, role)
-    targets = sorted({n.rsplit(".", 1)[-1] for n, m in denoiser.named_modules()
-                      if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in ("to_q", "to_k", "to_v")})
-    with seeded_rng(seed, "lora"):
-        denoiser.add_adapter(LoraConfig(r=rank, lora_alpha=rank, target_modules=targets, init_lora_weights=False))
-    layers = get_peft_model_state_dict(denoiser)
-    out = pathlib.Path(out_file)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    type(pipe).save_lora_weights(str(out.parent), weight_name=out.name, **{f"{role}_lora_layers": layers})
-    return out
+                   rank: int = 4, fmt: str = "peft", text_encoder: bool = False) -> pathlib.Path:
+    """A random LoRA for a tiny model (toolkit/models/tiny/loras.py: diffusers/PEFT keys by default,
+    or the kohya / ComfyUI layouts the arch takes). Its weights change the output visibly."""
+    return write_tiny_lora(arch, model_folder, out_file, fmt=fmt, seed=seed, rank=rank, text_encoder=text_encoder)
 
 
 def input_image(path: str | os.PathLike, width: int = 64, height: int = 64) -> str:

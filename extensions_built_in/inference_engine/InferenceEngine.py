@@ -16,7 +16,7 @@ from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
                "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker",
-               "limits")
+               "limits", "lora_folder")
 
 
 class InferenceEngine(BaseProcess):
@@ -62,6 +62,10 @@ class InferenceEngine(BaseProcess):
                 raise e if e.key.startswith(("engine.", "model_profiles")) else ConfigError(
                     f"engine.default_model.{e.key.split('.', 1)[-1]}", e.message) from None
         self.model_roots = self._model_roots(eng)
+        self.lora_folder = eng.get("lora_folder") or None
+        if self.lora_folder is not None and (not isinstance(self.lora_folder, str)
+                                             or not os.path.isdir(os.path.expanduser(self.lora_folder))):
+            raise ConfigError("engine.lora_folder", f"must be an existing folder, got {self.lora_folder!r}")
         self.worker = eng.get("worker", "process")
         if self.worker not in ("process", "thread"):
             raise ConfigError("engine.worker", f"must be 'process' (supervised, the default) or 'thread' (generation "
@@ -86,7 +90,7 @@ class InferenceEngine(BaseProcess):
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
                         grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
-                        limits=self.limits,
+                        limits=self.limits, lora_folder=self.lora_folder,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from extensions_built_in.inference_engine import limits as lim
+from extensions_built_in.inference_engine import lora_folder as loras
 from extensions_built_in.inference_engine import messages as m
 from extensions_built_in.inference_engine.protocol import FrameError, encode_frame
 from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
@@ -147,18 +148,22 @@ class Engine:
     def __init__(self, *, device: str = "cpu", output_folder: str, assets_folder: str | None = None,
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
                  on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
-                 model_roots=None, limits=None):
+                 model_roots=None, limits=None, lora_folder: str | None = None):
         """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
         thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
         `model_roots`: the folders a request may name local files in (None: anywhere). `limits`: a
-        limits.Limits or a mapping of its keys (engine.limits); None: the defaults."""
+        limits.Limits or a mapping of its keys (engine.limits); None: the defaults. `lora_folder`: where
+        relative LoRA paths of a request point (engine.lora_folder; a model root too)."""
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
         self.dtype = dtype
         self.idle_unload_seconds = idle_unload_seconds
         self.grace_seconds = grace_seconds
+        self.lora_folder = os.path.abspath(os.path.expanduser(lora_folder)) if lora_folder else None
         self.model_roots = [os.path.realpath(os.path.expanduser(r)) for r in model_roots] if model_roots else None
+        if self.model_roots is not None and self.lora_folder:
+            self.model_roots.append(os.path.realpath(self.lora_folder))
         self.limits = lim.Limits.from_dict(limits)
         self.assets = lim.AssetBudget(self.assets_folder, self.limits.max_asset_bytes)
         self.on_info = on_info or (lambda info, step=None: None)
@@ -189,6 +194,7 @@ class Engine:
         the memory pre-flight included), QueueFull when engine.limits.max_queued wait already."""
         if self._stopping.is_set():
             raise EngineBusy("the engine is stopping")
+        model = loras.resolve_paths(model, self.lora_folder)
         self.check_paths(model)
         mc, gen = self.resolve(model, sample)
         lim.check_request(self.limits, mc, gen)
@@ -300,7 +306,7 @@ class Engine:
         files exist elsewhere on this machine. (A profile's paths are the operator's, not the request's.)"""
         if self.model_roots is None or not isinstance(model, dict):
             return
-        named = [(f"model.{k}", model.get(k)) for k in ("name_or_path", "extras_name_or_path", "lora_path")]
+        named = [(f"model.{k}", model.get(k)) for k in ("name_or_path", "extras_name_or_path")] + loras.lora_keys(model)
         if isinstance(model.get("components"), dict):
             named += [(f"model.components.{role}", path) for role, path in model["components"].items()]
         for key, value in named:
@@ -501,7 +507,12 @@ class Engine:
             self._pump_until(lambda msg: isinstance(msg, m.State))
         self._set_idle()
 
+    def list_loras(self, arch: str | None = None, metadata: bool = False) -> dict:
+        """The LoRA folder's files, from their headers (lora_folder.listing)."""
+        return loras.listing(self.lora_folder, arch, metadata)
+
     def warm_load(self, model):
+        model = loras.resolve_paths(model, self.lora_folder)
         self.default_model = model
         mc, _gen = self.resolve(model, {})
         if self.worker is None:

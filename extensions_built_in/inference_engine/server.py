@@ -167,6 +167,14 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             raise ApiError(404, "profile", f"unknown profile {profile!r}")
         return inspect(engine.profiles.get(profile))
 
+    @app.get("/loras", dependencies=[Depends(require_token)], responses=errors())
+    def loras(arch: str | None = None):
+        """The LoRA files of engine.lora_folder, from their safetensors headers: format, guessed arch,
+        rank, alpha, trigger words. `arch`: that arch's files and those no arch claims."""
+        if arch is not None and arch not in ARCHS:
+            raise ApiError(422, "arch", f"unknown arch {arch!r}")
+        return engine.list_loras(arch)
+
     @app.post("/generate", dependencies=[Depends(require_token)], responses=errors(503))
     async def generate(body: GenerateBody, request: HttpRequest):
         try:

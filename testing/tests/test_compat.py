@@ -32,7 +32,7 @@ class Served:
     """A real engine (thread worker) with profiles made of tiny models, and a local hub cache that
     holds zimage's default repo only: what the compat routes can offer is what can load here."""
 
-    def __init__(self, folder, tiny, more_profiles: str = ""):
+    def __init__(self, folder, tiny, more_profiles: str = "", **engine_kw):
         from extensions_built_in.inference_engine.engine import Engine
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
         (folder / "wan").mkdir()
@@ -50,7 +50,7 @@ class Served:
         fake_hub_cache(folder / "hub", ZIMAGE_REPO, tiny("zimage"))
         self.hub.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(folder / "hub"))
         self.engine = Engine(output_folder=f"{folder}/outputs", assets_folder=f"{folder}/assets", worker="thread",
-                             profiles=profiles)
+                             profiles=profiles, **engine_kw)
         self.engine.default_model = "tiny-turbo"    # what a call that names no model gets (warm_load sets it)
         self.engine.start_worker()
         self.route = compat_routes(engine=self.engine)

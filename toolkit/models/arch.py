@@ -5,6 +5,7 @@ the HTTP layer read these rows without loading any library. Library classes are 
 ("AutoencoderKL", "transformers:CLIPTextModel", "module.path:Name") and imported on first use.
 """
 import importlib
+import re
 from dataclasses import asdict, dataclass, field
 
 from toolkit.latent_formats import LatentFormat
@@ -163,6 +164,41 @@ class Task:
         return {"name": self.name, "needs": list(self.needs), "takes": list(self.takes), "strength": self.strength}
 
 
+LORA_FORMATS = ("peft", "kohya", "comfyui")
+
+
+@dataclass(frozen=True)
+class Lora:
+    """The LoRA files an arch takes (toolkit/lora_files.py lists them, toolkit/models/tiny/loras.py writes
+    tiny ones). `formats`: the file layouts diffusers' loader for the arch's pipeline converts (peft:
+    diffusers/PEFT keys; kohya: `lora_unet_…` with `.alpha` and `ss_*` metadata; comfyui:
+    `diffusion_model.` + original-checkpoint keys); a file in another layout is refused. `modules` is
+    "module:function(fmt, linears) -> [(name, in, out)]": given the denoiser's Linear layers ({diffusers
+    name: (in, out)}), the layers a tiny LoRA trains, named as `fmt` names them (dotted; kohya's
+    underscores are the writer's). `comfy_keys`: the down/up names its ComfyUI files use; `alpha`: the
+    formats whose files may carry `.alpha` scalars; `text_encoders`: kohya prefix -> text encoder role.
+    `markers`: regexes over a file's keys that point at this arch (toolkit/lora_files.guess_arch)."""
+    formats: tuple = ("peft",)
+    modules: str = ""
+    comfy_keys: tuple = ("lora_A", "lora_B")
+    alpha: tuple = ("kohya", "comfyui")
+    text_encoders: dict = field(default_factory=dict)
+    markers: tuple = ()
+
+    def __post_init__(self):
+        if set(self.formats) - set(LORA_FORMATS):
+            raise ValueError(f"unknown LoRA formats {self.formats} (known: {', '.join(LORA_FORMATS)})")
+
+    def module_names(self, fmt: str, linears: dict) -> list:
+        return load_object(self.modules)(fmt, linears)
+
+
+def pick_linears(linears: dict, *patterns: str, rename=None) -> list:
+    """[(name, in, out)] for the Linear layers ({diffusers name: (in, out)}) whose name matches one of
+    `patterns` (re.search), in file order; `rename(name)` gives the name a file format uses."""
+    return [((rename or str)(n), *shape) for n, shape in linears.items() if any(re.search(p, n) for p in patterns)]
+
+
 @dataclass(frozen=True)
 class ArchSpec:
     name: str
@@ -190,6 +226,7 @@ class ArchSpec:
     scheduler_config: dict = field(default_factory=dict)
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
+    lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)
 
     def __post_init__(self):
         tasks = self.tasks or (Task("txt2img", self.pipeline),)
@@ -257,7 +294,8 @@ class ArchSpec:
                 "default_variant": self.default_variant,
                 "components": [c.role for c in self.components],
                 "preview": self.latents.preview(),
-                "samplers": [s.public() for s in self.samplers()], "batch": self.batch_arg is not None}
+                "samplers": [s.public() for s in self.samplers()], "batch": self.batch_arg is not None,
+                "lora_formats": list(self.lora.formats) if self.lora else []}
 
 
 def load_object(path: str):

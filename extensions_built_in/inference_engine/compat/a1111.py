@@ -1,6 +1,7 @@
 """The A1111 / stable-diffusion.cpp `/sdapi/v1/*` routes (SillyTavern, SD.Next-style clients,
-webuiapi): txt2img, img2img (and inpaint), models and options, progress with a latent preview,
-interrupt and skip, png-info."""
+webuiapi): txt2img, img2img (and inpaint), models and options, LoRAs (`<lora:name:weight>` in a
+prompt picks a file of engine.lora_folder), progress with a latent preview, interrupt and skip,
+png-info."""
 import asyncio
 import base64
 import binascii
@@ -11,6 +12,7 @@ from types import SimpleNamespace
 
 from fastapi import Depends, FastAPI, Request as HttpRequest
 
+from extensions_built_in.inference_engine import lora_folder
 from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
                                                                 json_object)
@@ -53,6 +55,8 @@ SAMPLER_NOTE = "the model's own scheduler: what a request without sampler_name (
 FIXED_LISTS = {"/sdapi/v1/upscalers": [{"name": "None", "model_name": None, "model_path": None, "model_url": None,
                                         "scale": 1}],
                "/sdapi/v1/latent-upscale-modes": [], "/sdapi/v1/sd-vae": []}
+# the LoRA list is read from the folder on every call: nothing to refresh
+REFRESH_ROUTES = ("/sdapi/v1/refresh-loras",)
 
 
 def invalid(field: str, message: str) -> CompatError:
@@ -139,6 +143,10 @@ class A1111:
         for field, v in (("prompt", prompt), ("negative_prompt", negative)):
             if not isinstance(v, str):
                 raise invalid(field, f"must be a string, got {type(v).__name__}")
+        try:        # <lora:name:weight> tags: LoRAs of engine.lora_folder, out of the prompt the model reads
+            stripped, picked = await asyncio.to_thread(lora_folder.parse_prompt, prompt, self.engine.lora_folder)
+        except ConfigError as e:
+            raise invalid("prompt", e.message)
         counts = {}
         for field in ("batch_size", "n_iter"):
             v = body.get(field)
@@ -160,8 +168,10 @@ class A1111:
             raise invalid("override_settings", "must be an object")
         name = overrides.get("sd_model_checkpoint") or self.session.selected
         model, name = await asyncio.to_thread(self.session.resolve, name, MODEL_FIELD, invalid)
+        if picked:
+            model = {**model, "loras": [*(model.get("loras") or []), *picked]}
         sampler = self._sampler(body, model)
-        sample = {"prompt": prompt, "output_ext": "png", "batch_size": counts["batch_size"]}
+        sample = {"prompt": stripped, "output_ext": "png", "batch_size": counts["batch_size"]}
         if sampler is not None:
             sample["sampler"] = sampler
         if negative:
@@ -263,6 +273,14 @@ class A1111:
         if not image:
             return {"info": "", "items": {}, "parameters": {}}
         return await asyncio.to_thread(_png_info, image)
+
+    def loras(self):
+        """A1111's LoRA list: name (what `<lora:name>` takes), alias (the trainer's output name), path,
+        and the file's metadata (kohya's ss_* keys), from the headers of engine.lora_folder."""
+        listing = self.engine.list_loras(metadata=True)
+        return [{"name": d["name"], "alias": d.get("output_name") or d["name"].rsplit("/", 1)[-1],
+                 "path": f"{listing['folder']}/{d['path']}", "metadata": d.get("metadata", {})}
+                for d in listing["loras"]]
 
     def sd_models(self):
         """Only what can load here (Engine.model_names): profiles, and archs whose weights are local."""
@@ -495,9 +513,12 @@ def add_routes(app: FastAPI, session: Session, authorized):
                                   ("POST", "/sdapi/v1/skip", api.skip),
                                   ("POST", "/sdapi/v1/png-info", api.png_info),
                                   ("GET", "/sdapi/v1/samplers", api.samplers),
-                                  ("GET", "/sdapi/v1/schedulers", api.schedulers)):
+                                  ("GET", "/sdapi/v1/schedulers", api.schedulers),
+                                  ("GET", "/sdapi/v1/loras", api.loras)):
         app.add_api_route(path, handler, methods=[method], dependencies=deps)
     app.add_api_route("/sdapi/v1/img2img", api.img2img, methods=["POST"], dependencies=deps, openapi_extra=IMG2IMG_BODY)
     for path, answer in FIXED_LISTS.items():
         app.add_api_route(path, _constant(answer), methods=["GET"], dependencies=deps)
+    for path in REFRESH_ROUTES:
+        app.add_api_route(path, _constant(None), methods=["POST"], dependencies=deps)
     return api

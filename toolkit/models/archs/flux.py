@@ -1,8 +1,10 @@
 """FLUX.1 [dev]: a double/single-stream DiT over CLIP-L (pooled) and T5-XXL, the 16-channel Flux
 VAE, latents packed as 2x2-patch tokens; guidance is an embedded scale, not CFG."""
+import re
+
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
+                                 SampleDefaults, Task, Tiny, pick_linears)
 from toolkit.models.tiny import kit
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5,
@@ -38,6 +40,24 @@ def _tiny(b):
                 scheduler=kit.flow_match_scheduler(**SCHEDULER_CONFIG))
 
 
+def lora_modules(fmt, linears):
+    """peft: diffusers names. kohya and ComfyUI name the original (BFL) layers, where q, k, v are one
+    fused qkv layer per stream (diffusers' converter splits it back) and a single block's output is
+    linear2. (A single block's linear1 is left out: diffusers splits it at FLUX.1-dev's real widths.)"""
+    if fmt == "peft":
+        return pick_linears(linears, r"transformer_blocks\.\d+\.attn\.(to_q|to_k|to_v)$",
+                            r"single_transformer_blocks\.\d+\.proj_out$")
+    out = []
+    for name, (n_in, n_out) in linears.items():
+        if m := re.match(r"transformer_blocks\.(\d+)\.attn\.(to_q|add_q_proj)$", name):
+            out.append((f"double_blocks.{m[1]}.{'img' if m[2] == 'to_q' else 'txt'}_attn.qkv", n_in, 3 * n_out))
+        elif m := re.match(r"transformer_blocks\.(\d+)\.attn\.(to_out\.0|to_add_out)$", name):
+            out.append((f"double_blocks.{m[1]}.{'img' if m[2] == 'to_out.0' else 'txt'}_attn.proj", n_in, n_out))
+        elif m := re.match(r"single_transformer_blocks\.(\d+)\.proj_out$", name):
+            out.append((f"single_blocks.{m[1]}.linear2", n_in, n_out))
+    return out
+
+
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
@@ -60,4 +80,8 @@ SPEC = ArchSpec(
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     # FlowMatchHeun's set_timesteps takes no sigmas (DPM++ runs: the pipeline drops them for flow-sigma schedulers)
     samplers_excluded=("heun",),
+    # ComfyUI's Flux LoRAs are kohya's down/up keys under the original names; diffusers reads both
+    lora=Lora(formats=("peft", "kohya", "comfyui"), modules="toolkit.models.archs.flux:lora_modules",
+              comfy_keys=("lora_down", "lora_up"),
+              markers=(r"(^|[._])(double|single)_blocks[._]\d+|^transformer\.single_transformer_blocks\.",)),
 )

@@ -5,8 +5,8 @@ prefix dropped) and the Qwen Image VAE (16 channels, the Wan 2.1 latent space), 
 The tiny Qwen2.5-VL encoder (with its vision tower), tokenizer and VAE are defined here and shared
 with qwen_image_edit (the Edit models ship the very same encoder, tokenizer and VAE files)."""
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
+                                 SampleDefaults, Task, Tiny, pick_linears)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
 
@@ -107,6 +107,12 @@ class QwenImageModel(BaseModel):
         return {**kw, **self.input_kwargs(gen)}
 
 
+def lora_modules(fmt, linears):
+    """Both streams' attention and an MLP layer; the original checkpoint's names are diffusers' own."""
+    return pick_linears(linears, r"^transformer_blocks\.\d+\.attn\.(to_q|to_k|to_v|to_out\.0|add_[qkv]_proj|to_add_out)$",
+                        r"^transformer_blocks\.\d+\.(img|txt)_mlp\.net\.2$")
+
+
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
@@ -126,4 +132,6 @@ SPEC = ArchSpec(
     description="Qwen-Image (Qwen2.5-VL text encoder, true CFG, packed tokens)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
+    lora=Lora(formats=("peft", "kohya", "comfyui"), modules="toolkit.models.archs.qwen_image:lora_modules",
+              markers=(r"transformer_blocks[._]\d+[._](img|txt)_(mlp|mod)",)),
 )

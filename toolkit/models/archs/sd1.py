@@ -1,7 +1,7 @@
 """Stable Diffusion 1.x: a UNet over CLIP-L, the 4-channel KL VAE, PNDM as the repos ship it."""
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
+                                 SampleDefaults, Task, Tiny, pick_linears)
 from toolkit.models.tiny import kit
 
 
@@ -21,6 +21,15 @@ def _tiny(b):
     scheduler = PNDMScheduler(num_train_timesteps=1000, beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
                               skip_prk_steps=True, set_alpha_to_one=False, steps_offset=1)
     return dict(vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet, scheduler=scheduler)
+
+
+UNET_ATTENTION = r"transformer_blocks\.\d+\.attn[12]\.(to_q|to_k|to_v|to_out\.0)$"
+
+
+def lora_modules(fmt, linears):
+    """The UNet's attention projections; kohya trains SD 1.x on the diffusers UNet, so every format
+    names them as diffusers does."""
+    return pick_linears(linears, UNET_ATTENTION)
 
 
 SPEC = ArchSpec(
@@ -45,4 +54,8 @@ SPEC = ArchSpec(
                                "requires_safety_checker": False}),
     description="Stable Diffusion 1.x (UNet)",
     scheduler_config={"_class_name": "PNDMScheduler", "prediction_type": "epsilon"},
+    # diffusers converts kohya/A1111 files for the UNet pipelines; ComfyUI saves SD LoRAs in kohya's layout
+    lora=Lora(formats=("peft", "kohya"), modules="toolkit.models.archs.sd1:lora_modules",
+              text_encoders={"lora_te": "text_encoder"},
+              markers=(r"^(unet\.|lora_unet_)(down|mid|up)[._]blocks",)),
 )

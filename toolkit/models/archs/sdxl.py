@@ -1,9 +1,12 @@
 """Stable Diffusion XL (base): a UNet over two CLIP encoders (CLIP-L hidden states, OpenCLIP-bigG
 hidden states + pooled projection, concatenated), the 4-channel KL VAE (0.13025), Euler as the
 repo ships it. The UNet's added conditions are the pooled text embedding and six size ids."""
+import re
+
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
+                                 SampleDefaults, Task, Tiny, pick_linears)
+from toolkit.models.archs.sd1 import UNET_ATTENTION
 from toolkit.models.tiny import kit
 
 # stabilityai/stable-diffusion-xl-base-1.0 scheduler/scheduler_config.json
@@ -37,6 +40,27 @@ def _tiny(b):
                 tokenizer_2=tokenizer_2, unet=unet, scheduler=EulerDiscreteScheduler(**SCHEDULER_CONFIG))
 
 
+def sgm_name(name: str, layers_per_block: int) -> str:
+    """A diffusers UNet attention name as kohya names it: kohya trains SDXL on the original (sgm) UNet,
+    whose input/output blocks count every resnet+attention pair (diffusers maps them back with the
+    UNet's layers_per_block)."""
+    per = layers_per_block + 1
+    m = re.match(r"(down|up)_blocks\.(\d+)\.attentions\.(\d+)\.(.*)", name)
+    if m:
+        kind, block, layer, rest = m[1], int(m[2]), int(m[3]), m[4]
+        return (f"input_blocks.{1 + block * per + layer}.1.{rest}" if kind == "down"
+                else f"output_blocks.{block * per + layer}.1.{rest}")
+    return re.sub(r"^mid_block\.attentions\.0\.", "middle_block.1.", name)
+
+
+def lora_modules(fmt, linears):
+    if fmt != "kohya":
+        return pick_linears(linears, UNET_ATTENTION)
+    # an up block has layers_per_block + 1 resnets, each with a time-embedding Linear
+    per = 1 + max(int(m[1]) for n in linears if (m := re.match(r"up_blocks\.\d+\.resnets\.(\d+)\.", n)))
+    return pick_linears(linears, UNET_ATTENTION, rename=lambda n: sgm_name(n, per - 1))
+
+
 SPEC = ArchSpec(
     name="sdxl", modality="image", default_name_or_path="stabilityai/stable-diffusion-xl-base-1.0",
     pipeline="StableDiffusionXLPipeline",
@@ -61,4 +85,10 @@ SPEC = ArchSpec(
               pipeline_kwargs=PIPELINE_KWARGS),
     description="Stable Diffusion XL (UNet, CLIP-L + OpenCLIP-bigG)",
     scheduler_config={"_class_name": "EulerDiscreteScheduler", "prediction_type": "epsilon"},
+    # SD 1.x's marker plus what only SDXL files have: sgm block names, a second text encoder, deeper
+    # transformer stacks (toolkit/lora_files.guess_arch ranks by how many markers match)
+    lora=Lora(formats=("peft", "kohya"), modules="toolkit.models.archs.sdxl:lora_modules",
+              text_encoders={"lora_te1": "text_encoder", "lora_te2": "text_encoder_2"},
+              markers=(r"^(unet\.|lora_unet_)(down|mid|up)[._]blocks", r"^lora_unet_(input|output)_blocks|^lora_unet_middle_block",
+                       r"^(lora_te2_|text_encoder_2\.)", r"^unet\..*transformer_blocks\.[1-9]")),
 )

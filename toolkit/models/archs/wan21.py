@@ -1,8 +1,10 @@
 """Wan 2.1 text-to-video: a 3D DiT over UMT5-XXL and the causal Wan VAE (16 channels, 8x spatial,
 4x temporal), UniPC with flow sigmas as the diffusers repos ship it."""
+import re
+
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Tiny)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
+                                 SampleDefaults, Tiny, pick_linears)
 from toolkit.models.tiny import kit
 
 COMPONENTS = (
@@ -12,6 +14,29 @@ COMPONENTS = (
     Component("vae", "AutoencoderKLWan", VAE),
     Component("transformer", "WanTransformer3DModel", DENOISER),
 )
+
+
+ORIGINAL_ATTENTION = {"attn1": "self_attn", "attn2": "cross_attn"}
+ORIGINAL_LAYER = {"to_q": "q", "to_k": "k", "to_v": "v", "to_out.0": "o"}
+
+
+def original_name(name: str) -> str:
+    """A diffusers Wan layer as the original checkpoint (and so kohya/musubi and ComfyUI) names it."""
+    if m := re.match(r"blocks\.(\d+)\.(attn[12])\.(.+)$", name):
+        return f"blocks.{m[1]}.{ORIGINAL_ATTENTION[m[2]]}.{ORIGINAL_LAYER[m[3]]}"
+    return re.sub(r"\.ffn\.net\.(0)\.proj$|\.ffn\.net\.(2)$", lambda m: f".ffn.{m[1] or m[2]}", name)
+
+
+def lora_modules(fmt, linears):
+    """Every attention projection and both feed-forward layers of every block (musubi's converter
+    expects them all)."""
+    return pick_linears(linears, r"^blocks\.\d+\.(attn[12]\.(to_q|to_k|to_v|to_out\.0)|ffn\.net\.(0\.proj|2))$",
+                        rename=None if fmt == "peft" else original_name)
+
+
+# Wan 2.1 and 2.2 LoRA files share their keys: the markers name Wan 2.1, the family's first arch
+LORA = Lora(formats=("peft", "kohya", "comfyui"), modules="toolkit.models.archs.wan21:lora_modules",
+            markers=(r"^(transformer\.|diffusion_model\.|lora_unet_)?blocks[._]\d+[._](self_attn|cross_attn|attn[12]|ffn)[._]",))
 
 
 def tiny_umt5(b):
@@ -59,4 +84,5 @@ SPEC = ArchSpec(
     scheduler_config={"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
                       "use_flow_sigmas": True},
     batch_arg="num_videos_per_prompt",
+    lora=LORA,
 )

@@ -1,9 +1,11 @@
 """Wan 2.2 TI2V 5B text-to-video: a dense 3D DiT over UMT5-XXL (Wan 2.1's) and the Wan 2.2 VAE
 (48 channels, 2x2 pixel patches + 8x = 16x spatial, 4x temporal); per-token timesteps
 (`expand_timesteps`, a model_index.json setting), UniPC with flow sigmas (shift 5)."""
+from dataclasses import replace
+
 from toolkit import latent_formats
 from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Task, Tiny
-from toolkit.models.archs.wan21 import COMPONENTS, tiny_umt5, tiny_wan_transformer, unipc_flow_scheduler
+from toolkit.models.archs.wan21 import COMPONENTS, LORA, tiny_umt5, tiny_wan_transformer, unipc_flow_scheduler
 from toolkit.models.tiny import kit
 
 # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json: the per-channel statistics the pipeline
@@ -48,4 +50,5 @@ SPEC = ArchSpec(
     scheduler_config={"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
                       "use_flow_sigmas": True},
     batch_arg="num_videos_per_prompt",
+    lora=replace(LORA, markers=()),     # a Wan LoRA file is listed as wan21's
 )

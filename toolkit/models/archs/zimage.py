@@ -1,7 +1,9 @@
 """Z-Image Turbo: a single-stream DiT over a Qwen3 text encoder and the Flux VAE (16 channels)."""
+import re
+
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
+                                 SampleDefaults, Task, Tiny, pick_linears)
 from toolkit.models.tiny import kit
 
 
@@ -22,6 +24,14 @@ def _tiny(b):
     return dict(scheduler=scheduler, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, transformer=transformer)
 
 
+def lora_modules(fmt, linears):
+    """Attention, feed-forward and a refiner layer, as diffusers names them (kohya's names are the same,
+    underscored); ComfyUI files name the attention output as the original checkpoint does (`out`)."""
+    rename = (lambda n: re.sub(r"\.to_out\.0$", ".out", n)) if fmt == "comfyui" else None
+    return pick_linears(linears, r"^layers\.\d+\.attention\.(to_q|to_k|to_v|to_out\.0)$",
+                        r"^layers\.\d+\.feed_forward\.w[123]$", r"^noise_refiner\.\d+\.attention\.to_q$", rename=rename)
+
+
 SPEC = ArchSpec(
     name="zimage", modality="image", default_name_or_path="Tongyi-MAI/Z-Image-Turbo", pipeline="ZImagePipeline",
     tasks=(Task("txt2img", "ZImagePipeline"), Task("img2img", "ZImageImg2ImgPipeline", strength=0.6),
@@ -40,4 +50,9 @@ SPEC = ArchSpec(
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     # the pipeline passes sigmas as a list (UniPC multiplies it by a float)
     samplers_excluded=("heun", "dpm++_2m", "unipc"),
+    # diffusers maps a ComfyUI file's bare `out` only with down/up keys
+    lora=Lora(formats=("peft", "kohya", "comfyui"), modules="toolkit.models.archs.zimage:lora_modules",
+              comfy_keys=("lora_down", "lora_up"),
+              markers=(r"^(transformer\.|diffusion_model\.|lora_unet_)?layers[._]\d+[._]attention[._]",
+                       r"(noise|context)[._]refiner[._]\d+")),
 )

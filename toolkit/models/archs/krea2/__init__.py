@@ -14,10 +14,11 @@ import functools
 import json
 import math
 import os
+import re
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Extra,
-                                 Latents, Reader, SampleDefaults, Tiny, Variant)
+                                 Latents, Lora, Reader, SampleDefaults, Tiny, Variant, pick_linears)
 from toolkit.models.archs.krea2 import tiny
 from toolkit.models.base_model import BaseModel
 from toolkit.models.formats import layouts
@@ -120,6 +121,19 @@ class Krea2Model(BaseModel):
             scheduler.__dict__.pop("set_timesteps", None)
 
 
+ORIGINAL_LAYER = {"attn.to_q": "attn.wq", "attn.to_k": "attn.wk", "attn.to_v": "attn.wv", "attn.to_out.0": "attn.wo",
+                  "attn.to_gate": "attn.gate", "ff.gate": "mlp.gate", "ff.up": "mlp.up", "ff.down": "mlp.down"}
+
+
+def lora_modules(fmt, linears):
+    """Every block's attention (with its gate) and MLP; ComfyUI files use the original krea-ai names."""
+    def original(name):
+        block, _, layer = name.removeprefix("transformer_blocks.").partition(".")
+        return f"blocks.{block}.{ORIGINAL_LAYER[layer]}"
+    return pick_linears(linears, r"^transformer_blocks\.\d+\.(attn\.(to_q|to_k|to_v|to_out\.0|to_gate)|ff\.(gate|up|down))$",
+                        rename=original if fmt == "comfyui" else None)
+
+
 def _tiny(b) -> dict:
     config = {k: v for k, v in SCHEDULER_CONFIG.items() if k != "_class_name"}
     from diffusers import FlowMatchEulerDiscreteScheduler
@@ -150,4 +164,8 @@ SPEC = ArchSpec(
     description="Krea 2 (Qwen3-VL text encoder, Qwen Image VAE); turbo or raw",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
+    # diffusers' Krea2Pipeline has its own loader (Krea2LoraLoaderMixin): diffusers keys, or the original
+    # names under `diffusion_model.` (ComfyUI) / `base_model.model.` with lora_A/B and no alpha; no kohya
+    lora=Lora(formats=("peft", "comfyui"), modules="toolkit.models.archs.krea2:lora_modules", alpha=(),
+              markers=(r"(^|\.)blocks\.\d+\.attn\.(wq|wk|wv|wo)\.", r"attn\.to_gate\.|(^|\.)(text_fusion|txtfusion)\.")),
 )
