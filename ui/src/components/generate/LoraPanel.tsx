@@ -48,6 +48,13 @@ const describeFile = (f: LoraFile) =>
     .filter(Boolean)
     .join(' · ');
 
+/** What the engine does with a path the folder does not list. */
+const pathNote = (path: string, folder: string | null) => {
+  const absolute = /^([/~\\]|[A-Za-z]:)/.test(path);
+  if (absolute) return folder ? 'not in the LoRA folder: the engine reads this path' : 'a path the engine reads';
+  return folder ? `not found in ${folder} (Refresh if it was just added)` : 'a relative path: the engine needs engine.lora_folder to find it';
+};
+
 export default function LoraPanel({ jobId, running, arch, picks, prompt, onPicks, onPrompt }: Props) {
   const { data, error, loading, refresh } = useLoras(jobId, arch, running);
   const [typed, setTyped] = useState('');
@@ -125,7 +132,7 @@ export default function LoraPanel({ jobId, running, arch, picks, prompt, onPicks
               </button>
             </div>
             <div className="muted small">
-              {f ? describeFile(f) : data?.folder ? 'not in the LoRA folder: the engine reads this path' : 'a path the engine reads'}
+              {f ? describeFile(f) : pathNote(p.path, data?.folder ?? null)}
               {otherArch && <span className="warn-text"> · made for {otherArch}</span>}
               {f?.error && <span className="warn-text"> · {f.error}</span>}
             </div>
