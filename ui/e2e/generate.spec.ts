@@ -789,20 +789,23 @@ test('LoRAs from the engine folder: picked, applied without reloading the model,
   const progress = page.getByTestId('progress-text');
   const panel = page.getByTestId('lora-panel');
   const select = page.getByTestId('lora-select');
+  /** One generation, finished: its result is in the gallery (the phase alone may still be the last run's). */
   const generate = async () => {
+    const before = await page.getByTestId('gallery-item').count();
     await page.getByTestId('generate-button').click();
-    await expect(progress).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
+    await expect(page.getByTestId('gallery-item')).toHaveCount(before + 1, { timeout: 180_000 });
+    await expect(progress).toHaveAttribute('data-phase', 'done');
   };
 
   await test.step('a. the folder lists the sd1 LoRA; a second one appears on Refresh', async () => {
     await page.getByTestId('arch-select').selectOption('sd1');
     await page.getByTestId('name-or-path').fill('tiny:sd1');
-    await page.getByTestId('prompt').fill('a red fox');
+    await page.getByTestId('prompt').fill('a fox in snow');
     await fillNumber(page, 'width', W);
     await fillNumber(page, 'height', W);
     await fillNumber(page, 'steps', 4);
     await fillNumber(page, 'seed', 11);
-    await expect(panel).toHaveAttribute('data-folder', folder);
+    await expect(panel).toHaveAttribute('data-folder', new RegExp(`${path.basename(E2E_DIR)}[\\\\/]loras$`));
     await expect(select.locator('option[value="styleA.safetensors"]')).toHaveCount(1);
     await expect(page.getByTestId('lora-empty')).toHaveCount(0);
 
@@ -810,8 +813,10 @@ test('LoRAs from the engine folder: picked, applied without reloading the model,
     await page.getByTestId('lora-refresh').click();
     await expect(select.locator('option[value="sub/styleB.safetensors"]')).toHaveCount(1);
     const listing = await (await page.request.get(`/api/inference/loras?job=${job.id}&arch=sd1`)).json();
-    const byPath = Object.fromEntries((listing.loras as { path: string; format: string; arch: string | null }[]).map((l) => [l.path, l]));
+    const byPath = Object.fromEntries((listing.loras as { path: string; format: string; trigger_words: string[] }[]).map((l) => [l.path, l]));
     expect(byPath['styleA.safetensors']).toMatchObject({ format: 'kohya' });
+    // kohya's metadata names the trigger word the CLI trains into every caption
+    expect(byPath['styleA.safetensors'].trigger_words).toContain('styleA_style');
     expect(byPath['sub/styleB.safetensors']).toMatchObject({ format: 'peft' });
     await shot(page, '16-lora-folder');
   });
@@ -832,14 +837,15 @@ test('LoRAs from the engine folder: picked, applied without reloading the model,
     await expect(pick.getByTestId('lora-scale')).toHaveValue('1');
     await expect(select.locator('option[value="styleA.safetensors"]')).toBeDisabled(); // picked once
 
-    // its trigger words (where the file names some) go into the prompt once
-    const chips = pick.getByTestId('lora-trigger');
-    if ((await chips.count()) > 0) {
-      const word = ((await chips.first().textContent()) ?? '').replace(/^\+ /, '');
-      await chips.first().click();
-      await expect(page.getByTestId('prompt')).toHaveValue(`a red fox, ${word}`);
-      await expect(chips.first()).toBeDisabled();
-    }
+    // its trigger word goes into the prompt with one click, once
+    const chip = pick.getByTestId('lora-trigger').filter({ hasText: 'styleA_style' });
+    await expect(chip).toBeEnabled();
+    await chip.click();
+    await expect(page.getByTestId('prompt')).toHaveValue('a fox in snow, styleA_style');
+    await expect(chip).toBeDisabled();
+    // (taken out again, so every picture here has the same prompt)
+    await page.getByTestId('prompt').fill('a fox in snow');
+    await expect(chip).toBeEnabled();
 
     await generate();
     const after = await poolCounts(page, job.id);
@@ -863,7 +869,7 @@ test('LoRAs from the engine folder: picked, applied without reloading the model,
     await expectStrip(page, after);
     await shot(page, '18-lora-strength');
 
-    // same seed and prompt: the no-LoRA picture, strength 1 and strength -0.5 all differ
+    // same seed and prompt: strength -0.5 differs from strength 1, and that from no LoRA
     const [minus, one, none] = await galleryItems(page);
     expect(new Set([minus, one, none].map((i) => i.result.seed)).size).toBe(1);
     const [pm, p1, p0] = await Promise.all([minus, one, none].map((i) => pixelsOf(page, fileOf(i))));
@@ -873,7 +879,7 @@ test('LoRAs from the engine folder: picked, applied without reloading the model,
     base = after;
   });
 
-  await test.step('e. two LoRAs at once: only the new one loads; Reuse brings the picks back', async () => {
+  await test.step('e. two LoRAs at once: only the new one loads; Reuse and a dropped file bring the picks back', async () => {
     await select.selectOption('sub/styleB.safetensors');
     await expect(page.getByTestId('lora-pick')).toHaveCount(2);
     await generate();
@@ -890,6 +896,19 @@ test('LoRAs from the engine folder: picked, applied without reloading the model,
     await expect(pick).toHaveCount(1);
     await expect(pick).toHaveAttribute('data-path', /styleA\.safetensors$/);
     await expect(pick.getByTestId('lora-scale')).toHaveValue('1');
+
+    // the two-LoRA picture's file: it keeps the LoRAs' file names, not their paths; the folder's
+    // files of those names are picked again, at the strengths the picture was made with
+    const [two] = await galleryItems(page);
+    const bytes = await (await page.request.get(fileOf(two))).body();
+    await dropFile(page, 'h1', bytes, 'two-loras.png');
+    await expect(page.getByTestId('settings-notice')).toContainText('Restored the settings of two-loras.png');
+    await expect(pick).toHaveCount(2);
+    await expect(pick.nth(0)).toHaveAttribute('data-path', 'styleA.safetensors');
+    await expect(pick.nth(0).getByTestId('lora-scale')).toHaveValue('-0.5');
+    await expect(pick.nth(1)).toHaveAttribute('data-path', 'sub/styleB.safetensors');
+    await expect(pick.nth(1).getByTestId('lora-scale')).toHaveValue('1');
+    await shot(page, '20-loras-restored');
   });
 
   await page.getByTestId('engine-stop').click();

@@ -1,7 +1,7 @@
 // LoRAs: the folder's files (GET /loras) for an arch, several picks into `model.loras`, trigger
 // words into the prompt, and picks back from a request (Reuse, a dropped file, an older saved form).
 import { describe, expect, it } from 'vitest';
-import { addPick, appendTrigger, fileOfPick, hasTrigger, lorasForArch, lorasRequest, normalizeModel, picksFromSettings } from '@/components/generate/loras';
+import { addPick, appendTrigger, fileOfPick, hasTrigger, lorasForArch, lorasRequest, normalizeModel, picksFromSettings, resolvePicks } from '@/components/generate/loras';
 import { buildGenerateBody, formsFromFile, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults } from '@/components/generate/requestBody';
 import type { ArchInfo, LoraFile, ModelForm } from '@/components/generate/types';
 
@@ -138,10 +138,11 @@ describe('LoRAs back from a request', () => {
     expect(formsFromSettings(sd1, [], { arch: 'sd1', lora_path: null }, {}).model.loras).toEqual([]);
   });
 
-  it('both forms at once: the shorthand is not added twice; odd entries are skipped, a missing scale is 1', () => {
+  it('both forms at once: the shorthand first, not added twice; odd entries are skipped, a missing scale is 1', () => {
+    // as the engine resolves a config: the shorthand is also the first entry of `loras`
     expect(
       picksFromSettings({
-        loras: [{ path: 'a.safetensors', scale: 0.5 }, 'b.safetensors', { scale: 2 }, null, { path: 'c.safetensors', scale: 'x' }],
+        loras: [{ path: 'a.safetensors', scale: 0.5, name: null }, 'b.safetensors', { scale: 2 }, null, { path: 'c.safetensors', scale: 'x' }],
         lora_path: 'a.safetensors',
         lora_scale: 0.5,
       }),
@@ -150,6 +151,29 @@ describe('LoRAs back from a request', () => {
       { path: 'b.safetensors', scale: 1 },
       { path: 'c.safetensors', scale: 1 },
     ]);
+    // as a file records it: the shorthand as itself, `loras` only the entries after it
+    expect(picksFromSettings({ lora_path: 'a.safetensors', lora_scale: 0.7, loras: [{ path: 'b.safetensors', scale: 0.5 }] })).toEqual([
+      { path: 'a.safetensors', scale: 0.7 },
+      { path: 'b.safetensors', scale: 0.5 },
+    ]);
+  });
+
+  it("a file's LoRA named by its file name only points at the folder's one file of that name", () => {
+    const files = [file('sub/styleB', 'sd1'), file('styleA', 'sd1'), file('x/twin', null), file('y/twin', null)];
+    const picks = [
+      { path: 'styleB.safetensors', scale: 0.5 },
+      { path: 'styleA.safetensors', scale: 1 },
+      { path: 'twin.safetensors', scale: 1 },
+      { path: 'gone.safetensors', scale: 1 },
+    ];
+    expect(resolvePicks(picks, files, '/loras')).toEqual([
+      { path: 'sub/styleB.safetensors', scale: 0.5 },
+      { path: 'styleA.safetensors', scale: 1 },
+      { path: 'twin.safetensors', scale: 1 }, // two of that name: left for the person
+      { path: 'gone.safetensors', scale: 1 },
+    ]);
+    const settled = [{ path: 'sub/styleB.safetensors', scale: 1 }, { path: '/abs/styleA.safetensors', scale: 1 }];
+    expect(resolvePicks(settled, files, '/loras')).toBe(settled);
   });
 
   it("a dropped file's settings (POST /settings) fill the picker", () => {

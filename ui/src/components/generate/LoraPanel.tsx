@@ -4,7 +4,7 @@
 // folder can be typed. The picks go into the request as `model.loras`.
 import { useEffect, useState } from 'react';
 import { formatBytes } from '@/utils/format';
-import { SCALE_MAX, SCALE_MIN, SCALE_STEP, addPick, appendTrigger, fileOfPick, hasTrigger, lorasForArch } from './loras';
+import { SCALE_MAX, SCALE_MIN, SCALE_STEP, addPick, appendTrigger, fileOfPick, hasTrigger, lorasForArch, resolvePicks } from './loras';
 import type { LoraFile, LoraPick } from './types';
 import { useLoras } from './useLoras';
 
@@ -61,6 +61,13 @@ export default function LoraPanel({ jobId, running, arch, picks, prompt, onPicks
   const files = data?.loras ?? [];
   const groups = lorasForArch(files, arch);
   const picked = new Set(picks.map((p) => fileOfPick(files, data?.folder ?? null, p.path)?.path ?? p.path));
+
+  // picks restored from a file carry only a file name: point them at the folder's file of that name
+  useEffect(() => {
+    if (!data) return;
+    const resolved = resolvePicks(picks, data.loras, data.folder);
+    if (resolved !== picks) onPicks(resolved);
+  }, [data, picks]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const setScale = (i: number, scale: number) => onPicks(picks.map((p, k) => (k === i ? { ...p, scale } : p)));
   const addTyped = () => {

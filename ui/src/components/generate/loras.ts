@@ -65,22 +65,39 @@ export function lorasRequest(picks: LoraPick[]): { path: string; scale: number }
     .map((p) => ({ path: p.path.trim(), scale: Number.isFinite(Number(p.scale)) ? Number(p.scale) : 1 }));
 }
 
-/** A request's (or a start frame's, or a file's) LoRAs as picks: `loras`, then the one-LoRA shorthand
- * `lora_path`/`lora_scale` unless `loras` names it already. */
+/** A request's (or a start frame's, or a file's) LoRAs as picks: the one-LoRA shorthand
+ * `lora_path`/`lora_scale` first (the engine applies it first), then `loras` (which repeats it first
+ * in a config the engine resolved). */
 export function picksFromSettings(model: Record<string, unknown>): LoraPick[] {
   let out: LoraPick[] = [];
   const scaleOf = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 1);
   const add = (path: unknown, scale: unknown) => {
     if (typeof path === 'string') out = addPick(out, path, scaleOf(scale));
   };
+  add(model.lora_path, model.lora_scale);
   if (Array.isArray(model.loras)) {
     for (const entry of model.loras) {
       if (typeof entry === 'string') add(entry, 1);
       else if (entry && typeof entry === 'object') add((entry as { path?: unknown }).path, (entry as { scale?: unknown }).scale);
     }
   }
-  add(model.lora_path, model.lora_scale);
   return out;
+}
+
+const baseName = (p: string) => p.replace(/\\/g, '/').split('/').pop() ?? p;
+
+/** Picks restored from a file name a LoRA by its file name only (files keep no paths): where the
+ * folder holds exactly one file of that name, the pick becomes its path. Unchanged: the same array. */
+export function resolvePicks(picks: LoraPick[], files: LoraFile[], folder: string | null): LoraPick[] {
+  let changed = false;
+  const out = picks.map((p) => {
+    if (/[\\/]/.test(p.path) || fileOfPick(files, folder, p.path)) return p;
+    const same = files.filter((f) => baseName(f.path) === p.path);
+    if (same.length !== 1 || picks.some((q) => q.path === same[0].path)) return p;
+    changed = true;
+    return { ...p, path: same[0].path };
+  });
+  return changed ? out : picks;
 }
 
 /** A model form saved by an older page (localStorage): its one `lora_path` becomes a pick. */
