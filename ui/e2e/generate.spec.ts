@@ -854,6 +854,7 @@ test('LoRAs from the engine folder: picked, applied without reloading the model,
     await expectStrip(page, after);
     const [item] = await galleryItems(page);
     expect(JSON.stringify(item.model.loras)).toContain('styleA.safetensors');
+    await expect(page.getByTestId('gallery-item').first()).toContainText('LoRA styleA ×1');
     await shot(page, '17-lora-applied');
     base = after;
   });

@@ -1,7 +1,7 @@
 // LoRAs: the folder's files (GET /loras) for an arch, several picks into `model.loras`, trigger
 // words into the prompt, and picks back from a request (Reuse, a dropped file, an older saved form).
 import { describe, expect, it } from 'vitest';
-import { addPick, appendTrigger, fileOfPick, hasTrigger, lorasForArch, lorasRequest, normalizeModel, picksFromSettings, resolvePicks } from '@/components/generate/loras';
+import { addPick, appendTrigger, fileOfPick, hasTrigger, lorasForArch, loraLabel, lorasRequest, normalizeModel, picksFromSettings, resolvePicks } from '@/components/generate/loras';
 import { buildGenerateBody, formsFromFile, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults } from '@/components/generate/requestBody';
 import type { ArchInfo, LoraFile, ModelForm } from '@/components/generate/types';
 
@@ -156,6 +156,11 @@ describe('LoRAs back from a request', () => {
       { path: 'a.safetensors', scale: 0.7 },
       { path: 'b.safetensors', scale: 0.5 },
     ]);
+  });
+
+  it('a short label per LoRA (the gallery line)', () => {
+    expect(loraLabel({ path: '/loras/sub/styleA.safetensors', scale: 0.8 })).toBe('styleA ×0.8');
+    expect(loraLabel({ path: 'C:\\loras\\b.SAFETENSORS', scale: -0.35000001 })).toBe('b ×-0.35');
   });
 
   it("a file's LoRA named by its file name only points at the folder's one file of that name", () => {

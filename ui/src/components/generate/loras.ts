@@ -41,6 +41,13 @@ export function addPick(picks: LoraPick[], path: string, scale = 1): LoraPick[] 
   return [...picks, { path: p, scale }];
 }
 
+const baseName = (p: string) => p.replace(/\\/g, '/').split('/').pop() ?? p;
+
+/** A short label for a pick: its file name without the extension, and its strength ("styleA ×0.8"). */
+export function loraLabel(pick: LoraPick): string {
+  return `${baseName(pick.path).replace(/\.safetensors$/i, '')} ×${Math.round(pick.scale * 100) / 100}`;
+}
+
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** Whether the prompt already holds a trigger word (as a whole word or phrase, any case). */
@@ -84,7 +91,6 @@ export function picksFromSettings(model: Record<string, unknown>): LoraPick[] {
   return out;
 }
 
-const baseName = (p: string) => p.replace(/\\/g, '/').split('/').pop() ?? p;
 
 /** Picks restored from a file name a LoRA by its file name only (files keep no paths): where the
  * folder holds exactly one file of that name, the pick becomes its path. Unchanged: the same array. */
