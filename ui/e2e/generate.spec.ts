@@ -1,7 +1,9 @@
 // The Generate page end to end, against the real engine on the tiny zimage model:
 // start the engine from the page, generate with a live latent preview, find the result in the
 // gallery, cancel a second run mid-way, stop the engine. Then input images on tiny sd1 (img2img,
-// a painted inpaint mask, a batch), reference slots, a sampler, and settings from a dropped file.
+// a painted inpaint mask, a batch), reference slots, a sampler, and settings from a dropped file;
+// LoRAs from the engine's lora_folder, applied without reloading the model.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -122,13 +124,18 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await fillNumber(page, 'height', 64);
     await fillNumber(page, 'steps', 8);
     await fillNumber(page, 'seed', 42);
+    // this engine has no LoRA folder: the picker says how to set one; a typed path still goes out
+    await expect(page.getByTestId('lora-empty')).toContainText('engine.lora_folder');
     // a request the engine refuses (4xx) is explained on the page
     await page.getByLabel('LoRA path').fill('/nonexistent/lora.safetensors');
+    await page.getByTestId('lora-path-add').click();
+    await expect(page.getByTestId('lora-pick')).toHaveAttribute('data-path', '/nonexistent/lora.safetensors');
     await page.getByTestId('generate-button').click();
     await expect(page.getByTestId('gen-message')).toContainText('HTTP 422');
-    await expect(page.getByTestId('gen-message')).toContainText('model.lora_path');
+    await expect(page.getByTestId('gen-message')).toContainText(/model\.lora/);
     await shot(page, '03a-engine-refused');
-    await page.getByLabel('LoRA path').fill('');
+    await page.getByTestId('lora-remove').click();
+    await expect(page.getByTestId('lora-pick')).toHaveCount(0);
     await recordCanvas(page);
     await page.getByTestId('generate-button').click();
     const progress = page.getByTestId('progress-text');
@@ -429,6 +436,7 @@ interface StoredItem {
   requestId: string;
   jobName: string;
   result: { relpath: string; seed: number; index?: number };
+  model: Record<string, unknown>;
   sample: Record<string, unknown>;
 }
 
@@ -718,6 +726,190 @@ test('input images: img2img, a painted mask (inpaint, a batch of 2), references,
     expect(overflow).toBeLessThanOrEqual(0);
     await shot(page, '15-narrow');
     await page.setViewportSize({ width: 1400, height: 1000 });
+  });
+
+  await page.getByTestId('engine-stop').click();
+  await expect(strip).toHaveAttribute('data-state', 'stopped', { timeout: 60_000 });
+});
+
+// -- LoRAs: tiny sd1 LoRAs in the engine's lora_folder, picked on the page, applied as adapters --
+
+const LORAS_JOB = 'inference_engine_loras';
+const REPO = path.join(__dirname, '..', '..');
+const PYTHON = process.env.AITK_PYTHON || path.join(REPO, '.venv', 'bin', 'python');
+
+/** A tiny random-weight LoRA for a tiny arch, written by the toolkit's CLI in the given file format. */
+function makeTinyLora(arch: string, file: string, format: 'kohya' | 'peft') {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  execFileSync(PYTHON, ['-m', 'toolkit.models.tiny.loras', arch, file, '--format', format], { cwd: REPO, stdio: 'inherit' });
+}
+
+interface PoolCounts {
+  loads: number;
+  adapter_loads: number;
+  adapter_hits?: number;
+  adapters: { name: string; active: boolean; scale: number | null }[];
+}
+
+/** The pool's counters as the engine reports them now (after a request's done frame they are final). */
+async function poolCounts(page: Page, jobId: string): Promise<PoolCounts> {
+  const health = await (await page.request.get(`/api/inference/health?job=${jobId}`)).json();
+  expect(typeof health.pool.loads, 'pool.loads').toBe('number');
+  expect(typeof health.pool.adapter_loads, 'pool.adapter_loads').toBe('number');
+  return health.pool as PoolCounts;
+}
+
+/** The engine strip shows the same counters (it refreshes /health after each request and every 2 s). */
+async function expectStrip(page: Page, pool: PoolCounts) {
+  await expect(page.getByTestId('engine-pool')).toHaveAttribute('data-loads', String(pool.loads));
+  await expect(page.getByTestId('engine-adapters')).toHaveAttribute('data-adapter-loads', String(pool.adapter_loads));
+  await expect(page.getByTestId('engine-adapters')).toHaveAttribute('data-adapters', String(pool.adapters.length));
+}
+
+test('LoRAs from the engine folder: picked, applied without reloading the model, strength changed without loading anything', async ({ page }) => {
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') console.log(`[browser] ${msg.text()}`);
+  });
+  const folder = path.join(E2E_DIR, 'loras');
+  makeTinyLora('sd1', path.join(folder, 'styleA.safetensors'), 'kohya');
+  const created = await page.request.post('/api/jobs', {
+    data: {
+      name: LORAS_JOB,
+      gpu_ids: 'cpu',
+      job_type: 'inference',
+      job_config: { job: 'extension', config: { process: [{ type: 'InferenceEngine', engine: { lora_folder: folder } }] } },
+    },
+  });
+  expect(created.status()).toBe(201);
+  const { job } = await created.json();
+  await page.goto(`/generate?job=${job.id}`);
+  const strip = page.getByTestId('engine-strip');
+  await page.getByTestId('engine-start').click();
+  await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
+  const progress = page.getByTestId('progress-text');
+  const panel = page.getByTestId('lora-panel');
+  const select = page.getByTestId('lora-select');
+  /** One generation, finished: its result is in the gallery (the phase alone may still be the last run's). */
+  const generate = async () => {
+    const before = await page.getByTestId('gallery-item').count();
+    await page.getByTestId('generate-button').click();
+    await expect(page.getByTestId('gallery-item')).toHaveCount(before + 1, { timeout: 180_000 });
+    await expect(progress).toHaveAttribute('data-phase', 'done');
+  };
+
+  await test.step('a. the folder lists the sd1 LoRA; a second one appears on Refresh', async () => {
+    await page.getByTestId('arch-select').selectOption('sd1');
+    await page.getByTestId('name-or-path').fill('tiny:sd1');
+    await page.getByTestId('prompt').fill('a fox in snow');
+    await fillNumber(page, 'width', W);
+    await fillNumber(page, 'height', W);
+    await fillNumber(page, 'steps', 4);
+    await fillNumber(page, 'seed', 11);
+    await expect(panel).toHaveAttribute('data-folder', new RegExp(`${path.basename(E2E_DIR)}[\\\\/]loras$`));
+    await expect(select.locator('option[value="styleA.safetensors"]')).toHaveCount(1);
+    await expect(page.getByTestId('lora-empty')).toHaveCount(0);
+
+    makeTinyLora('sd1', path.join(folder, 'sub', 'styleB.safetensors'), 'peft');
+    await page.getByTestId('lora-refresh').click();
+    await expect(select.locator('option[value="sub/styleB.safetensors"]')).toHaveCount(1);
+    const listing = await (await page.request.get(`/api/inference/loras?job=${job.id}&arch=sd1`)).json();
+    const byPath = Object.fromEntries((listing.loras as { path: string; format: string; trigger_words: string[] }[]).map((l) => [l.path, l]));
+    expect(byPath['styleA.safetensors']).toMatchObject({ format: 'kohya' });
+    // kohya's metadata names the trigger word the CLI trains into every caption
+    expect(byPath['styleA.safetensors'].trigger_words).toContain('styleA_style');
+    expect(byPath['sub/styleB.safetensors']).toMatchObject({ format: 'peft' });
+    await shot(page, '16-lora-folder');
+  });
+
+  let base: PoolCounts;
+  await test.step('b. without a LoRA: the model loads (warm from here on)', async () => {
+    await generate();
+    base = await poolCounts(page, job.id);
+    expect(base.adapters).toEqual([]);
+    await expectStrip(page, base);
+  });
+
+  await test.step('c. pick styleA: generated with it; the pool loads the adapter, no component', async () => {
+    await select.selectOption('styleA.safetensors');
+    const pick = page.getByTestId('lora-pick');
+    await expect(pick).toHaveCount(1);
+    await expect(pick).toHaveAttribute('data-path', 'styleA.safetensors');
+    await expect(pick.getByTestId('lora-scale')).toHaveValue('1');
+    await expect(select.locator('option[value="styleA.safetensors"]')).toBeDisabled(); // picked once
+
+    // its trigger word goes into the prompt with one click, once
+    const chip = pick.getByTestId('lora-trigger').filter({ hasText: 'styleA_style' });
+    await expect(chip).toBeEnabled();
+    await chip.click();
+    await expect(page.getByTestId('prompt')).toHaveValue('a fox in snow, styleA_style');
+    await expect(chip).toBeDisabled();
+    // (taken out again, so every picture here has the same prompt)
+    await page.getByTestId('prompt').fill('a fox in snow');
+    await expect(chip).toBeEnabled();
+
+    await generate();
+    const after = await poolCounts(page, job.id);
+    expect(after.loads, 'no component loaded again').toBe(base.loads);
+    expect(after.adapter_loads, 'the LoRA loaded once').toBe(base.adapter_loads + 1);
+    await expectStrip(page, after);
+    const [item] = await galleryItems(page);
+    expect(JSON.stringify(item.model.loras)).toContain('styleA.safetensors');
+    await expect(page.getByTestId('gallery-item').first()).toContainText('LoRA styleA ×1');
+    await shot(page, '17-lora-applied');
+    base = after;
+  });
+
+  await test.step('d. another strength: nothing is loaded at all, and the picture changes', async () => {
+    const pick = page.getByTestId('lora-pick');
+    await fillNumber(page, 'lora-scale', -0.5);
+    await expect(pick.getByTestId('lora-scale-range')).toHaveValue('-0.5');
+    await generate();
+    const after = await poolCounts(page, job.id);
+    expect(after.loads).toBe(base.loads);
+    expect(after.adapter_loads).toBe(base.adapter_loads);
+    await expectStrip(page, after);
+    await shot(page, '18-lora-strength');
+
+    // same seed and prompt: strength -0.5 differs from strength 1, and that from no LoRA
+    const [minus, one, none] = await galleryItems(page);
+    expect(new Set([minus, one, none].map((i) => i.result.seed)).size).toBe(1);
+    const [pm, p1, p0] = await Promise.all([minus, one, none].map((i) => pixelsOf(page, fileOf(i))));
+    const differs = (a: { rgba: number[] }, b: { rgba: number[] }) => a.rgba.some((v, k) => v !== b.rgba[k]);
+    expect(differs(pm, p1), 'strength -0.5 vs 1').toBe(true);
+    expect(differs(p1, p0), 'LoRA vs none').toBe(true);
+    base = after;
+  });
+
+  await test.step('e. two LoRAs at once: only the new one loads; Reuse and a dropped file bring the picks back', async () => {
+    await select.selectOption('sub/styleB.safetensors');
+    await expect(page.getByTestId('lora-pick')).toHaveCount(2);
+    await generate();
+    const after = await poolCounts(page, job.id);
+    expect(after.loads).toBe(base.loads);
+    expect(after.adapter_loads).toBe(base.adapter_loads + 1);
+    await expectStrip(page, after);
+    await expect(page.getByTestId('engine-adapters')).toHaveAttribute('data-adapters', '2');
+    await shot(page, '19-two-loras');
+
+    // back to the strength-1 picture's settings: one LoRA at 1
+    await page.getByTestId('gallery-item').nth(2).getByRole('button', { name: 'Reuse' }).click();
+    const pick = page.getByTestId('lora-pick');
+    await expect(pick).toHaveCount(1);
+    await expect(pick).toHaveAttribute('data-path', /styleA\.safetensors$/);
+    await expect(pick.getByTestId('lora-scale')).toHaveValue('1');
+
+    // the two-LoRA picture's file: it keeps the LoRAs' file names, not their paths; the folder's
+    // files of those names are picked again, at the strengths the picture was made with
+    const [two] = await galleryItems(page);
+    const bytes = await (await page.request.get(fileOf(two))).body();
+    await dropFile(page, 'h1', bytes, 'two-loras.png');
+    await expect(page.getByTestId('settings-notice')).toContainText('Restored the settings of two-loras.png');
+    await expect(pick).toHaveCount(2);
+    await expect(pick.nth(0)).toHaveAttribute('data-path', 'styleA.safetensors');
+    await expect(pick.nth(0).getByTestId('lora-scale')).toHaveValue('-0.5');
+    await expect(pick.nth(1)).toHaveAttribute('data-path', 'sub/styleB.safetensors');
+    await expect(pick.nth(1).getByTestId('lora-scale')).toHaveValue('1');
+    await shot(page, '20-loras-restored');
   });
 
   await page.getByTestId('engine-stop').click();

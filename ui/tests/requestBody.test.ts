@@ -89,7 +89,7 @@ describe('buildGenerateBody', () => {
 
   it('quantization, low_vram, LoRA and the control image when set', () => {
     const a = arch({ needs_ctrl_img: true });
-    const model = { ...modelDefaults(a), quantize: true, qtype: 'qint8', quantize_te: true, low_vram: true, lora_path: ' /l.safetensors ', lora_scale: 0.5 };
+    const model = { ...modelDefaults(a), quantize: true, qtype: 'qint8', quantize_te: true, low_vram: true, loras: [{ path: ' /l.safetensors ', scale: 0.5 }] };
     const sample = { ...defaultsFor(a), images: { ctrl_img: 'abc_ctrl.png' } };
     const body = buildGenerateBody(a, model, sample, 'r4', stream);
     expect(body.model).toEqual({
@@ -100,8 +100,7 @@ describe('buildGenerateBody', () => {
       quantize_te: true,
       qtype_te: 'qfloat8',
       low_vram: true,
-      lora_path: '/l.safetensors',
-      lora_scale: 0.5,
+      loras: [{ path: '/l.safetensors', scale: 0.5 }],
     });
     expect(body.sample.ctrl_img).toBe('abc_ctrl.png');
   });

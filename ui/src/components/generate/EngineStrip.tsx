@@ -1,9 +1,15 @@
 'use client';
-// Pick a device, start/stop its engine job, and show the engine's health.
+// Pick a device, start/stop its engine job, and show the engine's health: the pool's components and
+// the LoRAs (adapters) it holds, with load counts as data- attributes for tests.
 import Link from 'next/link';
 import StatusBadge from '@/components/jobs/StatusBadge';
 import { formatBytes, formatSeconds } from '@/utils/format';
+import type { AdapterEntry } from './types';
 import type { EngineHandle } from './useEngine';
+
+const formatScale = (scale: number | null) => (scale === null ? '?' : String(Math.round(scale * 100) / 100));
+const adapterLine = (a: AdapterEntry) =>
+  `${a.name} · ${formatBytes(a.bytes)} · ${a.hits} hit${a.hits === 1 ? '' : 's'}${a.active ? ` · active ×${formatScale(a.scale)}` : ''}`;
 
 const STATE_TEXT: Record<string, string> = {
   loading: 'checking…',
@@ -18,6 +24,9 @@ const STATE_TEXT: Record<string, string> = {
 
 export default function EngineStrip({ engine }: { engine: EngineHandle }) {
   const { devices, deviceId, setDeviceId, job, state, health, healthError, actionError, acting } = engine;
+  // LoRAs the pool holds (newer engines; an older one has no `adapters`)
+  const adapters = health?.pool.adapters;
+  const active = (adapters ?? []).filter((a) => a.active);
   const canStart = state === 'none' || state === 'stopped' || state === 'error';
   const canStop = state === 'ready' || state === 'starting' || state === 'queued';
   return (
@@ -86,11 +95,33 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
           <span>
             Memory ({health.memory.device}): {formatBytes(health.memory.used)} / {formatBytes(health.memory.total)}
           </span>
-          <span title={health.pool.entries.map((e) => `${e.role}: ${e.class} ${formatBytes(e.bytes)} on ${e.device}`).join('\n')}>
+          <span
+            title={health.pool.entries.map((e) => `${e.role}: ${e.class} ${formatBytes(e.bytes)} on ${e.device}`).join('\n')}
+            data-testid="engine-pool"
+            data-loads={health.pool.loads ?? ''}
+            data-hits={health.pool.hits}
+            data-misses={health.pool.misses}
+          >
             Pool: {health.pool.entries.length} resident ({formatBytes(health.pool.resident_bytes)}), hits {health.pool.hits} / misses{' '}
             {health.pool.misses}
+            {health.pool.loads !== undefined ? `, loads ${health.pool.loads}` : ''}
             {health.pool.evictions ? `, evictions ${health.pool.evictions}` : ''}
           </span>
+          {adapters && (
+            <span
+              title={adapters.map(adapterLine).join('\n')}
+              data-testid="engine-adapters"
+              data-adapters={adapters.length}
+              data-active={active.map((a) => `${a.name}@${a.scale ?? ''}`).join(' ')}
+              data-adapter-loads={health.pool.adapter_loads ?? ''}
+              data-adapter-hits={health.pool.adapter_hits ?? ''}
+            >
+              LoRAs: {adapters.length} resident
+              {active.length ? ` (active: ${active.map((a) => `${a.name} ×${formatScale(a.scale)}`).join(', ')})` : ''}
+              {health.pool.adapter_loads !== undefined ? `, loads ${health.pool.adapter_loads}` : ''}
+              {health.pool.adapter_hits !== undefined ? ` / hits ${health.pool.adapter_hits}` : ''}
+            </span>
+          )}
           <span>up {formatSeconds(health.uptime)}</span>
         </div>
       )}
@@ -101,6 +132,18 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
             {health.pool.entries.map((e) => (
               <li key={e.key}>
                 {e.role}: {e.class} · {formatBytes(e.bytes)} · {e.device}
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
+      {health && state === 'ready' && adapters && adapters.length > 0 && (
+        <details className="small">
+          <summary>Resident LoRAs</summary>
+          <ul className="adapters" data-testid="engine-adapter-list">
+            {adapters.map((a) => (
+              <li key={a.key} data-testid="engine-adapter" data-name={a.name} data-active={a.active ? 'true' : 'false'} data-scale={a.scale ?? ''}>
+                {adapterLine(a)}
               </li>
             ))}
           </ul>

@@ -2,6 +2,7 @@
 // Finished results: image, video or audio, with the settings that made them; open, reuse, delete.
 import { useState } from 'react';
 import { formatBytes } from '@/utils/format';
+import { loraLabel, picksFromSettings } from './loras';
 import type { GalleryItem } from './types';
 import { fileUrl } from './useGallery';
 import { useMediaUrl } from './useMediaUrl';
@@ -17,6 +18,7 @@ interface Props {
 function settingsLine(item: GalleryItem): string {
   const s = item.sample;
   const r = item.result;
+  const loras = picksFromSettings(item.model);
   const parts = [
     `${item.model.arch ?? '?'}`,
     r.width && r.height ? `${r.width}×${r.height}` : null,
@@ -26,6 +28,7 @@ function settingsLine(item: GalleryItem): string {
     Number(s.batch_size) > 1 ? `#${(r.index ?? 0) + 1} of ${s.batch_size}` : null,
     s.task && s.task !== 'txt2img' ? String(s.task) : null,
     s.sampler ? `sampler ${s.sampler}` : null,
+    loras.length ? `LoRA ${loras.map(loraLabel).join(', ')}` : null,
     r.num_frames ? `${r.num_frames} frames @ ${r.fps} fps` : null,
     r.duration ? `${Number(r.duration).toFixed(1)} s` : null,
     `${r.ext}, ${formatBytes(r.bytes)}`,

@@ -9,12 +9,14 @@ import { readFileSettings, uploadAsset } from './assets';
 import EngineStrip from './EngineStrip';
 import Gallery from './Gallery';
 import InputsPanel, { archTakesInputs } from './InputsPanel';
+import LoraPanel from './LoraPanel';
 import type { MaskPainterHandle } from './MaskPainter';
 import ModelPanel from './ModelPanel';
 import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
 import SettingsDrop, { NO_RESTORE, type RestoreNotice } from './SettingsDrop';
 import { ACTIVE_PHASES } from './generationView';
+import { normalizeModel } from './loras';
 import {
   buildGenerateBody,
   formsFromFile,
@@ -38,10 +40,11 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   const engine = useEngine(preferredJobId);
   const gallery = useGallery();
   const gen = useGeneration(gallery.add);
-  const [model, setModel, modelLoaded] = useStoredState<ModelForm | null>('aitk.generate.model', null);
+  const [storedModel, setModel, modelLoaded] = useStoredState<ModelForm | null>('aitk.generate.model', null);
   const [storedSample, setSample, sampleLoaded] = useStoredState<SampleForm | null>('aitk.generate.sample', null);
   const [detach, setDetach] = useStoredState<boolean>('aitk.generate.detach', true);
   // a form saved by an older page gets the keys added since
+  const model = useMemo(() => (storedModel ? normalizeModel(storedModel) : null), [storedModel]);
   const sample = useMemo(() => (storedSample ? normalizeSample(storedSample) : null), [storedSample]);
   const painter = useRef<MaskPainterHandle>(null);
   const [maskPainted, setMaskPainted] = useState(false);
@@ -240,6 +243,15 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
                 onProfile={onProfile}
                 onVariant={onVariant}
                 onChange={(p) => setModel({ ...model, ...p })}
+              />
+              <LoraPanel
+                jobId={job?.id ?? null}
+                running={running}
+                arch={arch.name}
+                picks={model.loras}
+                prompt={sample.prompt}
+                onPicks={(loras) => setModel({ ...model, loras })}
+                onPrompt={(prompt) => setSample({ ...sample, prompt })}
               />
               <PromptPanel arch={arch} sample={sample} onChange={(p) => setSample({ ...sample, ...p })} />
               {archTakesInputs(arch) && (

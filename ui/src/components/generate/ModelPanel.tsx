@@ -1,6 +1,6 @@
 'use client';
 // The model: a profile or an arch (both from GET /models) with its variant and name_or_path;
-// quantization, low_vram, LoRA.
+// quantization, low_vram. (LoRAs: LoraPanel.)
 import type { ArchInfo, ModelForm, ProfileInfo } from './types';
 
 const QTYPE_SUGGESTIONS = ['qfloat8', 'qint8', 'qint4'];
@@ -121,23 +121,6 @@ export default function ModelPanel({ archs, profiles, arch, model, onArch, onPro
       <label>
         <input type="checkbox" checked={model.low_vram} onChange={(e) => onChange({ low_vram: e.target.checked })} /> low_vram
       </label>
-      <div className="row">
-        <label className="field grow">
-          LoRA path
-          <input value={model.lora_path} onChange={(e) => onChange({ lora_path: e.target.value })} placeholder="/path/to/lora.safetensors" />
-        </label>
-        <label className="field">
-          scale
-          <input
-            className="narrow"
-            type="number"
-            step="0.05"
-            value={model.lora_scale}
-            disabled={!model.lora_path.trim()}
-            onChange={(e) => onChange({ lora_scale: Number(e.target.value) })}
-          />
-        </label>
-      </div>
     </section>
   );
 }

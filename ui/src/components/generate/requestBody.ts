@@ -3,6 +3,7 @@
 // Which fields apply, and their defaults, come from GET /models (ArchInfo, variants, profiles),
 // never from a table here; the defaults arrive resolved by the engine (its precedence, [generation]
 // included), so this file picks one and never merges them.
+import { lorasRequest, picksFromSettings } from './loras';
 import { MAX_BATCH, archTakes, effectiveTask, inferTask, inputsOf, referenceSlots, taskInfo, type Present } from './tasks';
 import { IMAGE_INPUTS, type ArchInfo, type ImageInput, type ModelForm, type ProfileInfo, type SampleForm } from './types';
 
@@ -60,8 +61,7 @@ export function modelDefaults(arch: ArchInfo, profile?: ProfileInfo | null): Mod
     quantize_te: false,
     qtype_te: DEFAULT_QTYPE,
     low_vram: false,
-    lora_path: '',
-    lora_scale: 1,
+    loras: [],
   };
 }
 
@@ -144,7 +144,8 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
   if (model.quantize) Object.assign(m, { quantize: true, qtype: model.qtype || DEFAULT_QTYPE });
   if (model.quantize_te) Object.assign(m, { quantize_te: true, qtype_te: model.qtype_te || DEFAULT_QTYPE });
   if (model.low_vram) m.low_vram = true;
-  if (model.lora_path.trim()) Object.assign(m, { lora_path: model.lora_path.trim(), lora_scale: Number(model.lora_scale) });
+  const loras = lorasRequest(model.loras ?? []);
+  if (loras.length) m.loras = loras;
 
   const s: Record<string, unknown> = {
     prompt: sample.prompt,
@@ -252,8 +253,7 @@ export function modelFormFromSettings(arch: ArchInfo, profiles: ProfileInfo[], m
     quantize_te: model.quantize_te === true,
     qtype_te: str(model.qtype_te, mf.qtype_te),
     low_vram: model.low_vram === true,
-    lora_path: str(model.lora_path, ''),
-    lora_scale: typeof model.lora_scale === 'number' ? model.lora_scale : 1,
+    loras: picksFromSettings(model),
   };
 }
 

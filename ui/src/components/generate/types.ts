@@ -91,14 +91,70 @@ export interface PoolEntry {
   last_used: number;
 }
 
+/** A LoRA the pool holds (newer engines): `active` when it is applied to the loaded model, at `scale`. */
+export interface AdapterEntry {
+  key: string;
+  name: string;
+  bytes: number;
+  hits: number;
+  active: boolean;
+  scale: number | null;
+  last_used: number;
+}
+
+export interface PoolStats {
+  hits: number;
+  misses: number;
+  evictions: number;
+  resident_bytes: number;
+  entries: PoolEntry[];
+  /** component loads (not adapters); newer engines */
+  loads?: number;
+  adapters?: AdapterEntry[];
+  adapter_loads?: number;
+  adapter_hits?: number;
+}
+
 export interface Health {
   ok: boolean;
   busy: boolean;
   queue: number;
   active: { arch: string; name_or_path: string; profile?: string | null; variant?: string | null } | null;
   memory: { device: string; used: number; total: number };
-  pool: { hits: number; misses: number; evictions: number; resident_bytes: number; entries: PoolEntry[] };
+  pool: PoolStats;
   uptime: number;
+}
+
+/** One file of the engine's lora_folder (GET /loras). */
+export interface LoraFile {
+  /** relative to the folder, no extension ("sub/foo") */
+  name: string;
+  /** relative to the folder ("sub/foo.safetensors"): what `model.loras[].path` takes */
+  path: string;
+  bytes: number;
+  mtime: number;
+  format: 'peft' | 'kohya' | 'comfyui' | 'unknown' | string;
+  /** the arch it was made for; null when the file does not say */
+  arch: string | null;
+  rank: number | null;
+  alpha: number | null;
+  trigger_words: string[];
+  output_name: string | null;
+  base_model: string | null;
+  /** the file could not be read */
+  error?: string;
+}
+
+/** GET /loras: `folder` null when the engine has no lora_folder. */
+export interface LorasResponse {
+  folder: string | null;
+  loras: LoraFile[];
+}
+
+/** A LoRA the request applies: `path` relative to the engine's lora_folder, or absolute. */
+export interface LoraPick {
+  path: string;
+  scale: number;
 }
 
 export interface ResultInfo {
@@ -130,8 +186,8 @@ export interface ModelForm {
   quantize_te: boolean;
   qtype_te: string;
   low_vram: boolean;
-  lora_path: string;
-  lora_scale: number;
+  /** applied in order (`model.loras`) */
+  loras: LoraPick[];
 }
 
 export interface SampleForm {
