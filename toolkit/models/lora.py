@@ -118,14 +118,16 @@ def check_file(pipeline, comps, path: str, field: str):
     a component that takes LoRAs; else a ConfigError naming `field` (and the first unmatched key)."""
     base = os.path.basename(path)
     try:
-        out = type(pipeline).lora_state_dict(path)
+        # a UNet's config maps kohya's SGM block numbers (SDXL) to diffusers' own, as load_lora_weights does
+        extra = {"unet_config": comps["unet"].config} if "unet" in comps else {}
+        out = type(pipeline).lora_state_dict(path, **extra)
     except Exception as e:
         raise ConfigError(field, f"{base} is not a LoRA file {type(pipeline).__name__} reads: "
                           f"{type(e).__name__}: {e}") from None
     state = out[0] if isinstance(out, tuple) else out
     if not state:
         raise ConfigError(field, f"{base} holds no LoRA weights")
-    unmatched = [k for k in state if not _names_a_layer(comps, k)]
+    unmatched = [k for k in _peft_keys(comps, state) if not _names_a_layer(comps, k)]
     if len(unmatched) == len(state):
         raise ConfigError(field, f"no weights in {base} match {type(pipeline).__name__}'s layers "
                           f"(a LoRA for another arch?): first key {unmatched[0]}")
@@ -134,13 +136,41 @@ def check_file(pipeline, comps, path: str, field: str):
                           f"{type(pipeline).__name__}: first {unmatched[0]}")
 
 
+def _peft_keys(comps, state) -> list:
+    """The keys as diffusers hands them to PEFT. SD's kohya conversion yields the older attention-processor
+    names (`…attn1.processor.to_k_lora.down.weight`, a text encoder's `…self_attn.to_k_lora.down.weight`),
+    which diffusers' load_lora_into_unet and _load_lora_into_text_encoder rename before injecting; the
+    same renames here (keys only), per component, so those files are checked as they will be loaded."""
+    from diffusers.utils import convert_state_dict_to_diffusers, convert_state_dict_to_peft, \
+        convert_unet_state_dict_to_peft
+    from transformers import PreTrainedModel
+
+    by_role = {}
+    for k in state:
+        by_role.setdefault(k.split(".", 1)[0], {})[k] = None
+    out = []
+    for role, part in by_role.items():
+        try:
+            if isinstance(comps.get(role), PreTrainedModel):
+                part = convert_state_dict_to_peft(convert_state_dict_to_diffusers(part))
+            else:
+                part = convert_unet_state_dict_to_peft(part)
+        except ValueError:                         # already PEFT names: nothing to rename
+            pass
+        out += list(part)
+    return out
+
+
 def _names_a_layer(comps, key: str) -> bool:
     m = _KEY.match(key)
     module = comps.get(m["role"]) if m else None
     if module is None:
         return False
+    layer = m["layer"]
+    if not hasattr(module, "text_model"):         # transformers 5's CLIP has no text_model level; diffusers drops it
+        layer = layer.removeprefix("text_model.")
     try:
-        module.get_submodule(m["layer"])
+        module.get_submodule(layer)
     except AttributeError:
         return False
     return True
