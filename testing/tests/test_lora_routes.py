@@ -3,9 +3,8 @@ of a request resolved under the folder and refused when they leave it (model.lor
 model.loras[i].path, named like that), and on the A1111 routes `<lora:name:weight>` in a prompt and
 /sdapi/v1/loras.
 
-Until the engine takes `model.loras` (several adapters per request), the prompt-syntax test checks
-the request the compat layer builds (its model dict with `loras`, the prompt without the tags)
-rather than generating with it."""
+The prompt-syntax tests check both the request the compat layer builds (its model dict with `loras`,
+the prompt without the tags) and the picture: a tag generates with its LoRA, loading only the adapter."""
 import asyncio
 import shutil
 
@@ -133,6 +132,30 @@ def test_prompt_tags_become_model_loras(compat):
     assert call.prompt == body["prompt"]          # the infotext keeps what the client sent
     plain = asyncio.run(api._call(sillytavern_body(override_settings={"sd_model_checkpoint": "tiny-sd1"})))
     assert "loras" not in plain.model
+
+
+def test_a_prompt_tag_generates_with_its_lora(compat):
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    def pixels(prompt):
+        r = compat.http.post("/sdapi/v1/txt2img", json=sillytavern_body(
+            prompt=prompt, steps=2, override_settings={"sd_model_checkpoint": "tiny-sd1"}))
+        assert r.status_code == 200, r.text
+        return np.asarray(Image.open(io.BytesIO(base64.b64decode(r.json()["images"][0]))).convert("RGB"))
+
+    plain = pixels("a fox")
+    pool = compat.engine.health()["pool"]
+    tagged = pixels("a fox <lora:b:0.8>")
+    after = compat.engine.health()["pool"]
+    assert not np.array_equal(tagged, plain)
+    # the resident sd1 served it: no component loaded, one adapter did, and it is the active one
+    assert (after["loads"], after["adapter_loads"]) == (pool["loads"], pool["adapter_loads"] + 1)
+    assert [(a["name"], a["scale"]) for a in after["adapters"] if a["active"]] == [("b.safetensors", 0.8)]
+    assert np.array_equal(pixels("a fox"), plain)  # the tag's LoRA is gone with the tag
 
 
 @pytest.mark.parametrize("prompt,why", [("a <lora:nope:1>", "no LoRA named 'nope'"),
