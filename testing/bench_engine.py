@@ -3,7 +3,8 @@
     .venv/bin/python testing/bench_engine.py [--repeat 9] [--quick]
     .venv/bin/python testing/bench_engine.py --all-archs [--repeat 5]     # every arch, and the swap pairs
     .venv/bin/python testing/bench_engine.py --worker [--repeat 9]        # the worker process's cost and recovery
-    .venv/bin/python testing/bench_engine.py --lora [--repeat 9]          # LoRA switches vs a transformer reload
+    .venv/bin/python testing/bench_engine.py --lora [--repeat 9] [--dim 1024 --layers 8 --rank 16]
+                                                                     # LoRA switches vs a transformer reload
 
 --all-archs: per arch, the engine's request time (tiny model, 64x64 or the arch's tiny size, a
 latent streamed every step) against the bare pipeline's call with the same arguments, interleaved,
@@ -18,7 +19,8 @@ recovery from a stuck step (a fault that blocks step 1 with signals masked): sec
 cancel to the next queued request's end, against grace_seconds + a fresh worker's start.
 Writes testing/.bench/bench_worker.json.
 
---lora: in one WorkerCore (in-process, tiny zimage, two tiny LoRAs, a keep-resident budget so the
+--lora: in one WorkerCore (in-process, tiny zimage or with --dim a wider random transformer, two
+random LoRAs of --rank, a keep-resident budget so the
 inactive one stays warm), medians of: switching the resident model to a LoRA never injected (a
 load), to a warm one, a scale change, back to none; against a full reload of the same transformer
 (its pool entry dropped, the holder rebuilt: what a LoRA change cost when LoRAs were merged at
@@ -424,16 +426,23 @@ def lora_bench(args) -> dict:
     from testing.fixtures import make_tiny_lora
     from toolkit.config_modules import GenerateImageConfig, ModelConfig
 
+    from toolkit.models.tiny.loras import write_tiny_lora
+
     folder = str(cached_tiny(ARCH, 0))
+    if args.dim:
+        folder = widened_model(folder, args.dim, args.layers)
     tmp = os.path.join(ROOT, "testing", ".bench", "loras")
     shutil.rmtree(tmp, ignore_errors=True)
-    files = [str(make_tiny_lora(ARCH, folder, os.path.join(tmp, f"l{i}.safetensors"), seed=i)) for i in range(2)]
+    files = [str(write_tiny_lora(ARCH, folder, os.path.join(tmp, f"l{i}.safetensors"), seed=i, rank=args.rank))
+             for i in range(2)]
     rep = args.repeat
-    res = {"torch": torch.__version__, "threads": torch.get_num_threads(), "loadavg_start": os.getloadavg()}
+    res = {"torch": torch.__version__, "threads": torch.get_num_threads(), "loadavg_start": os.getloadavg(),
+           "model": {"dim": args.dim or 32, "layers": args.layers if args.dim else 2, "rank": args.rank,
+                     "dtype": args.dtype}}
     core = WorkerCore(lambda msg: None, keep_resident_gb=1)
 
     def mc(*loras, fuse=False):
-        return ModelConfig.from_dict({"arch": ARCH, "name_or_path": folder, "lora_fuse": fuse,
+        return ModelConfig.from_dict({"arch": ARCH, "name_or_path": folder, "lora_fuse": fuse, "dtype": args.dtype,
                                       "loras": [{"path": p, "scale": s} for p, s in loras]})
 
     def timed(config):
@@ -457,6 +466,8 @@ def lora_bench(args) -> dict:
         core.holder = None
         times["reload"].append(timed(mc()))
     res["switch_ms"] = {k: med(v) * 1e3 for k, v in times.items()}
+    res["lora_bytes"] = os.path.getsize(files[0])
+    res["transformer_bytes"] = sum(e.bytes for e in core.pool.holds("transformer"))
     res["adapter_loads"], res["loads"] = core.pool.adapter_loads, core.pool.loads
     steps = 8
     gen = lambda: GenerateImageConfig.from_dict({"prompt": PROMPT, "width": 64, "height": 64, "seed": SEED,
@@ -475,13 +486,42 @@ def lora_bench(args) -> dict:
     return res
 
 
+def widened_model(tiny_folder: str, dim: int, layers: int) -> str:
+    """The tiny model with a wider, deeper random transformer (the rest shared by links): LoRA loads cost
+    per layer and reloads per byte, so the switch/reload ratio means something only at a real-ish size."""
+    import json
+    import shutil
+
+    from diffusers import ZImageTransformer2DModel
+
+    out = os.path.join(ROOT, "testing", ".bench", f"{ARCH}-dim{dim}-l{layers}")
+    if os.path.isfile(os.path.join(out, "transformer", "config.json")):
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    for name in os.listdir(tiny_folder):
+        if name != "transformer":
+            os.symlink(os.path.join(tiny_folder, name), os.path.join(out, name))
+    with open(os.path.join(tiny_folder, "transformer", "config.json")) as f:
+        config = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+    heads = dim // 128
+    config.update(dim=dim, n_layers=layers, n_heads=heads, n_kv_heads=heads, axes_dims=[32, 48, 48])
+    torch.manual_seed(0)
+    ZImageTransformer2DModel(**config).save_pretrained(os.path.join(out, "transformer"))
+    return out
+
+
 def write_lora(res: dict, out: str):
     sw, ps = res["switch_ms"], res["per_step_ms"]
+    share = res["lora_bytes"] / res["transformer_bytes"]
     rows = [("switch to a LoRA not injected yet (load)", f"{sw['new']:.1f} ms"),
             ("switch to a warm LoRA", f"{sw['warm']:.1f} ms"),
             ("scale change", f"{sw['scale']:.1f} ms"),
             ("back to no LoRA", f"{sw['none']:.1f} ms"),
             ("full transformer reload of the same model", f"{sw['reload']:.1f} ms"),
+            ("LoRA file / transformer bytes (the LoRA's share)", f"{share:.3f}"),
+            ("new-LoRA switch / reload (target <= share + 0.05)",
+             f"{sw['new'] / sw['reload']:.3f} ({'met' if sw['new'] / sw['reload'] <= share + 0.05 else 'NOT met'})"),
             ("reload / new-LoRA switch", f"{sw['reload'] / sw['new']:.1f}x"),
             ("reload / warm switch", f"{sw['reload'] / sw['warm']:.1f}x"),
             ("per step 64x64: none / unmerged / fused", f"{ps['none']:.2f} / {ps['unmerged']:.2f} / "
@@ -495,7 +535,9 @@ def write_lora(res: dict, out: str):
     with open(out, "w") as f:
         json.dump(res, f, indent=2, default=str)
     w = max(len(f) for f, _v in rows)
-    print(f"tiny {ARCH}, CPU, torch {res['threads']} threads; adapter loads {res['adapter_loads']}, "
+    m = res["model"]
+    print(f"{ARCH} dim {m['dim']} x {m['layers']} layers, {m['dtype']} ({res['transformer_bytes'] / 2**20:.0f} MB), LoRA rank "
+          f"{m['rank']} ({res['lora_bytes'] / 2**20:.1f} MB), CPU, torch {res['threads']} threads; adapter loads {res['adapter_loads']}, "
           f"component loads {res['loads']}")
     for f, v in rows:
         print(f"{f:<{w}}  {v}")
@@ -529,6 +571,12 @@ def main():
     ap.add_argument("--archs", help="with --all-archs: only these (comma-separated)")
     ap.add_argument("--worker", action="store_true", help="worker process vs in-process generation, and recovery")
     ap.add_argument("--lora", action="store_true", help="LoRA switch vs transformer reload; unmerged vs fused steps")
+    ap.add_argument("--dim", type=int, default=0, help="with --lora: a wider random transformer (multiple of 128)")
+    ap.add_argument("--layers", type=int, default=8, help="with --lora --dim: its layer count")
+    ap.add_argument("--rank", type=int, default=4, help="with --lora: the LoRAs' rank")
+    ap.add_argument("--dtype", default="auto", help="with --lora: the model's dtype; float32 weights read as "
+                    "bf16 are converted, so a reload reads every byte as it does onto a GPU (float32 on the "
+                    "CPU is mapped from the page cache, copying nothing)")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
     args = ap.parse_args()
     if args.worker:
