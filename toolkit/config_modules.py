@@ -116,6 +116,12 @@ class ModelConfig:
         d["loras"] = [asdict(ref) for ref in self.loras]
         return d
 
+    def lora_key(self, i: int, where: str = "model") -> str:
+        """The request key that named `loras[i]`: the lora_path shorthand is entry 0 when given."""
+        if self.lora_path:
+            return f"{where}.lora_path" if i == 0 else f"{where}.loras[{i - 1}].path"
+        return f"{where}.loras[{i}].path"
+
     def without_loras(self) -> "ModelConfig":
         """The holder's identity: LoRAs are switched on a resident holder, never part of what is loaded."""
         return replace(self, lora_path=None, lora_scale=1.0, loras=(), lora_fuse=False)

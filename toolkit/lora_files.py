@@ -5,6 +5,7 @@
     list_loras(folder) -> [dict]                            # every .safetensors under folder, recursively
     find_lora(folder, name) -> relative path                # `<lora:name:w>` prompt syntax
     guess_arch(keys) -> arch | None
+    check_lora(path, arch)                                  # refuse an unreadable or another arch's file
 
 A description: name (path relative to the folder, no extension), path (relative, with extension),
 bytes, mtime, format ("peft" | "kohya" | "comfyui" | "unknown"), arch (guessed from the keys with
@@ -65,6 +66,22 @@ def guess_arch(keys) -> str | None:
     if not scores or (len(scores) > 1 and scores[0][0] == scores[1][0]):
         return None
     return scores[0][1]
+
+
+def check_lora(path: str, arch: str):
+    """Refuse from the header alone what cannot be `arch`'s LoRA: a file that is no safetensors file or
+    is cut short (HeaderError), or one whose keys show another arch's layers and none of this arch's
+    (ValueError). What a header cannot tell (a layer the model lacks, a shape) the worker's own check
+    finds (toolkit/models/lora.check_file)."""
+    from toolkit.models.registry import get_arch
+
+    keys = list(read_header(path).tensors)
+    lora = get_arch(arch).lora
+    if lora is None or not lora.markers or any(re.search(m, k) for m in lora.markers for k in keys):
+        return
+    other = guess_arch(keys)
+    if other is not None and other != arch:
+        raise ValueError(f"{os.path.basename(path)} is a LoRA for {other} (by its keys), not {arch}")
 
 
 def _alphas(header) -> list:

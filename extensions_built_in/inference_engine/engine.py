@@ -197,6 +197,7 @@ class Engine:
         model = loras.resolve_paths(model, self.lora_folder)
         self.check_paths(model)
         mc, gen = self.resolve(model, sample)
+        loras.check_files(mc)
         lim.check_request(self.limits, mc, gen)
         lim.check_memory(mc, gen, self.worker_state.memory if self.worker_state else None)
         opts = parse_stream(stream)

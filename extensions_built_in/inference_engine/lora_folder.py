@@ -54,6 +54,16 @@ def resolve_paths(model, folder: str | None):
     return out
 
 
+def check_files(mc):
+    """Each LoRA of a validated ModelConfig read as a LoRA for its arch, from the header alone, before
+    the request is queued: an unreadable, truncated or other arch's file is a ConfigError naming its key."""
+    for i, ref in enumerate(mc.loras):
+        try:
+            lora_files.check_lora(os.path.expanduser(ref.path), mc.arch)
+        except ValueError as e:                    # HeaderError is one
+            raise ConfigError(mc.lora_key(i), str(e).replace(os.path.expanduser(ref.path), os.path.basename(ref.path))) from None
+
+
 def listing(folder: str | None, arch: str | None = None, metadata: bool = False) -> dict:
     """GET /loras: every LoRA file of the folder, described from its header. With `arch`, the files
     guessed to be that arch's and those no arch claims (a guess can miss; a client shows them as

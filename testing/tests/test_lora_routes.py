@@ -110,6 +110,39 @@ def test_a_relative_lora_path_generates(served, tiny):
     assert r.status_code == 200 and r.json()["status"] == "ok", r.text
 
 
+@pytest.mark.parametrize("model,key,why", [
+    ({"loras": [{"path": "b.safetensors"}, {"path": "broken.safetensors"}]}, "model.loras[1].path",
+     "broken.safetensors: too short to be a safetensors file"),
+    ({"loras": [{"path": "flux/c.safetensors"}]}, "model.loras[0].path", "c.safetensors is a LoRA for flux"),
+    ({"lora_path": "flux/c.safetensors", "loras": [{"path": "b.safetensors"}]}, "model.lora_path", "for flux"),
+    ({"lora_path": "b.safetensors", "loras": [{"path": "TEXT"}]}, "model.loras[0].path", "not a safetensors file"),
+    ({"loras": [{"path": "CUT"}]}, "model.loras[0].path", "lies outside the file"),
+])
+def test_bad_lora_files_are_a_422_before_queueing(served, tiny, model, key, why):
+    """Unreadable, truncated and other archs' files are refused from their headers, naming the key the
+    request used, and the engine goes on serving."""
+    text, cut = served.folder / "notes.safetensors", served.folder / "cut.safetensors"
+    text.write_text("these are my LoRA notes, not a LoRA")
+    data = (served.folder / "b.safetensors").read_bytes()
+    cut.write_bytes(data[: len(data) - 100])
+    for entry in model.get("loras", []):
+        entry["path"] = {"TEXT": text.name, "CUT": cut.name}.get(entry["path"], entry["path"])
+    try:
+        r = served.client.post("/generate", json={
+            "model": {"arch": "sd1", "name_or_path": tiny("sd1"), **model},
+            "sample": {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": 2}, "wait": True})
+    finally:
+        text.unlink()
+        cut.unlink()
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == key and why in r.json()["detail"], r.text
+    assert str(served.folder) not in r.text                    # the error names the file, not where it lies
+    ok = served.client.post("/generate", json={
+        "model": {"arch": "sd1", "name_or_path": tiny("sd1"), "loras": [{"path": "b.safetensors"}]},
+        "sample": {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": 2}, "wait": True})
+    assert ok.status_code == 200 and ok.json()["status"] == "ok", ok.text
+
+
 # -- A1111 -------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

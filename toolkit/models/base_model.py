@@ -112,7 +112,8 @@ class BaseModel:
         from toolkit.models import lora
 
         lora.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
-                   status=status or self._status)
+                   status=status or self._status,
+                   fields=[model_config.lora_key(i) for i in range(len(model_config.loras))])
         fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
                       lora_fuse=model_config.lora_fuse)
         self.model_config = replace(self.model_config, **fields)

@@ -47,13 +47,15 @@ def injected(module) -> set:
     return set(getattr(module, "peft_config", None) or ())
 
 
-def apply(pipeline, loras, *, fuse: bool = False, pool=None, dtype=None, status=None, where: str = "model"):
+def apply(pipeline, loras, *, fuse: bool = False, pool=None, dtype=None, status=None, where: str = "model",
+          fields=None):
     """Put `pipeline`'s modules in the state `loras` (LoraRefs) ask for, loading the adapters not
     injected yet. Returns {adapter key: scale} of the active ones."""
+    fields = fields or [f"{where}.loras[{i}].path" for i in range(len(loras))]   # the request keys that named them
     comps = lora_components(pipeline)
     wanted = []                                    # (index, ref, key)
     for i, ref in enumerate(loras):
-        field = f"{where}.loras[{i}].path"
+        field = fields[i]
         path = os.path.expanduser(ref.path)
         if not os.path.isfile(path):
             raise ConfigError(field, f"no such file: {ref.path}")
@@ -62,14 +64,14 @@ def apply(pipeline, loras, *, fuse: bool = False, pool=None, dtype=None, status=
         key = adapter_key(path)
         twin = next((j for j, _r, k in wanted if k == key), None)
         if twin is not None:
-            raise ConfigError(field, f"the same file as {where}.loras[{twin}] (give it once, with the scale wanted)")
+            raise ConfigError(field, f"the same file as {fields[twin]} (give it once, with the scale wanted)")
         wanted.append((i, ref, key))
     state = tuple((key, ref.scale) for _i, ref, key in wanted) if fuse and wanted else None
     for module in comps.values():                  # a fuse that is not exactly this request's goes first
         if getattr(module, "_aitk_fused", None) is not None and module._aitk_fused[0] != state:
             _unfuse(module)
     for i, ref, key in wanted:
-        _ensure_loaded(pipeline, comps, ref, key, f"{where}.loras[{i}].path", pool, dtype, status)
+        _ensure_loaded(pipeline, comps, ref, key, fields[i], pool, dtype, status)
     names = [(f"aitk_{key}", ref.scale) for _i, ref, key in wanted]
     if state is None or any(getattr(m, "_aitk_fused", None) is None for m in _holding(comps, names)):
         _set_state(comps, names)
