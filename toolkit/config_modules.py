@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from toolkit.errors import ConfigError, check_keys
 from toolkit.models.arch import IMAGE_INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
+from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
 
 RESIZE_MODES = ("resize", "crop", "fill")      # A1111's resize_mode 0, 1, 2: just resize, crop and resize, resize and fill
@@ -167,13 +168,14 @@ class GenerateImageConfig:
     resize_mode: str = "crop"        # input images to the request size: resize | crop | fill (A1111's 0, 1, 2)
     sampler: str | None = None       # a scheduler from the arch family's table (None: the model's own)
     batch_size: int = 1              # images made in one pass (seed + i each)
+    cache: dict | None = None        # step cache for this request (toolkit/models/step_cache.py); not model identity
     output_ext: str = ""
     extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
     warnings: list = field(default_factory=list)  # adjustments made while validating (shown to the user)
 
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
               "num_frames", "fps", "duration", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3", "init_img",
-              "mask_img", "task", "strength", "resize_mode", "sampler", "batch_size", "output_ext")
+              "mask_img", "task", "strength", "resize_mode", "sampler", "batch_size", "output_ext", "cache")
     IMAGE_INPUTS = IMAGE_INPUTS
 
     @classmethod
@@ -261,6 +263,7 @@ class GenerateImageConfig:
         if self.strength is not None and not (0 < self.strength <= 1):
             raise ConfigError(f"{where}.strength", f"must be in (0, 1], got {self.strength}")
         self._resolve_task(spec, where)
+        self.cache = step_cache.validate(self.cache, spec, f"{where}.cache")
 
     def _resolve_task(self, spec: ArchSpec, where: str):
         """Fix `task` (as given, else from the inputs: mask_img -> inpaint, init_img -> img2img (i2v

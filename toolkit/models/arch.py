@@ -227,6 +227,9 @@ class ArchSpec:
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
     lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)
+    # step caches it takes (`sample.cache.type`, toolkit/models/step_cache.py) -> the fixed parameters that
+    # type needs on this denoiser (module patterns, magnitude ratios); each is checked to skip work
+    step_caches: dict = field(default_factory=dict)
 
     def __post_init__(self):
         tasks = self.tasks or (Task("txt2img", self.pipeline),)
@@ -295,7 +298,8 @@ class ArchSpec:
                 "components": [c.role for c in self.components],
                 "preview": self.latents.preview(),
                 "samplers": [s.public() for s in self.samplers()], "batch": self.batch_arg is not None,
-                "lora_formats": list(self.lora.formats) if self.lora else []}
+                "lora_formats": list(self.lora.formats) if self.lora else [],
+                "step_caches": list(self.step_caches)}
 
 
 def load_object(path: str):

@@ -16,6 +16,7 @@ from dataclasses import replace
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models.arch import AUDIO, DENOISER, TEXT_ENCODER, VAE, Component, load_class
+from toolkit.models import step_cache
 from toolkit.models.registry import get_arch
 from toolkit.models.step_hook import wrap_scheduler_step
 
@@ -371,8 +372,18 @@ class BaseModel:
             on_step = stack.enter_context(_steps_run(pipe, on_step))
             stack.enter_context(wrap_scheduler_step(pipe.scheduler, on_step))
             stack.enter_context(self._stage_wraps(on_status, pipe))
+            # the request's step cache: hooks on the resident denoiser, removed on the way out
+            stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
             out = pipe(**kwargs, generator=generator, output_type=self.output_type)
         return self.extract_output(out) if n == 1 else self.extract_outputs(out, n)
+
+    @staticmethod
+    def steps_run(gen: GenerateImageConfig) -> int:
+        """The denoiser steps a call runs: a strength task runs the tail of its schedule (about steps x
+        strength; MagCache reads this to lay out its ratios and reset after the last step)."""
+        if gen.strength is None:
+            return gen.num_inference_steps
+        return max(1, math.ceil(gen.num_inference_steps * gen.strength))
 
     def generate_images(self, gens: list, output_folder: str | None = None, *, on_step=None, on_status=None,
                         cancel=None) -> list[dict]:

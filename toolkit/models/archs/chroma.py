@@ -51,4 +51,6 @@ SPEC = ArchSpec(
     description="Chroma1-HD (T5 only, Flux VAE, true CFG, packed tokens)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
+    # its blocks are not in diffusers' block registry (no first_block); no MagCache ratios
+    step_caches={"taylorseer": {}, "faster": {}},
 )

@@ -79,4 +79,6 @@ SPEC = ArchSpec(
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     # the pipeline passes timesteps and sigmas; only FlowMatchEuler takes both
     samplers_excluded=("heun", "dpm++_2m", "unipc"),
+    # TaylorSeer's default patterns skip nothing here; no MagCache ratios
+    step_caches={"first_block": {}, "faster": {}},
 )

@@ -84,4 +84,7 @@ SPEC = ArchSpec(
     lora=Lora(formats=("peft", "kohya", "comfyui"), modules="toolkit.models.archs.flux:lora_modules",
               comfy_keys=("lora_down", "lora_up"),
               markers=(r"(^|[._])(double|single)_blocks[._]\d+|^transformer\.single_transformer_blocks\.",)),
+    # MagCache's ratios: diffusers ships FLUX.1-dev's (28 steps; interpolated to the request's steps)
+    step_caches={"first_block": {}, "taylorseer": {}, "faster": {},
+                 "mag": {"mag_ratios": "diffusers.hooks.mag_cache:FLUX_MAG_RATIOS"}},
 )

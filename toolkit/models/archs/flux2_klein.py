@@ -78,4 +78,6 @@ SPEC = ArchSpec(
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     # FlowMatchHeun's set_timesteps takes no sigmas (DPM++ runs: the pipeline drops them for flow-sigma schedulers)
     samplers_excluded=("heun",),
+    # FirstBlockCache fails on its double-stream blocks in diffusers 0.42.1; no MagCache ratios
+    step_caches={"taylorseer": {}, "faster": {}},
 )

@@ -134,4 +134,6 @@ SPEC = ArchSpec(
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
     lora=Lora(formats=("peft", "kohya", "comfyui"), modules="toolkit.models.archs.qwen_image:lora_modules",
               markers=(r"transformer_blocks[._]\d+[._](img|txt)_(mlp|mod)",)),
+    # what skips work on it in diffusers 0.42.1 (FasterCache fails on its attention); no MagCache ratios
+    step_caches={"first_block": {}, "taylorseer": {}},
 )

@@ -85,4 +85,6 @@ SPEC = ArchSpec(
                       "use_flow_sigmas": True},
     batch_arg="num_videos_per_prompt",
     lora=LORA,
+    # TaylorSeer skips nothing on its separate cond/uncond calls; no MagCache ratios
+    step_caches={"first_block": {}, "faster": {}},
 )

@@ -55,4 +55,8 @@ SPEC = ArchSpec(
               comfy_keys=("lora_down", "lora_up"),
               markers=(r"^(transformer\.|diffusion_model\.|lora_unet_)?layers[._]\d+[._]attention[._]",
                        r"(noise|context)[._]refiner[._]\d+")),
+    # TaylorSeer only, on its `layers.N.attention`: in diffusers 0.42.1 FirstBlockCache and MagCache read the
+    # block's `hidden_states` argument (ZImage's block names it `x`) and FasterCache hooks attention only
+    # under blocks/transformer_blocks; MagCache would also need ratios nobody has published for it
+    step_caches={"taylorseer": {"cache_identifiers": [r"layers\.\d+\.attention"]}},
 )
