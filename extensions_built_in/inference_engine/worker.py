@@ -235,9 +235,16 @@ class WorkerCore:
         return status
 
     def _sample(self, holder, msg: m.Run, mc, gen, t0: float) -> list:
+        from toolkit.models import latent_copy
         from toolkit.models import latents as latent_frames
 
         rid, opts, spec = msg.request_id, msg.stream, mc.spec
+
+        def deliver(header, frame):
+            self.emit(m.Frame(rid, {**header, "shape": list(frame.shape), "dtype": "float16"},
+                              latent_frames.payload_bytes(frame)))
+        # on CUDA a frame leaves the device without stalling it, delivered a step later (in order)
+        frames = latent_copy.FrameStream(deliver, latent_copy.copier_for(self.device))
 
         def on_step(i, n, timestep, latents, x0):
             self._check_cancel(rid)
@@ -245,17 +252,21 @@ class WorkerCore:
                                     "elapsed": time.perf_counter() - t0}))
             if opts["latents"] == "raw" and ((i + 1) % opts["every_n_steps"] == 0 or i + 1 == n):
                 src = x0 if (opts["preview"] == "x0" and x0 is not None) else latents
-                frame, layout = latent_frames.to_frame(src, spec.latents, height=gen.height, width=gen.width,
-                                                       num_frames=gen.num_frames, max_frames=opts["max_frames"])
-                self.emit(m.Frame(rid, {"type": "latent", "step": i + 1, "total": n, "layout": layout,
-                                        "shape": list(frame.shape), "dtype": "float16"},
-                                  latent_frames.payload_bytes(frame)))
+                frame, layout = latent_frames.frame_on_device(src, spec.latents, height=gen.height, width=gen.width,
+                                                              num_frames=gen.num_frames, max_frames=opts["max_frames"])
+                frames.push({"type": "latent", "step": i + 1, "total": n, "layout": layout}, frame)
+            if i + 1 == n:
+                frames.flush()           # the last frame goes out before decoding and the result
             self.emit(m.Info(f"Generating {i + 1}/{n}", i + 1))
             self.faults.on_step(lambda: self._check_cancel(rid))     # after the step is reported
 
         gen.output_path = msg.output_path
-        records = holder.generate_images([gen], on_step=on_step, on_status=self._status_fn(rid, "Generating"),
-                                         cancel=lambda: self._check_cancel(rid))
+        try:
+            records = holder.generate_images([gen], on_step=on_step, on_status=self._status_fn(rid, "Generating"),
+                                             cancel=lambda: self._check_cancel(rid))
+            frames.flush()
+        finally:
+            frames.discard()
         out_dir = os.path.dirname(msg.output_path)
         results = []
         for index, rec in enumerate(records):     # a batch: one file, result and seed (seed + index) per item

@@ -31,6 +31,15 @@ def to_frame(latents: torch.Tensor, spec: Latents, *, height: int, width: int, n
              max_frames: int = 4) -> tuple[torch.Tensor, str]:
     """(contiguous float16 CPU tensor, frame layout); video is evenly subsampled to `max_frames`. The
     whole batch (B = sample.batch_size): item i is the image of seed + i."""
+    x, layout = frame_on_device(latents, spec, height=height, width=width, num_frames=num_frames,
+                                max_frames=max_frames)
+    return x.to("cpu").contiguous(), layout
+
+
+def frame_on_device(latents: torch.Tensor, spec: Latents, *, height: int, width: int, num_frames: int = 1,
+                    max_frames: int = 4) -> tuple[torch.Tensor, str]:
+    """to_frame without the copy: the contiguous float16 frame where the latents are (latent_copy.py
+    moves it to the host without stalling the device)."""
     x = latents.detach()
     if spec.layout == "packed":
         x = unpack_tokens(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
@@ -41,7 +50,7 @@ def to_frame(latents: torch.Tensor, spec: Latents, *, height: int, width: int, n
     if spec.frame_layout == "BCFHW" and max_frames and x.shape[2] > max_frames:
         idx = torch.linspace(0, x.shape[2] - 1, max_frames).round().long().to(x.device)
         x = x.index_select(2, idx)
-    return x.to("cpu", torch.float16).contiguous(), spec.frame_layout
+    return x.to(torch.float16).contiguous(), spec.frame_layout
 
 
 def payload_bytes(t: torch.Tensor) -> bytes:
