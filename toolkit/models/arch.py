@@ -227,6 +227,9 @@ class ArchSpec:
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
     lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)
+    # why the worker's conditioning cache (toolkit/models/v2/cond_cache.py) cannot serve its default
+    # task's prompt encoding; "" = a repeated prompt skips the text encoder (test_cond_cache checks each row)
+    uncached_conditioning: str = ""
 
     def __post_init__(self):
         tasks = self.tasks or (Task("txt2img", self.pipeline),)
