@@ -15,7 +15,7 @@ Rules:
   pool's own lock still guards its books against the HTTP thread's reads.
 - It reads only what fits: the weight bytes it would add must stay within the RAM available less a
   margin and less `keep_resident_gb` (room promised to warm components is not spent on a guess).
-- It is a hint: a model that fails to resolve or load is recorded (stats `failed`, `last_error`) and
+- It is a hint: a model that fails to resolve or load is recorded (stats `failed`; the message, which may name paths, only in `last_error`, never in /health) and
   forgotten; the request itself loads what is missing and reports its own error.
 """
 import contextlib
@@ -57,6 +57,7 @@ class Prefetcher:
         self.requests = self.done = self.skipped = self.failed = self.stopped = 0
         self.loads = self.bytes = 0             # components and bytes read ahead (pool.loads counts them too)
         self.last: dict | None = None           # the latest prefetch's outcome
+        self.last_error: str | None = None      # the latest failure's message (in logs and tests, not /health)
         self.finished = threading.Event()       # set whenever no prefetch runs (tests wait on it)
         self.finished.set()
         self._lock = threading.Lock()
@@ -136,7 +137,8 @@ class Prefetcher:
         try:
             outcome.update(self._prefetch(model))
         except Exception as e:  # a hint that failed: the request itself will load and say why
-            outcome.update(status="failed", error=f"{type(e).__name__}: {e}")
+            outcome.update(status="failed", error=type(e).__name__)
+            self.last_error = f"{type(e).__name__}: {e}"
         outcome["seconds"] = time.perf_counter() - t0
         with self._lock:
             counter = {"done": "done", "skipped": "skipped", "failed": "failed", "stopped": "stopped"}[outcome["status"]]

@@ -69,7 +69,8 @@ def test_failed_prefetch_does_not_break_the_next_request(pair, tmp_path):
     _run(core, a, tmp_path / "a.png")
     assert core.prefetcher.wait(120)
     stats = core.prefetcher.stats()
-    assert stats["failed"] == 1 and "missing" in stats["last"]["error"]
+    assert stats["failed"] == 1 and "missing" in core.prefetcher.last_error
+    assert stats["last"]["error"] == "ComponentLoadError" and "missing" not in repr(stats)    # no paths
     core.prefetch({"bogus": 1})            # not even a model config
     _run(core, b, tmp_path / "b.png")
     assert core.prefetcher.wait(120) and core.prefetcher.stats()["failed"] == 2
