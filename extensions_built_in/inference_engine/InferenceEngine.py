@@ -16,7 +16,7 @@ from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
                "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker",
-               "limits", "lora_folder")
+               "limits", "lora_folder", "cond_cache_mb", "prefetch")
 
 
 class InferenceEngine(BaseProcess):
@@ -44,6 +44,10 @@ class InferenceEngine(BaseProcess):
         self.dtype = eng.get("dtype", "auto")
         self.keep_resident_gb = _number(eng, "keep_resident_gb")
         self.idle_unload_seconds = _number(eng, "idle_unload_seconds")
+        self.cond_cache_mb = _number(eng, "cond_cache_mb", 256)      # prompt embeddings kept across requests
+        self.prefetch = eng.get("prefetch", True)
+        if not isinstance(self.prefetch, bool):
+            raise ConfigError("engine.prefetch", f"must be true or false, got {self.prefetch!r}")
         self.grace_seconds = _number(eng, "grace_seconds", 10.0)
         if not self.grace_seconds > 0:
             raise ConfigError("engine.grace_seconds", "must be > 0 (seconds a cancel may take before the worker "
@@ -90,7 +94,8 @@ class InferenceEngine(BaseProcess):
                         dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
                         grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
-                        limits=self.limits, lora_folder=self.lora_folder,
+                        limits=self.limits, lora_folder=self.lora_folder, cond_cache_mb=self.cond_cache_mb,
+                        prefetch=self.prefetch,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)

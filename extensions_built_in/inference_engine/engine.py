@@ -148,12 +148,15 @@ class Engine:
     def __init__(self, *, device: str = "cpu", output_folder: str, assets_folder: str | None = None,
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
                  on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
-                 model_roots=None, limits=None, lora_folder: str | None = None):
+                 model_roots=None, limits=None, lora_folder: str | None = None, cond_cache_mb: float = 256,
+                 prefetch: bool = True):
         """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
         thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
         `model_roots`: the folders a request may name local files in (None: anywhere). `limits`: a
         limits.Limits or a mapping of its keys (engine.limits); None: the defaults. `lora_folder`: where
-        relative LoRA paths of a request point (engine.lora_folder; a model root too)."""
+        relative LoRA paths of a request point (engine.lora_folder; a model root too). `cond_cache_mb`:
+        the worker's prompt-embedding cache (engine.cond_cache_mb; 0: off). `prefetch`: read the next
+        queued model's missing components while a request samples (engine.prefetch)."""
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
@@ -169,7 +172,8 @@ class Engine:
         self.on_info = on_info or (lambda info, step=None: None)
         self.profiles = profiles or EMPTY_PROFILES
         self.faults = faults
-        self.worker_options = {"device": device, "keep_resident_gb": keep_resident_gb, "faults": faults}
+        self.worker_options = {"device": device, "keep_resident_gb": keep_resident_gb, "faults": faults,
+                               "cond_cache_mb": cond_cache_mb, "prefetch": prefetch}
         self.worker_kind = worker
         self.worker = None
         self.worker_state: m.State | None = None
@@ -430,6 +434,7 @@ class Engine:
                                                   "resident_bytes": 0, "entries": []},
                 "worker": {"kind": self.worker_kind, "pid": w.pid if w else None, "alive": bool(w and w.alive()),
                            "restarts": self.worker_restarts, "last_exit": self.worker_last_exit},
+                "cond_cache": state.cond_cache if state else {}, "prefetch": state.prefetch if state else {},
                 "uptime": time.time() - self.started_at}
 
     def request_unload(self):
@@ -545,6 +550,7 @@ class Engine:
                 return
             self.worker.send(m.Run(req.request_id, req.model.to_dict(), req.sample.to_dict(), req.stream,
                                    self._output_path(req)))
+            self._prefetch_next(req)
             while not req.finished:
                 try:
                     msg = self.worker.recv(POLL_SECONDS)
@@ -565,6 +571,13 @@ class Engine:
         finally:
             with self._cv:
                 self.current = None
+
+    def _prefetch_next(self, req: Request):
+        """The queue's next request runs another model: the worker reads its components meanwhile."""
+        with self._cv:
+            nxt = self._queue[0] if self._queue else None
+        if nxt is not None and nxt.model.without_loras() != req.model.without_loras():
+            self.worker.send(m.Prefetch(nxt.model.to_dict()))
 
     def _restart_worker(self, reason: str | None):
         """Replace a dead or killed worker (not while the engine stops)."""

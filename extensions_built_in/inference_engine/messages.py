@@ -2,7 +2,7 @@
 worker (torch, the component pool, the holders), as vLLM's EngineCoreRequest/EngineCoreOutputs
 are: plain dataclasses sent over a local pipe. Nothing else crosses it.
 
-engine -> worker: Run, Cancel, Load, Unload, Shutdown
+engine -> worker: Run, Cancel, Load, Unload, Shutdown, Prefetch
 worker -> engine: Ready, Frame, Done, State, Info
 """
 from dataclasses import dataclass, field
@@ -77,6 +77,8 @@ class State:
     pool: dict
     memory: dict
     builds: int
+    cond_cache: dict = field(default_factory=dict)   # ConditioningCache.stats(): hits, misses, bytes, ...
+    prefetch: dict = field(default_factory=dict)     # Prefetcher.stats(): done, skipped, failed, loads, bytes
 
 
 @dataclass(frozen=True)
@@ -84,3 +86,12 @@ class Info:
     """A line for the job's status (the UI's Queue page): loading, generating n/N, idle."""
     info: str
     step: int | None = None
+
+
+# -- engine -> worker, later additions ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Prefetch:
+    """The queue's next request runs `model` (a resolved ModelConfig dict): read its missing components
+    into CPU memory while the current request samples, within the memory budget. A hint: the worker
+    may skip it, and a failed prefetch only costs the next request its own load."""
+    model: dict

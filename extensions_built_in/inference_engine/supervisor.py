@@ -129,6 +129,9 @@ class ThreadWorker:
         if isinstance(msg, m.Cancel):
             self.core.cancel(msg.request_id)
             return
+        if isinstance(msg, m.Prefetch):     # as the process worker's listener: not queued behind the Run
+            self.core.prefetch(msg.model)
+            return
         if isinstance(msg, m.Shutdown):
             self.core.cancel_all()
         self.inbox.put(msg)

@@ -94,13 +94,18 @@ class WorkerCore:
     `emit(message)` sends each output; `cancel(request_id)` may be called from any thread."""
 
     def __init__(self, emit, *, device: str = "cpu", keep_resident_gb: float = 0, faults: Faults | None = None,
-                 pool=None):
+                 pool=None, cond_cache_mb: float = 256, prefetch: bool = True):
+        from extensions_built_in.inference_engine.prefetch import Prefetcher
+        from toolkit.models.v2.cond_cache import ConditioningCache
         from toolkit.models.v2.pool import ComponentPool
 
         self.emit = emit
         self.device = device
         self.pool = pool or ComponentPool(int(keep_resident_gb * (1 << 30)))
         self.faults = faults or Faults.from_env()
+        # prompt embeddings shared by every holder built here (a swap keeps them): see cond_cache.py
+        self.cond_cache = ConditioningCache(int(cond_cache_mb * (1 << 20)))
+        self.prefetcher = Prefetcher(self.pool, device, enabled=prefetch)
         self.holder = None
         self.active_config = None
         self.builds = 0
@@ -124,7 +129,14 @@ class WorkerCore:
                 raise GenerationCancelled()
 
     # -- the worker's main thread -------------------------------------------------------------------
+    def prefetch(self, model: dict):
+        """Any thread: read `model`'s missing components into CPU memory while the current request samples."""
+        self.prefetcher.request(model)
+
     def handle(self, msg):
+        if isinstance(msg, m.Prefetch):
+            self.prefetch(msg.model)
+            return
         if isinstance(msg, m.Run):
             self.run(msg)                 # emits its State before its Done
             return
@@ -138,7 +150,8 @@ class WorkerCore:
         mc = self.active_config
         sched = getattr(getattr(self.holder, "pipeline", None), "scheduler", None)
         return m.State(active=mc.to_dict() if mc else None, scheduler=type(sched).__name__ if sched else None,
-                       pool=self.pool.stats(), memory=memory_info(self.device), builds=self.builds)
+                       pool=self.pool.stats(), memory=memory_info(self.device), builds=self.builds,
+                       cond_cache=self.cond_cache.stats(), prefetch=self.prefetcher.stats())
 
     def load(self, model: dict):
         from toolkit.config_modules import ModelConfig
@@ -148,7 +161,9 @@ class WorkerCore:
     def unload_all(self):
         self.holder = None
         self.active_config = None
-        self.pool.unload_all()
+        with self.prefetcher.paused():
+            self.pool.unload_all()
+        self.cond_cache.clear()
         self._info_idle()
 
     def run(self, msg: m.Run):
@@ -163,7 +178,8 @@ class WorkerCore:
             gen = GenerateImageConfig.from_dict(msg.sample, mc)
             holder = self._ensure_holder(mc, rid)
             self._check_cancel(rid)
-            results = self._sample(holder, msg, mc, gen, t0)
+            with self.prefetcher.sampling():      # the next model's reads overlap this one's steps
+                results = self._sample(holder, msg, mc, gen, t0)
         except GenerationCancelled:
             status, error = "cancelled", "cancelled"
         except ConfigError as e:
@@ -190,15 +206,16 @@ class WorkerCore:
     def _build_holder(self, base, rid: str | None):
         status = self._status_fn(rid, f"Loading {base.arch}")
         self.holder, self.active_config = None, None   # drop references so released entries can be freed
-        try:
-            holder = self._build(base, status)
-        except Exception as e:
-            if not is_oom(e):
-                raise
-            status("out of memory while loading: freeing unused components and retrying", "loading")
-            self.pool.evict_untouched()
-            holder = self._build(base, status)
-        self.pool.release_unused()
+        with self.prefetcher.paused(base.to_dict()):   # a prefetch never loads beside a build
+            try:
+                holder = self._build(base, status)
+            except Exception as e:
+                if not is_oom(e):
+                    raise
+                status("out of memory while loading: freeing unused components and retrying", "loading")
+                self.pool.evict_untouched()
+                holder = self._build(base, status)
+            self.pool.release_unused()
         self.holder, self.active_config = holder, base
         self.builds += 1
 
@@ -222,6 +239,7 @@ class WorkerCore:
                 self.faults.on_load()
             status(message, stage)
         holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status)
+        holder.cond_cache = self.cond_cache
         with self.pool.building():
             holder.load_model()
         return holder
@@ -342,6 +360,8 @@ def main(conn, options: dict):
                 msg = m.Shutdown()
             if isinstance(msg, m.Cancel):
                 core.cancel(msg.request_id)
+            elif isinstance(msg, m.Prefetch):    # not behind the Run it overlaps
+                core.prefetch(msg.model)
             else:
                 work.put(msg)
             if isinstance(msg, m.Shutdown):

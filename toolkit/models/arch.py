@@ -230,6 +230,9 @@ class ArchSpec:
     # step caches it takes (`sample.cache.type`, toolkit/models/step_cache.py) -> the fixed parameters that
     # type needs on this denoiser (module patterns, magnitude ratios); each is checked to skip work
     step_caches: dict = field(default_factory=dict)
+    # why the worker's conditioning cache (toolkit/models/v2/cond_cache.py) cannot serve its default
+    # task's prompt encoding; "" = a repeated prompt skips the text encoder (test_cond_cache checks each row)
+    uncached_conditioning: str = ""
 
     def __post_init__(self):
         tasks = self.tasks or (Task("txt2img", self.pipeline),)

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
-from toolkit.models.arch import AUDIO, DENOISER, TEXT_ENCODER, VAE, Component, load_class
 from toolkit.models import step_cache
+from toolkit.models.arch import AUDIO, DENOISER, PROCESSOR, TEXT_ENCODER, TOKENIZER, VAE, Component, load_class
 from toolkit.models.registry import get_arch
 from toolkit.models.step_hook import wrap_scheduler_step
 
@@ -42,6 +42,7 @@ class BaseModel:
         self.pipeline = None
         self.loaded: dict = {}
         self._task_pipelines: dict = {}         # task -> (component identities, pipeline): see pipeline_for
+        self.cond_cache = None                  # the worker's ConditioningCache (toolkit/models/v2/cond_cache.py)
 
     # -- status -------------------------------------------------------------------------------
     def print_and_status_update(self, message: str, stage: str = "status"):
@@ -80,22 +81,28 @@ class BaseModel:
             return base, base
         return main, main
 
-    def load_model(self):
-        """Load every component through the funnel, then build the pipeline."""
+    def component_loads(self):
+        """(role, funnel class, source, load kwargs) of every component load_model reads, in order; an
+        optional component the model lacks is (role, None, None, None). A prefetch reads the same list."""
         from toolkit.models.v2 import aitk
         from toolkit.models.v2.sources import component_present
 
-        t0 = time.perf_counter()
-        self._status(f"loading {self.arch}", "loading")
         for spec in self.components:
             source, config_source = self.source_for(spec)
             if spec.optional and isinstance(source, str) and not component_present(source, spec.role, spec.folder):
-                self.loaded[spec.role] = None
+                yield spec.role, None, None, None
                 continue
             given = spec.role in self.model_config.components     # an explicit path is the component itself
-            self.loaded[spec.role] = aitk(spec.load_class()).load(
-                source, role=spec.role, subfolder=None if given else spec.folder, policy=self.policy_for(spec),
-                config_source=config_source, status=self._status, reader=spec.reader, allow_hub=not self.model_config.local_only)
+            yield spec.role, aitk(spec.load_class()), source, dict(
+                role=spec.role, subfolder=None if given else spec.folder, policy=self.policy_for(spec),
+                config_source=config_source, reader=spec.reader, allow_hub=not self.model_config.local_only)
+
+    def load_model(self):
+        """Load every component through the funnel, then build the pipeline."""
+        t0 = time.perf_counter()
+        self._status(f"loading {self.arch}", "loading")
+        for role, cls, source, kwargs in self.component_loads():
+            self.loaded[role] = None if cls is None else cls.load(source, status=self._status, **kwargs)
         self.pipeline = self.build_pipeline(dict(self.loaded))
         if self.model_config.loras:        # a holder used on its own; the worker applies them per request
             self.apply_loras(self.model_config)
@@ -289,6 +296,36 @@ class BaseModel:
             kw["strength"] = gen.strength
         return kw
 
+    def cond_context(self, pipe):
+        """What besides its arguments decides `pipe.encode_prompt`'s outputs (the conditioning cache's
+        key, with the call's arguments): the funnel identities of the conditioning components (the
+        row's text encoders, tokenizers, processors), the pipeline's registered settings (Krea 2's
+        hidden-state taps), the other modules' dtypes (Flux casts text ids to the transformer's), the
+        execution device, and the LoRAs when a text encoder holds adapters. None (uncached) when a
+        conditioning component has no identity (not loaded through the funnel)."""
+        import torch
+
+        from toolkit.models.lora import adapter_key
+
+        roles = {c.role for c in self.components if c.kind in (TEXT_ENCODER, TOKENIZER, PROCESSOR)}
+        parts, lora_held = [], False
+        for role, obj in sorted(pipe.components.items()):
+            if role in roles and obj is not None:
+                identity = getattr(obj, "_aitk_identity", None)
+                if identity is None:
+                    return None
+                parts.append((role, identity.key))
+                lora_held |= bool(getattr(obj, "peft_config", None)) or getattr(obj, "_aitk_fused", None) is not None
+            elif isinstance(obj, torch.nn.Module):
+                parts.append((role, str(getattr(obj, "dtype", None))))
+        settings = tuple(sorted((k, repr(v)) for k, v in pipe.config.items()
+                                if k not in pipe.components and not k.startswith("_")))
+        loras = ()
+        if lora_held:
+            mc = self.model_config
+            loras = (tuple((adapter_key(os.path.expanduser(r.path)), r.scale) for r in mc.loras), mc.lora_fuse)
+        return (tuple(parts), settings, str(pipe._execution_device), loras)
+
     def extract_output(self, out):
         """The media the pipeline produced: a PIL image, video frames, or an audio waveform."""
         if self.spec.modality == "image":
@@ -353,6 +390,8 @@ class BaseModel:
         made from seed + i in one pass."""
         import torch
 
+        from toolkit.models.v2.cond_cache import wrap_encode_prompt
+
         seed, n = gen.resolved_seed(), gen.batch_size
         # a seed means one image on any device: CPU generators, one per batch item (seed + i), so item i
         # draws the same noise as a batch of one with seed + i. Its output is that run's within one level of
@@ -371,6 +410,8 @@ class BaseModel:
             pipe = self.pipeline_for(gen)          # the task's pipeline, over the call's scheduler
             on_step = stack.enter_context(_steps_run(pipe, on_step))
             stack.enter_context(wrap_scheduler_step(pipe.scheduler, on_step))
+            cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
+            stack.enter_context(wrap_encode_prompt(cache, pipe, cache and self.cond_context(pipe)))
             stack.enter_context(self._stage_wraps(on_status, pipe))
             # the request's step cache: hooks on the resident denoiser, removed on the way out
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))

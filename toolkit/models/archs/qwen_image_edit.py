@@ -48,4 +48,6 @@ SPEC = ArchSpec(
     description="Qwen-Image-Edit-2509 (Edit Plus): edit an input image (Qwen2.5-VL sees it), true CFG",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
+    uncached_conditioning="encode_prompt takes the reference images (Qwen2.5-VL encodes them with the prompt): "
+                          "image data is no cache key",
 )

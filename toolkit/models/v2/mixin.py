@@ -6,10 +6,12 @@ library's own loader, applies `aitk_post_load(policy)` (dtype, quantization, pla
 offload) and tags the result with its ComponentIdentity. A load interceptor (the component
 pool) can answer a load from memory or be told about a fresh one; holders never see it.
 """
+import contextlib
 import json
 import os
 import shutil
 import tempfile
+import threading
 
 import torch
 
@@ -19,6 +21,7 @@ from toolkit.models.v2.sources import (ResolvedSource, SourceError, component_co
                                       resolve_source)
 
 _interceptor = None
+_local = threading.local()
 
 
 def _quiet_libraries():
@@ -41,7 +44,20 @@ def set_load_interceptor(interceptor):
 
 
 def get_load_interceptor():
-    return _interceptor
+    """This thread's own interceptor (a background prefetch), else the process-wide one."""
+    return getattr(_local, "interceptor", None) or _interceptor
+
+
+@contextlib.contextmanager
+def thread_load_interceptor(interceptor):
+    """Loads on this thread alone go to `interceptor`: a prefetch thread registers what it reads
+    without seeing, or changing, the interceptor of a build on another thread."""
+    previous = getattr(_local, "interceptor", None)
+    _local.interceptor = interceptor
+    try:
+        yield interceptor
+    finally:
+        _local.interceptor = previous
 
 
 class ComponentLoadError(RuntimeError):
@@ -61,23 +77,10 @@ class OstrisModelMixin:
         switches them on the resident module."""
         if isinstance(source, dict):
             return cls._from_code_config(source, role, policy)
-        try:
-            src = resolve_source(source, None if _is_file(source) else subfolder, allow_hub=allow_hub)
-        except SourceError as e:
-            raise ComponentLoadError(f"{role}: {e}") from None
-        load_cls = cls._class_for(src, role)
-        files = [src.path] if src.kind == "file" else weight_files_in(src.component_dir)
-        identity = ComponentIdentity(
-            role=role, cls=f"{load_cls._aitk_base.__module__}.{load_cls._aitk_base.__qualname__}",
-            source=src.path, subfolder=src.subfolder, paths=tuple(files),
-            weights=(fingerprint_files(files) + content_fingerprint(_config_dir(src, config_source, subfolder), ".json")
-                     if files else content_fingerprint(src.component_dir)),
-            dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
-            qtype=policy.qtype if _is_module_class(load_cls) else None,
-            fmt=getattr(reader, "format_name", "native") if src.kind == "file" else "native",
-        )
-        if _interceptor is not None:
-            hit = _interceptor.lookup(identity, policy)
+        src, load_cls, identity = cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader)
+        interceptor = get_load_interceptor()
+        if interceptor is not None:
+            hit = interceptor.lookup(identity, policy)
             if hit is not None:
                 if isinstance(hit, OstrisModelMixin):
                     hit.aitk_post_load(policy)
@@ -103,13 +106,40 @@ class OstrisModelMixin:
             if policy.qtype and status:
                 status(f"quantizing {role} ({policy.qtype})", stage="quantizing")
             module.aitk_post_load(policy)
-        if _interceptor is not None:
-            _interceptor.register(identity, module, policy)
+        if interceptor is not None:
+            interceptor.register(identity, module, policy)
         return module
 
     @classmethod
-    def _from_code_config(cls, config: dict, role: str, policy: LoadPolicy):
-        """A weightless component (a scheduler) from an in-code config, identified by that config."""
+    def identify(cls, source, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
+                 config_source: str | None = None, allow_hub: bool = True, reader=None, **_kwargs) -> ComponentIdentity:
+        """The identity `load` would give this component, without reading it (a prefetch asks the
+        pool for it before deciding what to read)."""
+        if isinstance(source, dict):
+            return cls._code_config_identity(source, role)[1]
+        return cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader)[2]
+
+    @classmethod
+    def _identify(cls, source, role, subfolder, policy, config_source, allow_hub, reader):
+        try:
+            src = resolve_source(source, None if _is_file(source) else subfolder, allow_hub=allow_hub)
+        except SourceError as e:
+            raise ComponentLoadError(f"{role}: {e}") from None
+        load_cls = cls._class_for(src, role)
+        files = [src.path] if src.kind == "file" else weight_files_in(src.component_dir)
+        identity = ComponentIdentity(
+            role=role, cls=f"{load_cls._aitk_base.__module__}.{load_cls._aitk_base.__qualname__}",
+            source=src.path, subfolder=src.subfolder, paths=tuple(files),
+            weights=(fingerprint_files(files) + content_fingerprint(_config_dir(src, config_source, subfolder), ".json")
+                     if files else content_fingerprint(src.component_dir)),
+            dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
+            qtype=policy.qtype if _is_module_class(load_cls) else None,
+            fmt=getattr(reader, "format_name", "native") if src.kind == "file" else "native",
+        )
+        return src, load_cls, identity
+
+    @classmethod
+    def _code_config_identity(cls, config: dict, role: str):
         import hashlib
         if not _is_scheduler(cls):
             raise ComponentLoadError(f"{role}: only a scheduler can be built from an in-code config")
@@ -120,15 +150,22 @@ class OstrisModelMixin:
         identity = ComponentIdentity(role=role, cls=f"{load_cls._aitk_base.__module__}.{load_cls._aitk_base.__qualname__}",
                                      source="<in-code config>", subfolder=None, weights=((f"content:{digest}", 0, 0),),
                                      dtype=None, qtype=None)
-        if _interceptor is not None:
-            hit = _interceptor.lookup(identity, policy)
+        return load_cls, identity, config
+
+    @classmethod
+    def _from_code_config(cls, config: dict, role: str, policy: LoadPolicy):
+        """A weightless component (a scheduler) from an in-code config, identified by that config."""
+        load_cls, identity, config = cls._code_config_identity(config, role)
+        interceptor = get_load_interceptor()
+        if interceptor is not None:
+            hit = interceptor.lookup(identity, policy)
             if hit is not None:
                 return hit
         module = load_cls.from_config(config)
         module._aitk_identity = identity
         module.aitk_post_load(policy)
-        if _interceptor is not None:
-            _interceptor.register(identity, module, policy)
+        if interceptor is not None:
+            interceptor.register(identity, module, policy)
         return module
 
     # -- post-load policy -------------------------------------------------------------------

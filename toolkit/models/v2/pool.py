@@ -119,6 +119,7 @@ class ComponentPool:
         self.entries: dict[str, PoolEntry] = {}
         self.hits = self.misses = self.evictions = 0
         self.loads = 0                          # fresh loads registered (misses that completed)
+        self.loaded_bytes = 0                   # their bytes (benchmarks: what a request path read)
         self.adapters: dict[str, AdapterEntry] = {}
         self.adapter_loads = self.adapter_hits = 0
         self._lock = threading.Lock()           # readers on the HTTP thread take snapshots
@@ -145,8 +146,9 @@ class ComponentPool:
     def register(self, identity, module, policy):
         with self._lock:
             self.loads += 1
-            self.entries[identity.key] = PoolEntry(identity, module, module_bytes(module), time.time(),
-                                                   role=identity.role, roles={identity.role})
+            entry = self.entries[identity.key] = PoolEntry(identity, module, module_bytes(module), time.time(),
+                                                           role=identity.role, roles={identity.role})
+            self.loaded_bytes += entry.bytes
 
     # -- residency ---------------------------------------------------------------------------------
     @contextlib.contextmanager
