@@ -216,3 +216,12 @@ def test_incompatible_requests_are_not_batched_and_keep_their_order(engine, tiny
     _wait(reqs)
     assert [r.status for r in reqs] == ["ok"] * 3
     assert reqs[0].started_at == reqs[2].started_at < reqs[1].started_at, "o2 joins o0's call; o1 runs after"
+
+
+def test_a_fault_in_a_batched_call_ends_every_member_and_the_queue_goes_on(engine, tiny):
+    eng = engine(max_batch=2, faults=Faults(sample_oom=1))
+    reqs = [eng.submit(_model(tiny), _sample(seed=i), request_id=f"f{i}") for i in range(3)]
+    engine.start(eng)
+    _wait(reqs)
+    assert [r.status for r in reqs] == ["error", "error", "ok"]
+    assert all("out of memory" in r.error for r in reqs[:2]) and reqs[0].started_at == reqs[1].started_at
