@@ -147,13 +147,19 @@ def run(args) -> dict:
 def markdown(res: dict) -> str:
     b, c, s = res["batching"], res["concurrency"], res["swap_trace"]
     lines = ["# Engine throughput (tiny zimage, CPU)", "",
-             f"{res['cpus']} cpus, load average {res['loadavg_start'][0]:.2f} -> {res['loadavg_end'][0]:.2f}.", "",
+             f"{res['cpus']} cpus, load average {res['loadavg_start'][0]:.2f} -> {res['loadavg_end'][0]:.2f}."
+             + (" **Other work loaded this machine: timings are noisy (compare calls per burst, switches "
+                "and bytes, which are not).**" if max(res["loadavg_start"][0], res["loadavg_end"][0]) > 1.5
+                else ""), "",
              "## Dynamic batching: 8 concurrent requests, 20 steps", "",
              "| size | max_batch 1 (img/s) | max_batch 4 (img/s) | ratio | target |", "|---|---|---|---|---|"]
     for size, row in b.items():
         target = ">= 1.5" if size == "64" else "(info)"
         lines.append(f"| {size}x{size} | {row['max_batch_1']['images_per_s']:.2f} | "
                      f"{row['max_batch_4']['images_per_s']:.2f} | {row['ratio']:.2f} | {target} |")
+    lines += ["", "Pipeline calls per burst of 8: " + ", ".join(
+        f"{size}x{size}: {row['max_batch_1']['calls_per_burst']} vs {row['max_batch_4']['calls_per_burst']}"
+        for size, row in b.items())]
     lines += ["", f"## Throughput vs concurrency ({c['size']}x{c['size']}, 20 steps)", "",
               "![throughput vs concurrency](bench_throughput.svg)", "",
               "| concurrency | fifo (img/s) | batched (img/s) |", "|---|---|---|"]
