@@ -406,9 +406,9 @@ class Engine:
 
     def queue_snapshot(self) -> dict:
         """`running`: the call's head; `batch`: every request of that call (its dynamic batch, head
-        first); `queued`: in the order they are expected to run, each with `estimated_start` (seconds
-        from now at the recent step time, None before a step was timed; requests that join a batch
-        start sooner) and `load_cost` (bytes it would load first: 0 on the resident model)."""
+        first); `queued`: in arrival order, each with `estimated_start` (seconds from now at the recent
+        step time, None before a step was timed; a rough bound: requests that join a batch or that
+        affinity moves up start sooner, loads are not counted) and `load_cost` (bytes it would load first: 0 on the resident model)."""
         with self._cv:
             running, queued = list(self.running), list(self._queue)
             head = self.current
