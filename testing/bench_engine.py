@@ -5,6 +5,7 @@
     .venv/bin/python testing/bench_engine.py --worker [--repeat 9]        # the worker process's cost and recovery
     .venv/bin/python testing/bench_engine.py --lora [--repeat 9] [--dim 1024 --layers 8 --rank 16]
                                                                      # LoRA switches vs a transformer reload
+    .venv/bin/python testing/bench_engine.py --throughput [--quick]        # dynamic batching, queue policy
 
 --all-archs: per arch, the engine's request time (tiny model, 64x64 or the arch's tiny size, a
 latent streamed every step) against the bare pipeline's call with the same arguments, interleaved,
@@ -26,6 +27,11 @@ load), to a warm one, a scale change, back to none; against a full reload of the
 (its pool entry dropped, the holder rebuilt: what a LoRA change cost when LoRAs were merged at
 load). Then per-step sampling time with the LoRA unmerged, fused (model.lora_fuse) and with none.
 Writes testing/.bench/bench_lora.json.
+
+--throughput: testing/bench_throughput.py (one function per figure): 8 concurrent requests with
+engine.max_batch 4 vs 1 at 64x64 and 256x256, images/s against concurrency (fifo vs batched, an SVG
+chart), and a 40-request trace over 3 models under fifo vs affinity (time, bytes loaded).
+Writes testing/.bench/bench_throughput.{json,md,svg}.
 
 The engine runs as `run.py` does (testing/engine_client.EngineProcess: its own process, HTTP on
 127.0.0.1); the bare pipeline (DiffusionPipeline.from_pretrained of the same folder) runs in this
@@ -577,8 +583,14 @@ def main():
     ap.add_argument("--dtype", default="auto", help="with --lora: the model's dtype; float32 weights read as "
                     "bf16 are converted, so a reload reads every byte as it does onto a GPU (float32 on the "
                     "CPU is mapped from the page cache, copying nothing)")
+    ap.add_argument("--throughput", action="store_true", help="dynamic batching and queue policy figures "
+                    "(testing/bench_throughput.py)")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
     args = ap.parse_args()
+    if args.throughput:
+        from testing import bench_throughput
+        bench_throughput.write(bench_throughput.run(args), os.path.join(ROOT, "testing", ".bench"))
+        return
     if args.worker:
         args.repeat = 3 if args.quick else args.repeat
         write_worker(worker_bench(args), os.path.join(ROOT, "testing", ".bench", "bench_worker.json"))

@@ -8,6 +8,7 @@ import signal
 from datetime import datetime, timezone
 
 from extensions_built_in.inference_engine.limits import Limits
+from extensions_built_in.inference_engine.queue_policy import check as check_queue_policy, check_max_batch
 from jobs.process.BaseProcess import BaseProcess
 from toolkit.config_modules import ModelConfig
 from toolkit.errors import ConfigError, check_keys
@@ -16,7 +17,7 @@ from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
                "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker",
-               "limits", "lora_folder", "cond_cache_mb", "prefetch")
+               "limits", "lora_folder", "cond_cache_mb", "prefetch", "max_batch", "queue_policy", "max_overtake")
 
 
 class InferenceEngine(BaseProcess):
@@ -74,6 +75,10 @@ class InferenceEngine(BaseProcess):
         if self.worker not in ("process", "thread"):
             raise ConfigError("engine.worker", f"must be 'process' (supervised, the default) or 'thread' (generation "
                               f"inside the engine process, unsupervised), got {self.worker!r}")
+        # dynamic batching and queue order (queue_policy.py, batching.py)
+        self.max_batch = check_max_batch(eng.get("max_batch", 4))
+        self.queue_policy, self.max_overtake = check_queue_policy(eng.get("queue_policy", "fifo"),
+                                                                  eng.get("max_overtake", 2))
         self.docs = eng.get("docs", False)
         if not isinstance(self.docs, bool):
             raise ConfigError("engine.docs", f"must be true or false, got {self.docs!r}")
@@ -95,7 +100,8 @@ class InferenceEngine(BaseProcess):
                         idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
                         grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
                         limits=self.limits, lora_folder=self.lora_folder, cond_cache_mb=self.cond_cache_mb,
-                        prefetch=self.prefetch,
+                        prefetch=self.prefetch, max_batch=self.max_batch, queue_policy=self.queue_policy,
+                        max_overtake=self.max_overtake,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)

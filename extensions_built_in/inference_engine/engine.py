@@ -13,11 +13,13 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from extensions_built_in.inference_engine import batching
 from extensions_built_in.inference_engine import limits as lim
 from extensions_built_in.inference_engine import lora_folder as loras
 from extensions_built_in.inference_engine import messages as m
+from extensions_built_in.inference_engine import queue_policy as qp
 from extensions_built_in.inference_engine.protocol import FrameError, encode_frame
 from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
@@ -88,6 +90,7 @@ class Request:
     started_at: float | None = None
     finished_at: float | None = None
     cancel_at: float | None = None    # monotonic time the running request was asked to stop
+    overtaken: int = 0                # times a later request went first (queue_policy.pick)
     step: int = 0
     total: int = 0
     results: list = field(default_factory=list)
@@ -149,14 +152,17 @@ class Engine:
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
                  on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
                  model_roots=None, limits=None, lora_folder: str | None = None, cond_cache_mb: float = 256,
-                 prefetch: bool = True):
+                 prefetch: bool = True, max_batch: int = 4, queue_policy: str = "fifo", max_overtake: int = 2):
         """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
         thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
         `model_roots`: the folders a request may name local files in (None: anywhere). `limits`: a
         limits.Limits or a mapping of its keys (engine.limits); None: the defaults. `lora_folder`: where
         relative LoRA paths of a request point (engine.lora_folder; a model root too). `cond_cache_mb`:
         the worker's prompt-embedding cache (engine.cond_cache_mb; 0: off). `prefetch`: read the next
-        queued model's missing components while a request samples (engine.prefetch)."""
+        queued model's missing components while a request samples (engine.prefetch). `max_batch`: images
+        one pipeline call makes for several compatible queued requests (engine.max_batch; 1: no dynamic
+        batching; engine.limits.max_batch is another thing, the images one request may ask for).
+        `queue_policy`/`max_overtake`: queue_policy.py."""
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
@@ -180,6 +186,12 @@ class Engine:
         self.worker_restarts = 0
         self.worker_last_exit: str | None = None
         self.current: Request | None = None
+        self.running: list[Request] = []        # the current call's requests: `current` and its batch members
+        self.max_batch = qp.check_max_batch(max_batch)
+        self.queue_policy, self.max_overtake = qp.check(queue_policy, max_overtake)
+        self.step_seconds: float | None = None  # recent seconds per step of a call (for /queue's estimates)
+        self._last_step: tuple | None = None     # (request_id, monotonic) of the last progress frame
+        self._files_bytes: dict = {}             # model key -> its weight files' bytes (queue_policy.load_cost)
         self.requests: dict[str, Request] = {}
         self._queue: collections.deque[Request] = collections.deque()
         self._finished: collections.deque[Request] = collections.deque()
@@ -380,7 +392,7 @@ class Engine:
             queued = req in self._queue
             if queued:
                 self._queue.remove(req)
-            running = req is self.current and not req.finished
+            running = req in self.running and not req.finished
             if running and req.cancel_at is None:
                 req.cancel_at = time.monotonic()
         if queued:
@@ -396,10 +408,23 @@ class Engine:
         return self.current
 
     def queue_snapshot(self) -> dict:
+        """`running`: the call's head; `batch`: every request of that call (its dynamic batch, head
+        first); `queued`: in arrival order, each with `estimated_start` (seconds from now at the recent
+        step time, None before a step was timed; a rough bound: requests that join a batch or that
+        affinity moves up start sooner, loads are not counted) and `load_cost` (bytes it would load first: 0 on the resident model)."""
         with self._cv:
-            return {"running": self.current.summary() if self.current else None,
-                    "queued": [r.summary() for r in self._queue],
-                    "finished": [r.summary() for r in reversed(self._finished)]}
+            running, queued = list(self.running), list(self._queue)
+            head = self.current
+        left = (head.total or head.sample.num_inference_steps) - head.step if head is not None else 0
+        starts = qp.estimated_starts(left, [r.sample.num_inference_steps for r in queued], self.step_seconds)
+        active, pool = self.active_config, self.worker_state.pool if self.worker_state else None
+        out = []
+        for r, start in zip(queued, starts):
+            files = lambda mc: self._files_bytes.setdefault(repr(mc.without_loras()), qp.weight_files_bytes(mc))
+            out.append({**r.summary(), "estimated_start": start,
+                        "load_cost": qp.load_cost(r.model, active, pool, files_bytes=files)})
+        return {"running": head.summary() if head else None, "batch": [r.summary() for r in running],
+                "queued": out, "finished": [r.summary() for r in reversed(self._finished)]}
 
     def queue_length(self) -> int:
         return len(self._queue)
@@ -451,13 +476,14 @@ class Engine:
         with self._cv:
             pending = list(self._queue)
             self._queue.clear()
-            current = self.current
-            if current is not None:
+            running = [r for r in self.running if not r.finished]
+            for current in running:
                 current.cancel_event.set()
                 current.cancel_at = current.cancel_at or time.monotonic()
             self._cv.notify_all()
-        if current is not None and self.worker is not None:
-            self.worker.send(m.Cancel(current.request_id))
+        for current in running:
+            if self.worker is not None:
+                self.worker.send(m.Cancel(current.request_id))
         for req in pending:
             req.cancel_event.set()
             self._finish(req, "cancelled", "the engine is stopping")
@@ -497,7 +523,11 @@ class Engine:
                     timeout = min(timeout, remaining)
                 self._cv.wait(timeout)
             if self._queue and not self._stopping.is_set():
-                self.current = self._queue.popleft()
+                active = self.active_config
+                queued = list(self._queue)
+                i = qp.pick(queued, active.without_loras() if active else None, self.queue_policy, self.max_overtake)
+                self.current = queued[i]
+                self._queue.remove(self.current)
                 return self.current
         if self._stopping.is_set():
             return None
@@ -533,50 +563,84 @@ class Engine:
             self.worker = None
 
     def execute(self, req: Request):
-        """Run `req` on the worker: forward its frames until it is done, or until the worker dies or
-        does not honour a cancel within grace_seconds (then it is killed and replaced)."""
-        req.status, req.started_at = "running", time.time()
-        self.current = req
+        """Run `req` on the worker, with the queued requests that can share its pipeline call
+        (batching.py, up to max_batch images): forward their frames until each is done, or until the
+        worker dies or does not honour a cancel within grace_seconds (then it is killed and replaced,
+        and every request of the call ends with that error)."""
         try:
             if self.worker is None or not self.worker.alive():
                 self._restart_worker(None)
-            if req.cancel_event.is_set():
-                self._finish(req, "cancelled", "cancelled")
-                return
+            batch = self._claim_batch(req)
+            now = time.time()
+            for r in batch:
+                r.status, r.started_at = "running", now
+            for r in batch:
+                if r.cancel_event.is_set():
+                    self._finish(r, "cancelled", "cancelled")
             try:      # again: submit had no device total while the worker was (re)starting
                 lim.check_memory(req.model, req.sample, self.worker_state.memory if self.worker_state else None)
             except ConfigError as e:
-                self._finish(req, "error", e.one_line())
+                for r in batch:
+                    self._finish(r, "error", e.one_line())
                 return
-            self.worker.send(m.Run(req.request_id, req.model.to_dict(), req.sample.to_dict(), req.stream,
-                                   self._output_path(req)))
+            batch = [r for r in batch if not r.finished]
+            if not batch:
+                return
+            runs = [m.Run(r.request_id, r.model.to_dict(), r.sample.to_dict(), r.stream, self._output_path(r))
+                    for r in batch]
+            self.worker.send(runs[0] if len(runs) == 1 else m.RunBatch(tuple(runs)))
             self._prefetch_next(req)
-            while not req.finished:
+            while not all(r.finished for r in batch):
                 try:
                     msg = self.worker.recv(POLL_SECONDS)
                 except WorkerDied as e:
-                    self._finish(req, "error", f"the generation worker {e}; it was restarted and the queue goes on")
+                    for r in batch:
+                        self._finish(r, "error", f"the generation worker {e}; it was restarted and the queue goes on")
                     self._restart_worker(str(e))
                     return
                 if msg is not None:
                     self._dispatch(msg)
-                if not req.finished and req.cancel_at is not None:
-                    grace = min(self.grace_seconds, STOP_SECONDS) if self._stopping.is_set() else self.grace_seconds
-                    if time.monotonic() - req.cancel_at > grace:
-                        self.worker.kill()
-                        self._finish(req, "error", f"the generation worker did not stop within {grace:g} s of the "
-                                                   "cancel; it was restarted and the queue goes on")
-                        self._restart_worker(f"killed: a cancel not honoured within {grace:g} s")
-                        return
+                grace = min(self.grace_seconds, STOP_SECONDS) if self._stopping.is_set() else self.grace_seconds
+                if any(not r.finished and r.cancel_at is not None and time.monotonic() - r.cancel_at > grace
+                       for r in batch):
+                    self.worker.kill()
+                    for r in batch:
+                        self._finish(r, "error", f"the generation worker did not stop within {grace:g} s of the "
+                                                 "cancel; it was restarted and the queue goes on")
+                    self._restart_worker(f"killed: a cancel not honoured within {grace:g} s")
+                    return
         finally:
             with self._cv:
                 self.current = None
+                self.running = []
+            self._last_step = None
+
+    def _claim_batch(self, head: Request) -> list[Request]:
+        """`head` and the queued requests that join its call (taken off the queue): compatible with
+        it (batching.py), within max_batch images and within the device's memory as one batch."""
+        memory = self.worker_state.memory if self.worker_state else None
+        with self._cv:
+            members = batching.take_batch(head, list(self._queue), self.max_batch)
+            while members:      # the memory pre-flight for the call's rows: drop members until it fits
+                rows = head.sample.batch_size + sum(r.sample.batch_size for r in members)
+                try:
+                    lim.check_memory(head.model, replace(head.sample, batch_size=rows), memory)
+                    break
+                except ConfigError:
+                    members.pop()
+            for r in members:
+                self._queue.remove(r)
+            self.current, self.running = head, [head, *members]
+        return self.running
 
     def _prefetch_next(self, req: Request):
-        """The queue's next request runs another model: the worker reads its components meanwhile."""
+        """The request the queue policy would run next needs another model: the worker reads its
+        components meanwhile."""
+        resident = req.model.without_loras()
         with self._cv:
-            nxt = self._queue[0] if self._queue else None
-        if nxt is not None and nxt.model.without_loras() != req.model.without_loras():
+            queued = list(self._queue)
+            nxt = queued[qp.pick(queued, resident, self.queue_policy, self.max_overtake, bump=False)] if queued else None
+        if nxt is not None and nxt.model.without_loras() != resident:
             self.worker.send(m.Prefetch(nxt.model.to_dict()))
 
     def _restart_worker(self, reason: str | None):
@@ -610,6 +674,8 @@ class Engine:
             if req is not None and not req.finished:
                 if msg.header.get("type") == "progress":
                     req.step, req.total = msg.header["step"], msg.header["total"]
+                    if req is self.current:
+                        self._time_step(req)
                 req.publish(dict(msg.header), msg.payload)
         elif isinstance(msg, m.Done):
             req = self.requests.get(msg.request_id)
@@ -620,6 +686,15 @@ class Engine:
             self.worker_state = msg
         elif isinstance(msg, m.Info):
             self.on_info(msg.info, msg.step)
+
+    def _time_step(self, req: Request):
+        """The running call's seconds per step, smoothed (first steps of a call include no load: a
+        step is timed from the previous progress frame of the same request only)."""
+        now = time.monotonic()
+        last, self._last_step = self._last_step, (req.request_id, now)
+        if last is not None and last[0] == req.request_id:
+            dt = now - last[1]
+            self.step_seconds = dt if self.step_seconds is None else 0.7 * self.step_seconds + 0.3 * dt
 
     def _output_path(self, req: Request) -> str:
         """`<request_id>.<ext>`, or with a suffix when that name was ever used: never overwrites. A batch

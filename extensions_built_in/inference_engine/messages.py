@@ -2,7 +2,7 @@
 worker (torch, the component pool, the holders), as vLLM's EngineCoreRequest/EngineCoreOutputs
 are: plain dataclasses sent over a local pipe. Nothing else crosses it.
 
-engine -> worker: Run, Cancel, Load, Unload, Shutdown, Prefetch
+engine -> worker: Run, RunBatch, Cancel, Load, Unload, Shutdown, Prefetch
 worker -> engine: Ready, Frame, Done, State, Info
 """
 from dataclasses import dataclass, field
@@ -19,6 +19,14 @@ class Run:
     sample: dict
     stream: dict
     output_path: str
+
+
+@dataclass(frozen=True)
+class RunBatch:
+    """Generate several compatible requests (extensions_built_in/inference_engine/batching.py) in one
+    pipeline call: every Run has the same model and shared sample settings; each keeps its own
+    frames, file, cancel and Done, as if it had been sent alone."""
+    runs: tuple
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,9 @@ class WorkerCore:
         if isinstance(msg, m.Run):
             self.run(msg)                 # emits its State before its Done
             return
+        if isinstance(msg, m.RunBatch):
+            self.run_batch(msg)
+            return
         if isinstance(msg, m.Load):
             self.load(msg.model)
         elif isinstance(msg, m.Unload):
@@ -192,6 +195,86 @@ class WorkerCore:
         self._info_idle()
         self.emit(self.state())          # what is resident is known before the request is seen to end
         self.emit(m.Done(rid, status, error, results))
+
+    def run_batch(self, msg: m.RunBatch):
+        """Several compatible requests in one pipeline call (holder.generate_single's `rows`), each
+        with its own frames, latent rows, file and Done. A member cancelled mid-call ends at once
+        (nothing written; its rows go on being computed, unseen); when all are, the call stops."""
+        from toolkit.config_modules import GenerateImageConfig, ModelConfig
+        from toolkit.errors import ConfigError
+
+        members = _Members(self, msg.runs)
+        t0 = time.perf_counter()
+        error = None
+        try:
+            mc = ModelConfig.from_dict(msg.runs[0].model)
+            gens = [GenerateImageConfig.from_dict(run.sample, mc) for run in msg.runs]
+            holder = self._ensure_holder(mc, members)
+            members.check()
+            self._sample_batch(holder, members, mc, gens, t0)
+        except GenerationCancelled:
+            error = ("cancelled", "cancelled")
+        except ConfigError as e:
+            error = ("error", e.one_line())
+        except Exception as e:  # the worker keeps serving whatever one call did
+            error = ("error", f"out of memory: {e}" if is_oom(e) else f"{type(e).__name__}: {e}")
+        self._info_idle()
+        self.emit(self.state())
+        for rid in list(members.live):
+            members.end(rid, *(error or ("error", "the batch ended without a result")))
+
+    def _sample_batch(self, holder, members: "_Members", mc, gens: list, t0: float):
+        from toolkit.models import latents as latent_frames
+
+        rows, spans = [], {}
+        for run, gen in zip(members.runs, gens):     # member-major: a member's batch_size rows, seed + j
+            seed = gen.resolved_seed()
+            spans[run.request_id] = (len(rows), len(rows) + gen.batch_size)
+            rows += [(gen.prompt, gen.negative_prompt, seed + j) for j in range(gen.batch_size)]
+        spec, head = mc.spec, gens[0]
+
+        def on_step(i, n, timestep, latents, x0):
+            members.check()
+            for run in members.live_runs():
+                rid, opts = run.request_id, run.stream
+                self.emit(m.Frame(rid, {"type": "progress", "step": i + 1, "total": n,
+                                        "elapsed": time.perf_counter() - t0}))
+                if opts["latents"] == "raw" and ((i + 1) % opts["every_n_steps"] == 0 or i + 1 == n):
+                    a, b = spans[rid]        # the member's own rows only
+                    src = x0 if (opts["preview"] == "x0" and x0 is not None) else latents
+                    frame, layout = latent_frames.to_frame(src[a:b], spec.latents, height=head.height,
+                                                           width=head.width, num_frames=head.num_frames,
+                                                           max_frames=opts["max_frames"])
+                    self.emit(m.Frame(rid, {"type": "latent", "step": i + 1, "total": n, "layout": layout,
+                                            "shape": list(frame.shape), "dtype": "float16"},
+                                      latent_frames.payload_bytes(frame)))
+            self.emit(m.Info(f"Generating {i + 1}/{n} (a batch of {len(members.live)})", i + 1))
+            self.faults.on_step(members.check)
+
+        items = holder.generate_single(head, rows=rows, on_step=on_step,
+                                       on_status=self._status_fn(members, "Generating"))
+        members.check()
+        for run, gen in zip(members.runs, gens):
+            rid = run.request_id
+            if rid not in members.live:
+                continue
+            a, b = spans[rid]
+            gen.output_path = run.output_path
+            try:
+                records = holder.write_items(gen, items[a:b], run.output_path,
+                                             cancel=lambda rid=rid: self._check_cancel(rid),
+                                             on_status=self._status_fn(rid, "Generating"))
+            except GenerationCancelled:
+                members.end(rid, "cancelled", "cancelled")
+                continue
+            except Exception as e:      # one member's file (a full disk, say): the others are written
+                members.end(rid, "error", f"{type(e).__name__}: {e}")
+                continue
+            out_dir = os.path.dirname(run.output_path)
+            results = [result_record(rec, index, out_dir) for index, rec in enumerate(records)]
+            for result in results:
+                self.emit(m.Frame(rid, {"type": "result", **result}))
+            members.end(rid, "ok", None, results)
 
     def _ensure_holder(self, mc, rid: str | None):
         """The holder for `mc` without its LoRAs (reused when that matches), then `mc`'s LoRA state set
@@ -246,7 +329,11 @@ class WorkerCore:
 
     def _status_fn(self, rid: str | None, prefix: str):
         def status(message, stage="status"):
-            if rid is not None:
+            if isinstance(rid, _Members):      # a batch: every live member hears it
+                rid.check()
+                for run in rid.live_runs():
+                    self.emit(m.Frame(run.request_id, {"type": "status", "message": message, "stage": stage}))
+            elif rid is not None:
                 self._check_cancel(rid)
                 self.emit(m.Frame(rid, {"type": "status", "message": message, "stage": stage}))
             self.emit(m.Info(f"{prefix}: {message}" if stage in ("loading", "quantizing") else message))
@@ -288,11 +375,7 @@ class WorkerCore:
         out_dir = os.path.dirname(msg.output_path)
         results = []
         for index, rec in enumerate(records):     # a batch: one file, result and seed (seed + index) per item
-            relpath = os.path.relpath(rec["path"], out_dir)
-            result = {"path": rec["path"], "relpath": relpath, "url": f"/outputs/{relpath}", "kind": rec["kind"],
-                      "ext": rec["ext"], "bytes": rec["bytes"], "seed": rec["seed"], "index": index,
-                      "width": rec.get("width"), "height": rec.get("height"), "num_frames": rec.get("num_frames"),
-                      "fps": rec.get("fps"), "duration": rec.get("duration")}
+            result = result_record(rec, index, out_dir)
             results.append(result)
             self.emit(m.Frame(rid, {"type": "result", **result}))
         return results
@@ -300,6 +383,46 @@ class WorkerCore:
     def _info_idle(self):
         mc = self.active_config
         self.emit(m.Info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0))
+
+
+class _Members:
+    """The members of a RunBatch still streaming (`live`): `check()` ends each newly cancelled one
+    (its Done now, so the engine frees it without waiting for the call) and raises
+    GenerationCancelled once none is left (or the worker stops)."""
+
+    def __init__(self, core: WorkerCore, runs):
+        self.core, self.runs = core, list(runs)
+        self.live = {run.request_id for run in self.runs}
+
+    def live_runs(self) -> list:
+        return [run for run in self.runs if run.request_id in self.live]
+
+    def check(self):
+        core = self.core
+        with core._lock:
+            cancelled = [rid for rid in self.live if rid in core._cancelled]
+            stopping = core._stopping
+        for rid in cancelled:
+            self.end(rid, "cancelled", "cancelled")
+        if stopping or not self.live:
+            raise GenerationCancelled()
+
+    def end(self, rid: str, status: str, error: str | None, results=()):
+        if rid not in self.live:
+            return
+        self.live.discard(rid)
+        with self.core._lock:
+            self.core._cancelled.discard(rid)
+        self.core.emit(m.Done(rid, status, error, list(results)))
+
+
+def result_record(rec: dict, index: int, out_dir: str) -> dict:
+    """A written file's record as its result frame and Done carry it."""
+    relpath = os.path.relpath(rec["path"], out_dir)
+    return {"path": rec["path"], "relpath": relpath, "url": f"/outputs/{relpath}", "kind": rec["kind"],
+            "ext": rec["ext"], "bytes": rec["bytes"], "seed": rec["seed"], "index": index,
+            "width": rec.get("width"), "height": rec.get("height"), "num_frames": rec.get("num_frames"),
+            "fps": rec.get("fps"), "duration": rec.get("duration")}
 
 
 def memory_info(device: str) -> dict:

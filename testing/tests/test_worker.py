@@ -49,6 +49,9 @@ def running(tmp_path):
     engines = []
 
     def make(**kw):
+        # one request per call: these tests are about the request a fault hits and the queue behind it
+        # (a fault inside a dynamic batch: test_batching.py)
+        kw.setdefault("max_batch", 1)
         eng = Engine(output_folder=str(tmp_path / "out"), worker="process", **kw)
         eng.start_worker()
         t = threading.Thread(target=eng.run_forever, daemon=True, name="engine-loop")

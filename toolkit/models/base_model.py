@@ -383,11 +383,12 @@ class BaseModel:
 
     _call_sched = None
 
-    def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None):
+    def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None, rows=None):
         """Sample one config. `on_step(step_index, num_steps, timestep, latents, x0)` runs after every
         scheduler step (it may raise to stop); `on_status(message, stage)` hears encoding, sampling
         and decoding start. Returns the media; with `gen.batch_size` > 1 a list of them, item i
-        made from seed + i in one pass."""
+        made from seed + i in one pass. `rows`: [(prompt, negative_prompt, seed)], one pipeline row
+        each over `gen`'s other settings (requests batched together by the engine): a list, in order."""
         import torch
 
         from toolkit.models.v2.cond_cache import wrap_encode_prompt
@@ -401,7 +402,11 @@ class BaseModel:
         generator = (torch.Generator("cpu").manual_seed(seed) if n == 1 else
                      [torch.Generator("cpu").manual_seed(seed + i) for i in range(n)])
         kwargs = self.pipeline_kwargs(gen)
-        if n > 1:
+        if rows is not None:
+            n = len(rows)
+            kwargs.update(self.row_kwargs(rows, kwargs))
+            generator = [torch.Generator("cpu").manual_seed(row_seed) for _p, _np, row_seed in rows]
+        elif n > 1:
             if not self.spec.batch_arg:
                 raise ConfigError("sample.batch_size", f"arch {self.arch} makes one output per pass")
             kwargs[self.spec.batch_arg] = n
@@ -416,7 +421,15 @@ class BaseModel:
             # the request's step cache: hooks on the resident denoiser, removed on the way out
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
             out = pipe(**kwargs, generator=generator, output_type=self.output_type)
-        return self.extract_output(out) if n == 1 else self.extract_outputs(out, n)
+        return self.extract_output(out) if n == 1 and rows is None else self.extract_outputs(out, n)
+
+    def row_kwargs(self, rows, kwargs: dict) -> dict:
+        """The per-row prompts of a batched call, as lists (a pipeline broadcasts no single negative
+        prompt over a list of prompts: Z-Image asserts equal lengths)."""
+        out = {"prompt": [p for p, _np, _s in rows]}
+        if "negative_prompt" in kwargs:
+            out["negative_prompt"] = [negative or "" for _p, negative, _s in rows]
+        return out
 
     @staticmethod
     def steps_run(gen: GenerateImageConfig) -> int:
@@ -432,8 +445,6 @@ class BaseModel:
         each their own file and record (seed + i). `cancel()` raises to stop: it is asked after
         sampling and once more right before each file is moved into place, so a cancel that arrives
         while a file is encoded still wins and leaves no file."""
-        from toolkit.media import commit_guard, save_media
-
         if self.pipeline is None:
             raise RuntimeError("load_model() first")
         records = []
@@ -448,23 +459,31 @@ class BaseModel:
             items = data if gen.batch_size > 1 else [data]
             path = getattr(gen, "output_path", None) or os.path.join(
                 output_folder or ".", f"{int(time.time() * 1000)}_{i}_{seed}.{gen.output_ext}")
-            written = []
-            try:
-                for j, (item, item_path) in enumerate(zip(items, batch_paths(path, len(items)))):
-                    if on_status is not None:
-                        on_status(f"saving {os.path.basename(item_path)}", "saving")
-                    with commit_guard(cancel):
-                        record = save_media(self.spec.modality, item, item_path, ext=gen.output_ext,
-                                            metadata=self.file_metadata(gen, seed + j),
-                                            **self.media_kwargs(gen, item))
-                    written.append(record["path"])
-                    record.update(seed=seed + j, prompt=gen.prompt)
-                    records.append(record)
-            except BaseException:
-                for done in written:       # a batch is kept whole or not at all (a cancel between items)
-                    with contextlib.suppress(OSError):
-                        os.remove(done)
-                raise
+            records.extend(self.write_items(gen, items, path, cancel=cancel, on_status=on_status))
+        return records
+
+    def write_items(self, gen: GenerateImageConfig, items: list, path: str, *, cancel=None, on_status=None) -> list:
+        """Write `gen`'s outputs (item j made from seed + j) to `path` (batch_paths for several), each
+        atomically; one record each. A cancel between items removes those written: all or nothing."""
+        from toolkit.media import commit_guard, save_media
+
+        seed, records, written = gen.resolved_seed(), [], []
+        try:
+            for j, (item, item_path) in enumerate(zip(items, batch_paths(path, len(items)))):
+                if on_status is not None:
+                    on_status(f"saving {os.path.basename(item_path)}", "saving")
+                with commit_guard(cancel):
+                    record = save_media(self.spec.modality, item, item_path, ext=gen.output_ext,
+                                        metadata=self.file_metadata(gen, seed + j),
+                                        **self.media_kwargs(gen, item))
+                written.append(record["path"])
+                record.update(seed=seed + j, prompt=gen.prompt)
+                records.append(record)
+        except BaseException:
+            for done in written:       # a batch is kept whole or not at all (a cancel between items)
+                with contextlib.suppress(OSError):
+                    os.remove(done)
+            raise
         return records
 
     def file_metadata(self, gen: GenerateImageConfig, seed: int | None = None) -> dict:
