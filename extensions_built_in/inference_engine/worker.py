@@ -224,6 +224,7 @@ class WorkerCore:
             members.end(rid, *(error or ("error", "the batch ended without a result")))
 
     def _sample_batch(self, holder, members: "_Members", mc, gens: list, t0: float):
+        from toolkit.models import latent_copy
         from toolkit.models import latents as latent_frames
 
         rows, spans = [], {}
@@ -232,6 +233,9 @@ class WorkerCore:
             spans[run.request_id] = (len(rows), len(rows) + gen.batch_size)
             rows += [(gen.prompt, gen.negative_prompt, seed + j) for j in range(gen.batch_size)]
         spec, head = mc.spec, gens[0]
+        copier = latent_copy.copier_for(self.device)
+        streams = {run.request_id: latent_copy.FrameStream(self._latent_delivery(run.request_id), copier)
+                   for run in members.runs}
 
         def on_step(i, n, timestep, latents, x0):
             members.check()
@@ -242,17 +246,21 @@ class WorkerCore:
                 if opts["latents"] == "raw" and ((i + 1) % opts["every_n_steps"] == 0 or i + 1 == n):
                     a, b = spans[rid]        # the member's own rows only
                     src = x0 if (opts["preview"] == "x0" and x0 is not None) else latents
-                    frame, layout = latent_frames.to_frame(src[a:b], spec.latents, height=head.height,
-                                                           width=head.width, num_frames=head.num_frames,
-                                                           max_frames=opts["max_frames"])
-                    self.emit(m.Frame(rid, {"type": "latent", "step": i + 1, "total": n, "layout": layout,
-                                            "shape": list(frame.shape), "dtype": "float16"},
-                                      latent_frames.payload_bytes(frame)))
+                    frame, layout = latent_frames.frame_on_device(src[a:b], spec.latents, height=head.height,
+                                                                  width=head.width, num_frames=head.num_frames,
+                                                                  max_frames=opts["max_frames"])
+                    streams[rid].push({"type": "latent", "step": i + 1, "total": n, "layout": layout}, frame)
+                if i + 1 == n:
+                    streams[rid].flush()     # the last frame goes out before decoding and the result
             self.emit(m.Info(f"Generating {i + 1}/{n} (a batch of {len(members.live)})", i + 1))
             self.faults.on_step(members.check)
 
-        items = holder.generate_single(head, rows=rows, on_step=on_step,
-                                       on_status=self._status_fn(members, "Generating"))
+        try:
+            items = holder.generate_single(head, rows=rows, on_step=on_step,
+                                           on_status=self._status_fn(members, "Generating"))
+        finally:
+            for rid, stream in streams.items():   # a member cancelled or ended early: its frames are dropped
+                stream.discard()
         members.check()
         for run, gen in zip(members.runs, gens):
             rid = run.request_id
@@ -339,17 +347,22 @@ class WorkerCore:
             self.emit(m.Info(f"{prefix}: {message}" if stage in ("loading", "quantizing") else message))
         return status
 
+    def _latent_delivery(self, rid: str):
+        """deliver(header, host frame) for a FrameStream: the request's latent frame."""
+        from toolkit.models import latents as latent_frames
+
+        def deliver(header, frame):
+            self.emit(m.Frame(rid, {**header, "shape": list(frame.shape), "dtype": "float16"},
+                              latent_frames.payload_bytes(frame)))
+        return deliver
+
     def _sample(self, holder, msg: m.Run, mc, gen, t0: float) -> list:
         from toolkit.models import latent_copy
         from toolkit.models import latents as latent_frames
 
         rid, opts, spec = msg.request_id, msg.stream, mc.spec
-
-        def deliver(header, frame):
-            self.emit(m.Frame(rid, {**header, "shape": list(frame.shape), "dtype": "float16"},
-                              latent_frames.payload_bytes(frame)))
         # on CUDA a frame leaves the device without stalling it, delivered a step later (in order)
-        frames = latent_copy.FrameStream(deliver, latent_copy.copier_for(self.device))
+        frames = latent_copy.FrameStream(self._latent_delivery(rid), latent_copy.copier_for(self.device))
 
         def on_step(i, n, timestep, latents, x0):
             self._check_cancel(rid)
