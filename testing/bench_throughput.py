@@ -100,6 +100,10 @@ def concurrency_curve(folder: str, levels=(1, 2, 4, 8), size: int = 64, steps: i
             "batched": [throughput(folder, 4, c, size, steps, repeat)["images_per_s"] for c in levels]}
 
 
+# (name, engine.queue_policy, engine.prefetch): the swap trace's three schedules
+TRACE_VARIANTS = (("fifo", "fifo", False), ("affinity", "affinity", False), ("affinity+prefetch", "affinity", True))
+
+
 def swap_trace(folders: list, n: int = 40, seed: int = 0, size: int = 64, steps: int = 4, max_overtake: int = 2) -> dict:
     """The same seeded mix under fifo and affinity (max_batch 1, so only the order differs); bytes
     loaded = the weight files of each model switched to (keep_resident_gb 0: a switch loads all)."""
@@ -110,8 +114,8 @@ def swap_trace(folders: list, n: int = 40, seed: int = 0, size: int = 64, steps:
     mix = [rng.choice(folders) for _ in range(n)]
     size_of = {f: weight_files_bytes(ModelConfig.from_dict({"arch": ARCH, "name_or_path": f})) for f in folders}
     out = {"n": n, "models": len(folders), "seed": seed, "max_overtake": max_overtake}
-    for policy in ("fifo", "affinity"):
-        served = Served(folders[0], max_batch=1, queue_policy=policy, max_overtake=max_overtake)
+    for name, policy, prefetch in TRACE_VARIANTS:
+        served = Served(folders[0], max_batch=1, queue_policy=policy, max_overtake=max_overtake, prefetch=prefetch)
         try:
             loads0 = served.engine.worker_state.pool["loads"]
             t0 = time.time()
@@ -119,10 +123,12 @@ def swap_trace(folders: list, n: int = 40, seed: int = 0, size: int = 64, steps:
             total = max(r.finished_at for r in reqs) - t0
             order = [r.model.name_or_path for r in sorted(reqs, key=lambda r: r.started_at)]
             switches = [b for a, b in zip([folders[0]] + order, order) if a != b]
-            out[policy] = {"total_s": total, "switches": len(switches),
-                           "bytes_loaded": sum(size_of[f] for f in switches),
-                           "component_loads": served.engine.worker_state.pool["loads"] - loads0,
-                           "max_overtaken": max(r.overtaken for r in reqs)}
+            state = served.engine.worker_state
+            out[name] = {"total_s": total, "switches": len(switches),
+                         "bytes_loaded": sum(size_of[f] for f in switches),
+                         "component_loads": state.pool["loads"] - loads0,
+                         "prefetched_bytes": (state.prefetch or {}).get("bytes", 0),
+                         "max_overtaken": max(r.overtaken for r in reqs)}
         finally:
             served.close()
     return out
@@ -138,6 +144,12 @@ def run(args) -> dict:
     res["batching"] = batching_speedup(folder, repeat=repeat)
     res["concurrency"] = concurrency_curve(folder, repeat=repeat)
     res["swap_trace"] = swap_trace([folder] + [str(cached_tiny(ARCH, s)) for s in (1, 2)])
+    # the other developers' figures, each its own script (run alone for more options)
+    from testing import bench_cond_cache, bench_step_cache
+
+    res["cond_cache"] = bench_cond_cache.run(bench_cond_cache.parse_args(["--rounds", "2"] if quick else []))
+    res["step_cache"] = bench_step_cache.run(bench_step_cache.parser().parse_args(
+        ["--repeat", "1", "--sizes", "64"] if quick else []))
     res["loadavg_end"] = os.getloadavg()
     return res
 
@@ -166,12 +178,21 @@ def markdown(res: dict) -> str:
     lines += [f"| {lv} | {f:.2f} | {bt:.2f} |" for lv, f, bt in zip(c["levels"], c["fifo"], c["batched"])]
     lines += ["", f"## Swap trace: {s['n']} requests over {s['models']} models, all queued at once "
               f"(max_overtake {s['max_overtake']})", "",
-              "| policy | total (s) | switches | weight bytes loaded | component loads | most times passed |",
-              "|---|---|---|---|---|---|"]
-    for policy in ("fifo", "affinity"):
-        p = s[policy]
-        lines.append(f"| {policy} | {p['total_s']:.1f} | {p['switches']} | {p['bytes_loaded']/2**20:.1f} MiB | "
-                     f"{p['component_loads']} | {p['max_overtaken']} |")
+              "| schedule | total (s) | switches | weight bytes loaded | of them read ahead (prefetch) | "
+              "component loads | most times passed |", "|---|---|---|---|---|---|---|"]
+    for name, _policy, _prefetch in TRACE_VARIANTS:
+        p = s[name]
+        lines.append(f"| {name} | {p['total_s']:.1f} | {p['switches']} | {p['bytes_loaded']/2**20:.1f} MiB | "
+                     f"{p['prefetched_bytes']/2**20:.1f} MiB | {p['component_loads']} | {p['max_overtaken']} |")
+    if "cond_cache" in res:
+        cc = res["cond_cache"]
+        lines += ["", "## Conditioning cache: the same prompt on two models sharing a text encoder", "",
+                  "| | median request (s) | text-encoder calls |", "|---|---|---|"]
+        lines += [f"| {k} | {cc[k]['median_s']:.3f} | {cc[k]['text_encoder_calls']} |" for k in ("cache", "no_cache")]
+        lines.append(f"\nspeedup (median): {cc['speedup_median']:.2f}x")
+    if "step_cache" in res:
+        from testing.bench_step_cache import table
+        lines += ["", "## Step caching (transformer calls skipped, time, PSNR against uncached)", "", "```", table(res["step_cache"]), "```"]
     return "\n".join(lines) + "\n"
 
 
