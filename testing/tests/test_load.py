@@ -1,6 +1,7 @@
-"""Load: 100 streamed requests from 8 concurrent HTTP clients over two tiny models. None is lost
-(each ends `ok` with its own file), the queue is FIFO (requests start in the order they were
-queued, one at a time), and no stream carries another request's frames.
+"""Load: 100 streamed requests from 8 concurrent HTTP clients over two tiny models, with dynamic
+batching off and on (engine.max_batch 1 and 4). None is lost (each ends `ok` with its own file), the
+queue is FIFO (each pipeline call's head starts in the order it was queued, after every earlier
+request has started, and calls run one at a time), and no stream carries another request's frames.
 
 Everything waits on stream ends and thread joins (the timeouts are hang guards, not timings), so a
 loaded 2-core CI machine only makes it slower.
@@ -21,10 +22,12 @@ LATENT_CHANNELS = {"zimage": 16, "sd1": 4}
 SIZE = 64
 
 
-@pytest.fixture(scope="module")
-def eng(tiny, tmp_path_factory):
+@pytest.fixture(scope="module", params=[1, 4], ids=["max_batch_1", "max_batch_4"])
+def eng(request, tiny, tmp_path_factory):
     # keep both tiny models resident: the test is about the queue and the streams, not reloads
-    e = InProcessEngine(str(tmp_path_factory.mktemp("load")), token=TOKEN, keep_resident_gb=1)
+    e = InProcessEngine(str(tmp_path_factory.mktemp("load")), token=TOKEN, keep_resident_gb=1,
+                        max_batch=request.param)
+    e.max_batch = request.param
     e.paths = {arch: tiny(arch) for arch in ARCHS}     # built here: tiny() is not for concurrent first calls
     yield e
     e.close()
@@ -108,16 +111,28 @@ def test_load_fifo_no_loss_no_mixing(eng):
     paths = [_check_stream(job, streams[job["request_id"]], records[job["request_id"]]) for job in plan]
     assert len(set(paths)) == REQUESTS
 
-    # FIFO: the order they started is the order they were queued, and one ran at a time
+    # FIFO: a pipeline call's members start together (one started_at); its head (the earliest queued
+    # member) starts in queue order, once every request queued before it has started; calls run one
+    # at a time. Without batching every call is one request: the start order is the queue order.
     reqs = list(records.values())
     queued = sorted(reqs, key=lambda r: r.created_at)
-    started = sorted(reqs, key=lambda r: r.started_at)
     assert len({r.created_at for r in reqs}) == REQUESTS          # a strict order to compare against
-    assert [r.request_id for r in started] == [r.request_id for r in queued]
-    assert all(a.finished_at <= b.started_at for a, b in zip(started, started[1:]))
+    calls: dict = {}
+    for r in reqs:
+        calls.setdefault(r.started_at, []).append(r)
+    calls = [sorted(c, key=lambda r: r.created_at) for _t, c in sorted(calls.items())]
+    heads = [c[0] for c in calls]
+    assert [h.created_at for h in heads] == sorted(h.created_at for h in heads)
+    for head in heads:
+        assert all(r.started_at <= head.started_at for r in reqs if r.created_at < head.created_at), head.request_id
+    assert all(len(c) <= eng.max_batch for c in calls)
+    if eng.max_batch == 1:
+        assert [r.request_id for r in sorted(reqs, key=lambda r: r.started_at)] == [r.request_id for r in queued]
+    assert all(max(r.finished_at for r in a) <= b[0].started_at for a, b in zip(calls, calls[1:]))
     # /queue tells the same story: nothing left over, and finished (newest first) in queue order
     q = eng.client.get("/queue").json()
     assert q["running"] is None and q["queued"] == []
     finished = [r["request_id"] for r in reversed(q["finished"]) if r["request_id"] in records]
-    assert finished and finished == [r.request_id for r in queued][-len(finished):]
+    ends = [r.request_id for r in sorted(reqs, key=lambda r: r.finished_at)]
+    assert finished and finished == ends[-len(finished):]     # a batch's later-queued member may end first
     assert all(r["status"] == "ok" for r in q["finished"])
