@@ -96,3 +96,22 @@ def test_engines_have_their_own_registries(eng, tmp_path):
         assert not any(name == "aitk_requests_total" for name, _ in fresh)
     finally:
         e.close()
+
+
+def test_grafana_dashboard_names_only_served_metrics(eng):
+    """docs/grafana_dashboard.json queries metric names this engine serves (no typo drifts in)."""
+    import json
+    import os
+    import re
+    from testing.engine_client import ROOT
+    with open(os.path.join(ROOT, "docs", "grafana_dashboard.json")) as f:
+        dash = json.load(f)
+    served = set()
+    for family in text_string_to_metric_families(eng.client.get("/metrics").text):
+        served.update(s.name for s in family.samples)
+        served.add(family.name)
+    served.update(f"aitk_requests_total aitk_step_duration_seconds_bucket aitk_request_duration_seconds_bucket "
+                  f"aitk_cancels_total".split())      # histogram/counter samples present once something ran
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    names = {n for e in exprs for n in re.findall(r"\baitk_[a-z_]+", e)}
+    assert names and names <= served, names - served
