@@ -126,7 +126,8 @@ def test_ctrl_c_cancels_on_the_engine(tiny, tiny_root, tmp_path):
     and the request is cancelled on the engine."""
     tiny("zimage")
     env = {"AITK_TINY_CACHE": str(tiny_root), "HF_HUB_OFFLINE": "1"}
-    ep = EngineProcess(str(tmp_path / "job"), env={**env, "AITK_ENGINE_FAULTS": "hold_step=1"}).wait_ready()
+    ep = EngineProcess(str(tmp_path / "job"), env={**env, "AITK_ENGINE_FAULTS": "hold_step=1"},
+                       engine_extra={"metrics_open": True}).wait_ready()
     try:
         proc = subprocess.Popen([sys.executable, "-m", "toolkit.client", "generate", "a fox", "--arch", "zimage",
                                  "--model", "tiny:zimage", "--steps", "4", "--width", "64", "--height", "64",
@@ -144,5 +145,9 @@ def test_ctrl_c_cancels_on_the_engine(tiny, tiny_root, tmp_path):
         assert "interrupted" in rest and "ctrl-c" in rest
         finished = {r["request_id"]: r for r in ep.client.get("/queue").json()["finished"]}
         assert finished["ctrl-c"]["status"] == "cancelled"
+        # engine.metrics_open reaches the server from the job config: /metrics needs no token there
+        import httpx
+        r = httpx.get(ep.client.base_url + "/metrics")
+        assert r.status_code == 200 and 'aitk_requests_total{arch="zimage",status="cancelled"} 1.0' in r.text
     finally:
         ep.stop()
