@@ -17,7 +17,8 @@ from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
                "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker",
-               "limits", "lora_folder", "cond_cache_mb", "prefetch", "max_batch", "queue_policy", "max_overtake")
+               "limits", "lora_folder", "cond_cache_mb", "prefetch", "max_batch", "queue_policy", "max_overtake",
+               "metrics_open")
 
 
 class InferenceEngine(BaseProcess):
@@ -82,6 +83,9 @@ class InferenceEngine(BaseProcess):
         self.docs = eng.get("docs", False)
         if not isinstance(self.docs, bool):
             raise ConfigError("engine.docs", f"must be true or false, got {self.docs!r}")
+        self.metrics_open = eng.get("metrics_open", False)     # GET /metrics without the token (a scraper)
+        if not isinstance(self.metrics_open, bool):
+            raise ConfigError("engine.metrics_open", f"must be true or false, got {self.metrics_open!r}")
         self.engine_json = os.path.join(self.job_folder, "engine.json")
         self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
 
@@ -101,7 +105,7 @@ class InferenceEngine(BaseProcess):
                         grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
                         limits=self.limits, lora_folder=self.lora_folder, cond_cache_mb=self.cond_cache_mb,
                         prefetch=self.prefetch, max_batch=self.max_batch, queue_policy=self.queue_policy,
-                        max_overtake=self.max_overtake,
+                        max_overtake=self.max_overtake, metrics_open=self.metrics_open,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)

@@ -19,6 +19,7 @@ from extensions_built_in.inference_engine import batching
 from extensions_built_in.inference_engine import limits as lim
 from extensions_built_in.inference_engine import lora_folder as loras
 from extensions_built_in.inference_engine import messages as m
+from extensions_built_in.inference_engine.metrics import EngineMetrics
 from extensions_built_in.inference_engine import queue_policy as qp
 from extensions_built_in.inference_engine.protocol import FrameError, encode_frame
 from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
@@ -152,7 +153,8 @@ class Engine:
                  dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
                  on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
                  model_roots=None, limits=None, lora_folder: str | None = None, cond_cache_mb: float = 256,
-                 prefetch: bool = True, max_batch: int = 4, queue_policy: str = "fifo", max_overtake: int = 2):
+                 prefetch: bool = True, max_batch: int = 4, queue_policy: str = "fifo", max_overtake: int = 2,
+                 metrics_open: bool = False):
         """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
         thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
         `model_roots`: the folders a request may name local files in (None: anywhere). `limits`: a
@@ -162,7 +164,8 @@ class Engine:
         queued model's missing components while a request samples (engine.prefetch). `max_batch`: images
         one pipeline call makes for several compatible queued requests (engine.max_batch; 1: no dynamic
         batching; engine.limits.max_batch is another thing, the images one request may ask for).
-        `queue_policy`/`max_overtake`: queue_policy.py."""
+        `queue_policy`/`max_overtake`: queue_policy.py. `metrics_open`: GET /metrics without the token
+        (engine.metrics_open; metrics.py holds the registry)."""
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
@@ -201,6 +204,8 @@ class Engine:
         self._active_cache = (None, None)
         self._names: set = set()            # output file names handed out by this engine
         self.started_at = time.time()
+        self.metrics_open = bool(metrics_open)
+        self.metrics = EngineMetrics(self)
         os.makedirs(self.output_folder, exist_ok=True)
         remove_partial_files(self.output_folder)
 
@@ -388,6 +393,7 @@ class Engine:
             req = self.requests.get(request_id)
             if req is None:
                 return None
+            self.metrics.cancel()
             req.cancel_event.set()
             queued = req in self._queue
             if queued:
@@ -695,6 +701,7 @@ class Engine:
         if last is not None and last[0] == req.request_id:
             dt = now - last[1]
             self.step_seconds = dt if self.step_seconds is None else 0.7 * self.step_seconds + 0.3 * dt
+            self.metrics.step(dt)
 
     def _output_path(self, req: Request) -> str:
         """`<request_id>.<ext>`, or with a suffix when that name was ever used: never overwrites. A batch
@@ -715,6 +722,7 @@ class Engine:
             req.status, req.error, req.finished_at = status, error, time.time()
         if status != "ok":
             req.publish({"type": "error", "message": error or status, "cancelled": status == "cancelled"})
+        self.metrics.request_finished(req)
         req.publish({"type": "end", "status": status})
         req.done_event.set()
         with self._cv:

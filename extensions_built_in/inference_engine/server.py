@@ -15,7 +15,7 @@ import uuid
 from fastapi import Depends, FastAPI, HTTPException, Request as HttpRequest
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -137,6 +137,13 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
     @app.get("/health")
     def health():
         return engine.health()
+
+    @app.get("/metrics", dependencies=[] if engine.metrics_open else [Depends(require_token)],
+             responses=errors(), response_class=Response)
+    def metrics():
+        """Prometheus text format (metrics.py): behind the token unless engine.metrics_open."""
+        from extensions_built_in.inference_engine.metrics import CONTENT_TYPE
+        return Response(engine.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/models", dependencies=[Depends(require_token)], responses=errors())
     def models():

@@ -109,6 +109,7 @@ class WorkerCore:
         self.holder = None
         self.active_config = None
         self.builds = 0
+        self.load_seconds = 0.0       # time spent building holders (GET /metrics aitk_load_seconds)
         self._cancelled: set = set()
         self._lock = threading.Lock()
 
@@ -153,7 +154,8 @@ class WorkerCore:
         mc = self.active_config
         sched = getattr(getattr(self.holder, "pipeline", None), "scheduler", None)
         return m.State(active=mc.to_dict() if mc else None, scheduler=type(sched).__name__ if sched else None,
-                       pool=self.pool.stats(), memory=memory_info(self.device), builds=self.builds,
+                       pool={**self.pool.stats(), "loaded_bytes": self.pool.loaded_bytes,
+                             "load_seconds": self.load_seconds}, memory=memory_info(self.device), builds=self.builds,
                        cond_cache=self.cond_cache.stats(), prefetch=self.prefetcher.stats())
 
     def load(self, model: dict):
@@ -297,6 +299,7 @@ class WorkerCore:
     def _build_holder(self, base, rid: str | None):
         status = self._status_fn(rid, f"Loading {base.arch}")
         self.holder, self.active_config = None, None   # drop references so released entries can be freed
+        t0 = time.perf_counter()
         with self.prefetcher.paused(base.to_dict()):   # a prefetch never loads beside a build
             try:
                 holder = self._build(base, status)
@@ -307,6 +310,7 @@ class WorkerCore:
                 self.pool.evict_untouched()
                 holder = self._build(base, status)
             self.pool.release_unused()
+        self.load_seconds += time.perf_counter() - t0
         self.holder, self.active_config = holder, base
         self.builds += 1
 
