@@ -76,7 +76,7 @@ class A1111:
     def __init__(self, session: Session):
         self.session = session
         self.engine = session.engine
-        self._preview = (None, -1, None)        # (request_id, step, b64) of the last /progress image
+        self._preview = (None, None, None)      # ((request_id, jpeg), frame, b64) of the last /progress image
 
     def sampler_label(self, mc=None) -> tuple[str, str | None]:
         """(label, scheduler class) of the model that runs (or ran) `mc`, else the active one."""
@@ -339,15 +339,12 @@ class A1111:
         frame = preview if preview is not None else latent
         if frame is None:
             return None
-        fmt = str(self.session.options.get("samples_format", "png")).lower()
-        rid, cached_frame, cached = self._preview
-        if rid == req.request_id and cached_frame is frame:
+        jpeg = preview is not None and str(self.session.options.get("samples_format", "png")).lower() in ("jpg", "jpeg")
+        key, cached_frame, cached = self._preview
+        if key == (req.request_id, jpeg) and cached_frame is frame:
             return cached
-        if preview is not None:
-            image = preview_b64(preview, jpeg=fmt in ("jpg", "jpeg"))
-        else:
-            image = latent_png_b64(frame, req.model.spec)
-        self._preview = (req.request_id, frame, image)
+        image = preview_b64(preview, jpeg=jpeg) if preview is not None else latent_png_b64(frame, req.model.spec)
+        self._preview = ((req.request_id, jpeg), frame, image)
         return image
 
     def interrupt(self):

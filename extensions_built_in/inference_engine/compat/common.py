@@ -224,9 +224,13 @@ class Session:
             for task in (waiter, gone):
                 if task is not None and not task.done():
                     task.cancel()
-            with self.lock:
-                for r in reqs:
-                    self.batches.pop(r.request_id, None)
+            self.forget(reqs)
+
+    def forget(self, reqs):
+        """The call is over: its requests leave the batch table (/progress)."""
+        with self.lock:
+            for r in reqs:
+                self.batches.pop(r.request_id, None)
 
     @staticmethod
     def read_images(reqs) -> list:
