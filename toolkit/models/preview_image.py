@@ -27,18 +27,28 @@ def preview_size(width: int, height: int, max_side: int = PREVIEW_MAX_SIDE) -> t
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
-def project_rgb(frame, fmt, out_w: int, out_h: int):
-    """A (C, H, W) latent frame (any float dtype, on any device) -> (out_h, out_w, 3) uint8 on that device."""
+def device_table(fmt, device):
+    """(C x 3 factors, 3 x 1 x 1 bias or None) of `fmt` as float32 tensors on `device`."""
+    import torch
+
+    table = torch.tensor(fmt.rgb_factors, dtype=torch.float32, device=device)
+    bias = torch.tensor(fmt.rgb_bias, dtype=torch.float32, device=device)[:, None, None] if fmt.rgb_bias else None
+    return table, bias
+
+
+def project_rgb(frame, fmt, out_w: int, out_h: int, tables=None):
+    """A (C, H, W) latent frame (any float dtype, on any device) -> (out_h, out_w, 3) uint8 on that device.
+    `tables`: device_table(fmt, frame.device), made once per request rather than copied up every step."""
     import torch
     import torch.nn.functional as F
 
     x = frame.float()
     c = x.shape[0]
     if fmt is not None and len(fmt.rgb_factors) == c:
-        table = torch.tensor(fmt.rgb_factors, dtype=torch.float32, device=x.device)      # C x 3
+        table, bias = tables or device_table(fmt, x.device)
         rgb = torch.einsum("chw,ck->khw", x, table)
-        if fmt.rgb_bias:
-            rgb = rgb + torch.tensor(fmt.rgb_bias, dtype=torch.float32, device=x.device)[:, None, None]
+        if bias is not None:
+            rgb = rgb + bias
         rgb = ((rgb + 1) / 2).clamp(0, 1)
     else:
         chans = torch.stack([x[i] if i < c else x[0] for i in range(3)])
@@ -69,6 +79,7 @@ class PreviewImages:
         self.width, self.height, self.num_frames = width, height, num_frames
         self.size = preview_size(width, height)
         self.frames = latent_copy.FrameStream(self._deliver, copier or latent_copy.SyncCopier())
+        self.tables = None
 
     def _deliver(self, header, rgb):
         w, h = self.size
@@ -86,8 +97,11 @@ class PreviewImages:
             x = frame[0]
         else:
             return                      # audio: no picture
+        fmt = self.spec.format
+        if self.tables is None and fmt is not None and len(fmt.rgb_factors) == x.shape[0]:
+            self.tables = device_table(fmt, x.device)
         w, h = self.size
-        self.frames.push({"type": "preview", "step": i + 1, "total": n}, project_rgb(x, self.spec.format, w, h))
+        self.frames.push({"type": "preview", "step": i + 1, "total": n}, project_rgb(x, fmt, w, h, self.tables))
 
     def flush(self):
         self.frames.flush()
