@@ -36,7 +36,8 @@ from toolkit.request import resolve_request
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 FINISHED_KEPT = 100
-STREAM_DEFAULTS = {"latents": "raw", "every_n_steps": 1, "max_frames": 4, "preview": "x0", "detach": False}
+STREAM_DEFAULTS = {"latents": "raw", "every_n_steps": 1, "max_frames": 4, "preview": "x0", "detach": False,
+                   "preview_image": None}
 POLL_SECONDS = 0.1          # how often the supervision loop looks at cancel and stop deadlines
 STOP_SECONDS = 3.0          # a stopping engine waits this long for the worker, then kills it
 
@@ -66,6 +67,10 @@ def parse_stream(d) -> dict:
     for k in ("every_n_steps", "max_frames"):
         if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] < 1:
             raise ConfigError(f"stream.{k}", "must be an integer >= 1")
+    if out["preview_image"] not in (None, "none", "jpeg"):
+        raise ConfigError("stream.preview_image", "must be 'jpeg' or 'none' (null)")
+    if out["preview_image"] == "none":
+        out["preview_image"] = None
     if not isinstance(out["detach"], bool):
         raise ConfigError("stream.detach", "must be true or false")
     return out
@@ -100,6 +105,7 @@ class Request:
     done_event: threading.Event = field(default_factory=threading.Event)
     history: list = field(default_factory=list)      # (type, encoded frame) of every non-latent frame
     latest_latent: bytes | None = None
+    latest_preview: bytes | None = None               # the newest `preview` frame (stream.preview_image)
     subscribers: list = field(default_factory=list)
     ended: bool = False                               # the `end` frame is published (under `lock`)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -111,9 +117,11 @@ class Request:
     def publish(self, header: dict, payload: bytes = b""):
         header = {"type": header.pop("type"), "request_id": self.request_id, **header}
         frame = encode_frame(header, payload)
-        latent = header["type"] == "latent"
+        latent = header["type"] in ("latent", "preview")     # newest-only frames a slow reader may skip
         with self.lock:
-            if latent:
+            if header["type"] == "preview":
+                self.latest_preview = frame
+            elif latent:
                 self.latest_latent = frame
             else:
                 self.history.append((header["type"], frame))
@@ -129,9 +137,10 @@ class Request:
         taken atomically with the registration, so no frame is missed or doubled."""
         with self.lock:
             replay = [frame for _type, frame in self.history]
-            if self.latest_latent is not None:   # it belongs right after the last progress frame
+            newest = [f for f in (self.latest_latent, self.latest_preview) if f is not None]
+            if newest:          # they belong right after the last progress frame
                 last = max((i for i, (t, _f) in enumerate(self.history) if t == "progress"), default=len(replay) - 1)
-                replay.insert(last + 1, self.latest_latent)
+                replay[last + 1:last + 1] = newest
             if not self.ended:      # else the replay already ends with `end`
                 self.subscribers.append(subscriber)
         return replay

@@ -8,7 +8,7 @@ import json
 import re
 import struct
 
-FRAME_TYPES = ("start", "status", "progress", "latent", "result", "error", "end")
+FRAME_TYPES = ("start", "status", "progress", "latent", "preview", "result", "error", "end")
 
 # The limits a frame stream is held to, by the reader and the encoder alike. ui/src/utils/engineStream.ts
 # (FRAME_LIMITS) holds the same three numbers: change both together (each side's tests compare them).

@@ -38,7 +38,7 @@ class GenerateBody(BaseModel):
                                       "{profile: NAME, ...overrides} or \"NAME\"")
     sample: dict = Field(default_factory=dict, description="GenerateImageConfig: {prompt, width, height, ...}")
     stream: dict | None = Field(default=None, description="{latents: raw|none, every_n_steps, max_frames, "
-                                "preview: x0|noisy, detach}: checked by the engine (engine.parse_stream)")
+                                "preview: x0|noisy, preview_image: jpeg|none, detach}: checked by the engine (engine.parse_stream)")
     request_id: str | None = None
     wait: bool = False
 

@@ -238,6 +238,7 @@ class WorkerCore:
         copier = latent_copy.copier_for(self.device)
         streams = {run.request_id: latent_copy.FrameStream(self._latent_delivery(run.request_id), copier)
                    for run in members.runs}
+        previews = {run.request_id: self._previews(run.request_id, run.stream, spec, head) for run in members.runs}
 
         def on_step(i, n, timestep, latents, x0):
             members.check()
@@ -252,8 +253,13 @@ class WorkerCore:
                                                                   width=head.width, num_frames=head.num_frames,
                                                                   max_frames=opts["max_frames"])
                     streams[rid].push({"type": "latent", "step": i + 1, "total": n, "layout": layout}, frame)
+                if previews[rid]:            # its own first row
+                    a, b = spans[rid]
+                    previews[rid].step(i, n, latents[a:b], x0[a:b] if x0 is not None else None)
                 if i + 1 == n:
                     streams[rid].flush()     # the last frame goes out before decoding and the result
+                    if previews[rid]:
+                        previews[rid].flush()
             self.emit(m.Info(f"Generating {i + 1}/{n} (a batch of {len(members.live)})", i + 1))
             self.faults.on_step(members.check)
 
@@ -263,6 +269,8 @@ class WorkerCore:
         finally:
             for rid, stream in streams.items():   # a member cancelled or ended early: its frames are dropped
                 stream.discard()
+                if previews[rid]:
+                    previews[rid].discard()
         members.check()
         for run, gen in zip(members.runs, gens):
             rid = run.request_id
@@ -360,6 +368,14 @@ class WorkerCore:
                               latent_frames.payload_bytes(frame)))
         return deliver
 
+    def _previews(self, rid: str, opts: dict, spec, gen):
+        """The request's preview images (toolkit/models/preview_image.py), or None when not asked for."""
+        from toolkit.models import preview_image
+
+        return preview_image.for_request(lambda header, payload: self.emit(m.Frame(rid, header, payload)),
+                                         spec.latents, opts, width=gen.width, height=gen.height,
+                                         num_frames=gen.num_frames, device=self.device)
+
     def _sample(self, holder, msg: m.Run, mc, gen, t0: float) -> list:
         from toolkit.models import latent_copy
         from toolkit.models import latents as latent_frames
@@ -367,6 +383,7 @@ class WorkerCore:
         rid, opts, spec = msg.request_id, msg.stream, mc.spec
         # on CUDA a frame leaves the device without stalling it, delivered a step later (in order)
         frames = latent_copy.FrameStream(self._latent_delivery(rid), latent_copy.copier_for(self.device))
+        previews = self._previews(rid, opts, spec, gen)
 
         def on_step(i, n, timestep, latents, x0):
             self._check_cancel(rid)
@@ -377,8 +394,12 @@ class WorkerCore:
                 frame, layout = latent_frames.frame_on_device(src, spec.latents, height=gen.height, width=gen.width,
                                                               num_frames=gen.num_frames, max_frames=opts["max_frames"])
                 frames.push({"type": "latent", "step": i + 1, "total": n, "layout": layout}, frame)
+            if previews:
+                previews.step(i, n, latents, x0)
             if i + 1 == n:
                 frames.flush()           # the last frame goes out before decoding and the result
+                if previews:
+                    previews.flush()
             self.emit(m.Info(f"Generating {i + 1}/{n}", i + 1))
             self.faults.on_step(lambda: self._check_cancel(rid))     # after the step is reported
 
@@ -389,6 +410,8 @@ class WorkerCore:
             frames.flush()
         finally:
             frames.discard()
+            if previews:
+                previews.discard()
         out_dir = os.path.dirname(msg.output_path)
         results = []
         for index, rec in enumerate(records):     # a batch: one file, result and seed (seed + index) per item

@@ -362,7 +362,9 @@ def test_openai_edit_errors_name_the_param(srv):
         assert err["message"].startswith(param + ":")
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     for kw, param in ((dict(json={"prompt": "x", "image": "abc"}), "image"),             # not a form
-                      (dict(files={"image": ("a.png", good)}, data={"prompt": "x", "stream": "true"}), "stream"),
+                      (dict(files={"image": ("a.png", good)}, data={"prompt": "x", "stream": "maybe"}), "stream"),
+                      (dict(files={"image": ("a.png", good)}, data={"prompt": "x", "partial_images": "4"}),
+                       "partial_images"),
                       (dict(files={"image": ("a.png", good)}, data={"prompt": ""}), "prompt"),
                       (dict(files={"mask": ("m.png", alpha)}, data={"prompt": "x"}), "image"),
                       (dict(files={"image": ("a.png", good), "markup": ("m.png", alpha)}, data={"prompt": "x"}), "markup"),

@@ -16,13 +16,15 @@ from extensions_built_in.inference_engine import lora_folder
 from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
                                                                 json_object)
-from extensions_built_in.inference_engine.compat.preview import latent_png_b64
+from extensions_built_in.inference_engine.compat.preview import latent_png_b64, preview_b64
 from toolkit import samplers as sampler_table
 from toolkit.errors import ConfigError
 from toolkit.models.registry import ARCHS
 
 MAX_IMAGES = 16                  # per call (batch_size * n_iter)
 MODEL_FIELD = "override_settings.sd_model_checkpoint"
+# /progress shows `current_image` from the worker's small JPEG previews; no latent frames are needed
+PREVIEW_STREAM = {"latents": "none", "preview_image": "jpeg"}
 # engine field -> the client's field, so a 422 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "width",
           "sample.height": "height", "sample.num_inference_steps": "steps", "sample.guidance_scale": "cfg_scale",
@@ -74,7 +76,7 @@ class A1111:
     def __init__(self, session: Session):
         self.session = session
         self.engine = session.engine
-        self._preview = (None, -1, None)        # (request_id, step, b64) of the last /progress image
+        self._preview = (None, None, None)      # ((request_id, jpeg), frame, b64) of the last /progress image
 
     def sampler_label(self, mc=None) -> tuple[str, str | None]:
         """(label, scheduler class) of the model that runs (or ran) `mc`, else the active one."""
@@ -190,7 +192,8 @@ class A1111:
         session = self.session
         counts = call.counts
         samples = [{**sample, "seed": call.base_seed + j * counts["batch_size"]} for j in range(counts["n_iter"])]
-        reqs = await asyncio.to_thread(session.submit_all, call.model, samples, invalid, FIELDS, MODEL_FIELD)
+        reqs = await asyncio.to_thread(session.submit_all, call.model, samples, invalid, FIELDS, MODEL_FIELD,
+                                       PREVIEW_STREAM)
         session.last_used = (call.name, reqs[0].model)
         started = time.time()
         await session.wait_all(reqs, request)
@@ -329,14 +332,19 @@ class A1111:
                 "textinfo": f"Sampling step {step}/{total}" if total else "Loading the model"}
 
     def _current_image(self, req) -> str | None:
-        frame = req.latest_latent
+        """The request's newest preview image as A1111 sends `current_image`: base64 without a data: prefix,
+        PNG unless the options say `samples_format: jpg` (A1111's encode_pil_to_base64). A request made
+        elsewhere without preview images (a native /generate) shows its newest latent frame instead."""
+        preview, latent = req.latest_preview, req.latest_latent
+        frame = preview if preview is not None else latent
         if frame is None:
             return None
-        rid, step, cached = self._preview
-        if rid == req.request_id and step == req.step:
+        jpeg = preview is not None and str(self.session.options.get("samples_format", "png")).lower() in ("jpg", "jpeg")
+        key, cached_frame, cached = self._preview
+        if key == (req.request_id, jpeg) and cached_frame is frame:
             return cached
-        image = latent_png_b64(frame, req.model.spec)
-        self._preview = (req.request_id, req.step, image)
+        image = preview_b64(preview, jpeg=jpeg) if preview is not None else latent_png_b64(frame, req.model.spec)
+        self._preview = ((req.request_id, jpeg), frame, image)
         return image
 
     def interrupt(self):

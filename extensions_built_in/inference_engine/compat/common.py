@@ -165,9 +165,11 @@ class Session:
             raise err(client_field(e.key, table, model_field), e.message)
 
     # -- running ---------------------------------------------------------------------------------
-    def submit_all(self, model: dict, samples: list, err, table: dict, model_field: str) -> list:
+    def submit_all(self, model: dict, samples: list, err, table: dict, model_field: str,
+                   stream: dict | None = None) -> list:
         """Submit one request per sample (all or none: a refused one cancels those before it). A
-        data URL the samples share is stored once: the first request's asset serves the later ones."""
+        data URL the samples share is stored once: the first request's asset serves the later ones.
+        `stream`: the engine's stream options for each (e.g. preview images for a progress route)."""
         reqs = []
         stored = {}           # data URL -> the asset the engine stored it as
         try:      # engine.limits.max_batch counts images (a sample's batch_size each), before any is queued
@@ -175,7 +177,7 @@ class Session:
             for sample in samples:
                 sample = {k: stored.get(v, v) if k in IMAGE_INPUTS and isinstance(v, str) else v
                           for k, v in sample.items()}
-                req = self.engine.submit(model, sample, None)
+                req = self.engine.submit(model, sample, stream)
                 reqs.append(req)
                 for name in IMAGE_INPUTS:
                     if is_data_url(sample.get(name)):
@@ -222,9 +224,13 @@ class Session:
             for task in (waiter, gone):
                 if task is not None and not task.done():
                     task.cancel()
-            with self.lock:
-                for r in reqs:
-                    self.batches.pop(r.request_id, None)
+            self.forget(reqs)
+
+    def forget(self, reqs):
+        """The call is over: its requests leave the batch table (/progress)."""
+        with self.lock:
+            for r in reqs:
+                self.batches.pop(r.request_id, None)
 
     @staticmethod
     def read_images(reqs) -> list:

@@ -1,19 +1,29 @@
 """OpenAI's `/v1/images/generations`, `/v1/images/edits` and `/v1/models` (the `openai` SDKs and clients
 built on them)."""
 import asyncio
+import base64
+import json
 import math
 import re
 import time
 
 from fastapi import Depends, FastAPI, Request as HttpRequest
+from fastapi.responses import StreamingResponse
 
 from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import CompatError, Session, is_int, json_object
+from extensions_built_in.inference_engine.compat.preview import preview_payload
+from extensions_built_in.inference_engine.engine import Subscriber
+from extensions_built_in.inference_engine.protocol import FrameReader
 from toolkit.errors import ConfigError
 from toolkit.models.arch import REFERENCES
 from toolkit.models.registry import ARCHS
 
 MAX_N = 10                       # OpenAI's own limit for n
+MAX_PARTIAL_IMAGES = 3           # OpenAI's partial_images range: 0-3
+# a streamed call's engine stream options: the worker's small JPEG previews (partial images), no latents
+PREVIEW_STREAM = {"latents": "none", "preview_image": "jpeg"}
+NO_LATENTS = {"latents": "none"}
 # engine field -> the client's field, so a 400 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "size",
           "sample.height": "size", "sample.num_inference_steps": "num_inference_steps",
@@ -88,7 +98,13 @@ class OpenAIImages:
             raise invalid("seed", f"must be -1 (random) or an integer >= 0, got {seed!r}")
         # the n images in one pass: seed, seed + 1, ... (a random seed when none is given)
         sample.update(batch_size=int(n), seed=int(seed) if seed is not None and seed >= 0 else -1)
+        stream = body.get("stream")
+        if stream not in (None, True, False):
+            raise invalid("stream", f"must be true or false, got {stream!r}")
+        partials = _partial_images(body.get("partial_images"))
         model, name = await asyncio.to_thread(self.session.resolve, body.get("model"), "model", invalid)
+        if stream:
+            return await self._stream(model, name, sample, partials, "image_generation")
         return await self._run(request, model, name, sample, fmt)
 
     async def _run(self, request: HttpRequest, model: dict, name, sample: dict, fmt: str, output_format="png"):
@@ -133,8 +149,10 @@ class OpenAIImages:
         if (fields.get("background") or "auto") not in ("auto", "opaque"):
             raise invalid("background", f"must be 'auto' or 'opaque' here (no transparent output), got "
                           f"{fields['background']!r}")
-        if (fields.get("stream") or "false").lower() not in ("false", "0"):
-            raise invalid("stream", "streaming is not served here: send stream=false (partial_images need it)")
+        stream = (fields.get("stream") or "false").lower()
+        if stream not in ("true", "1", "false", "0"):
+            raise invalid("stream", f"must be true or false, got {fields['stream']!r}")
+        partials = _partial_images(_form_number(fields, "partial_images", int, None))
         images = [data for name, data in files if IMAGE_FIELD.fullmatch(name)]
         masks = [data for name, data in files if name == "mask"]
         if any(name == "markup" for name, _data in files):
@@ -191,7 +209,74 @@ class OpenAIImages:
         sample.update(prepared)
         if "width" not in sample:      # auto: the model's default area at the first image's aspect ratio
             sample["width"], sample["height"] = _auto_size(first_size, gen.width * gen.height, spec.size_divisor)
+        if stream in ("true", "1"):
+            return await self._stream(model, name, sample, partials, "image_edit", out)
         return await self._run(request, model, name, sample, fmt, out)
+
+    async def _stream(self, model: dict, name, sample: dict, partials: int, kind: str, output_format="png"):
+        """OpenAI's streamed image call: server-sent events `<kind>.partial_image` (up to `partials`, the
+        worker's JPEG previews of the first image at evenly spaced steps: a preview is a small picture
+        projected from the latents, at most 256 px on its long side, so `output_format` is jpeg), then one
+        `<kind>.completed` per image. A refusal is a plain 4xx before the stream starts; a failure after
+        it is an `error` event (what the SDKs raise as APIError)."""
+        session = self.session
+        opts = PREVIEW_STREAM if partials else NO_LATENTS
+        reqs = await asyncio.to_thread(session.submit_all, model, [sample], invalid, FIELDS, "model", opts)
+        session.last_used = (name, reqs[0].model)
+        req = reqs[0]
+        loop = asyncio.get_running_loop()
+        frames: asyncio.Queue = asyncio.Queue()
+        sub = Subscriber(lambda frame, _newest: loop.call_soon_threadsafe(frames.put_nowait, frame))
+        for frame in req.attach(sub):      # the replay goes first: live frames are queued on this loop after it
+            frames.put_nowait(frame)
+        size = f"{req.sample.width}x{req.sample.height}"
+        common = {"background": "opaque", "quality": "auto", "size": size}
+
+        def event(name_: str, data: dict) -> bytes:
+            return f"event: {name_}\ndata: {json.dumps(data)}\n\n".encode()
+
+        async def events():
+            sent, targets = 0, None
+            try:
+                while True:
+                    frame = await frames.get()
+                    header = FrameReader().feed(frame)[0][0]
+                    if header["type"] == "end":
+                        break
+                    got = preview_payload(frame) if header["type"] == "preview" else None
+                    if got is None or sent >= partials:
+                        continue
+                    step, total = header["step"], header["total"]
+                    if targets is None:    # evenly spaced, never the last step (the completed image is next)
+                        targets = [math.ceil((k + 1) * total / (partials + 1)) for k in range(partials)]
+                    if step < total and step >= targets[sent]:
+                        while sent < partials and targets[sent] <= step:
+                            targets[sent] = -1
+                            sent += 1
+                        yield event(f"{kind}.partial_image", {
+                            "type": f"{kind}.partial_image", "b64_json": base64.b64encode(got[1]).decode("ascii"),
+                            "partial_image_index": sent - 1, "created_at": int(time.time()),
+                            "output_format": "jpeg", **common})
+                await asyncio.to_thread(req.done_event.wait, 60)
+                if req.status != "ok":
+                    err = {"message": req.error or req.status, "type": "server_error", "param": None,
+                           "code": "cancelled" if req.status == "cancelled" else None}
+                    yield event("error", {"type": "error", "error": err})
+                    return
+                for _r, _res, b64 in await asyncio.to_thread(session.read_images, reqs):
+                    yield event(f"{kind}.completed", {
+                        "type": f"{kind}.completed", "b64_json": b64, "created_at": int(time.time()),
+                        "output_format": output_format, **common,
+                        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0,
+                                  "input_tokens_details": {"image_tokens": 0, "text_tokens": 0}}})
+            finally:
+                req.detach(sub)
+                if not req.finished:          # the client went away: the request stops
+                    session.cancel_all(reqs)
+                session.forget(reqs)
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
 
     def _model(self, name: str) -> dict:
         return {"id": name, "object": "model", "created": int(self.engine.started_at), "owned_by": "aitk-engine"}
@@ -289,6 +374,15 @@ def _auto_size(size: tuple, area: int, divisor: int) -> tuple[int, int]:
     w, h = size
     width = math.sqrt(area * w / h)
     return (max(divisor, round(width / divisor) * divisor), max(divisor, round(width * h / w / divisor) * divisor))
+
+
+def _partial_images(value) -> int:
+    """OpenAI's partial_images: 0-3 (0 or none: only the completed event)."""
+    if value is None:
+        return 0
+    if not is_int(value) or not 0 <= value <= MAX_PARTIAL_IMAGES:
+        raise invalid("partial_images", f"must be an integer from 0 to {MAX_PARTIAL_IMAGES}, got {value!r}")
+    return int(value)
 
 
 def add_routes(app: FastAPI, session: Session, authorized):

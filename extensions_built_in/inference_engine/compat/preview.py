@@ -1,5 +1,6 @@
-"""The newest `latent` frame of a request as a small PNG (A1111's /progress `current_image`), by the
-projection in docs/engine_api.md."""
+"""A request's newest `preview` frame (or, for a request without previews, its newest `latent` frame
+by the projection in docs/engine_api.md) as a small base64 image: A1111's /progress `current_image`,
+OpenAI's partial images."""
 import base64
 import io
 
@@ -43,3 +44,29 @@ def latent_png_b64(frame: bytes, spec, max_side: int = PREVIEW_MAX_SIDE) -> str 
     buf = io.BytesIO()
     pil.save(buf, format="PNG")
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def preview_payload(frame: bytes) -> tuple[dict, bytes] | None:
+    """(header, JPEG bytes) of an encoded `preview` frame; None when it is not one."""
+    try:
+        header, payload = FrameReader().feed(frame)[0]
+    except Exception:
+        return None
+    return (header, payload) if header.get("type") == "preview" else None
+
+
+def preview_b64(frame: bytes, jpeg: bool = False) -> str | None:
+    """A `preview` frame's image as base64 (no data: prefix): PNG (A1111's default `samples_format`), or
+    the frame's own JPEG bytes with `jpeg`."""
+    from PIL import Image
+
+    got = preview_payload(frame)
+    if got is None:
+        return None
+    data = got[1]
+    if not jpeg:
+        buf = io.BytesIO()
+        with Image.open(io.BytesIO(data)) as im:
+            im.convert("RGB").save(buf, format="PNG")
+        data = buf.getvalue()
+    return base64.b64encode(data).decode("ascii")
