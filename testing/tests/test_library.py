@@ -183,3 +183,23 @@ def test_listing_never_imports_torch(srv):
                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": ROOT})
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_engine_model_folders_config(tmp_path):
+    """engine.model_folders: a list of existing folders, model roots too; anything else names the key."""
+    from types import SimpleNamespace
+
+    from extensions_built_in.inference_engine.InferenceEngine import InferenceEngine
+    from toolkit.errors import ConfigError
+
+    def make(**engine):
+        return InferenceEngine(0, SimpleNamespace(name="library"),
+                               {"type": "InferenceEngine", "engine": {"job_folder": str(tmp_path / "job"), **engine}})
+    (tmp_path / "models").mkdir()
+    assert make().model_folders == []
+    proc = make(model_folders=[str(tmp_path / "models")])
+    assert proc.model_folders == [str(tmp_path / "models")] and str(tmp_path / "models") in proc.model_roots
+    for bad in ([str(tmp_path / "missing")], str(tmp_path / "models"), [5]):
+        with pytest.raises(ConfigError) as e:
+            make(model_folders=bad)
+        assert e.value.key == "engine.model_folders"
