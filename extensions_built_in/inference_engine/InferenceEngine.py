@@ -18,7 +18,7 @@ from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
                "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker",
                "limits", "lora_folder", "cond_cache_mb", "prefetch", "max_batch", "queue_policy", "max_overtake",
-               "metrics_open")
+               "metrics_open", "model_folders")
 
 
 class InferenceEngine(BaseProcess):
@@ -67,6 +67,10 @@ class InferenceEngine(BaseProcess):
             except ConfigError as e:
                 raise e if e.key.startswith(("engine.", "model_profiles")) else ConfigError(
                     f"engine.default_model.{e.key.split('.', 1)[-1]}", e.message) from None
+        self.model_folders = eng.get("model_folders") or []
+        if not isinstance(self.model_folders, list) or not all(
+                isinstance(f, str) and f and os.path.isdir(os.path.expanduser(f)) for f in self.model_folders):
+            raise ConfigError("engine.model_folders", f"must be a list of existing folders, got {self.model_folders!r}")
         self.model_roots = self._model_roots(eng)
         self.lora_folder = eng.get("lora_folder") or None
         if self.lora_folder is not None and (not isinstance(self.lora_folder, str)
@@ -106,6 +110,7 @@ class InferenceEngine(BaseProcess):
                         limits=self.limits, lora_folder=self.lora_folder, cond_cache_mb=self.cond_cache_mb,
                         prefetch=self.prefetch, max_batch=self.max_batch, queue_policy=self.queue_policy,
                         max_overtake=self.max_overtake, metrics_open=self.metrics_open,
+                        model_folders=self.model_folders,
                         on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)
@@ -153,7 +158,8 @@ class InferenceEngine(BaseProcess):
         extra = eng.get("model_roots") or []
         if not isinstance(extra, list) or not all(isinstance(r, str) and r for r in extra):
             raise ConfigError("engine.model_roots", "must be a list of folders")
-        roots = [self.job_folder, constants.HF_HUB_CACHE, str(default_cache_root()), *map(os.path.abspath, extra)]
+        roots = [self.job_folder, constants.HF_HUB_CACHE, str(default_cache_root()), *map(os.path.abspath, extra),
+                 *(os.path.abspath(os.path.expanduser(f)) for f in self.model_folders)]
         if self.profiles.path:
             roots.append(os.path.dirname(os.path.abspath(self.profiles.path)))
         for profile in self.profiles.profiles.values():

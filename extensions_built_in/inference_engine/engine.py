@@ -163,7 +163,7 @@ class Engine:
                  on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
                  model_roots=None, limits=None, lora_folder: str | None = None, cond_cache_mb: float = 256,
                  prefetch: bool = True, max_batch: int = 4, queue_policy: str = "fifo", max_overtake: int = 2,
-                 metrics_open: bool = False):
+                 metrics_open: bool = False, model_folders=None):
         """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
         thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
         `model_roots`: the folders a request may name local files in (None: anywhere). `limits`: a
@@ -174,7 +174,8 @@ class Engine:
         one pipeline call makes for several compatible queued requests (engine.max_batch; 1: no dynamic
         batching; engine.limits.max_batch is another thing, the images one request may ask for).
         `queue_policy`/`max_overtake`: queue_policy.py. `metrics_open`: GET /metrics without the token
-        (engine.metrics_open; metrics.py holds the registry)."""
+        (engine.metrics_open; metrics.py holds the registry). `model_folders`: folders GET /library lists
+        (engine.model_folders; model roots too)."""
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
@@ -185,6 +186,9 @@ class Engine:
         self.model_roots = [os.path.realpath(os.path.expanduser(r)) for r in model_roots] if model_roots else None
         if self.model_roots is not None and self.lora_folder:
             self.model_roots.append(os.path.realpath(self.lora_folder))
+        self.model_folders = [os.path.abspath(os.path.expanduser(f)) for f in model_folders or ()]
+        if self.model_roots is not None:
+            self.model_roots.extend(os.path.realpath(f) for f in self.model_folders)
         self.limits = lim.Limits.from_dict(limits)
         self.assets = lim.AssetBudget(self.assets_folder, self.limits.max_asset_bytes)
         self.on_info = on_info or (lambda info, step=None: None)
@@ -561,6 +565,11 @@ class Engine:
     def list_loras(self, arch: str | None = None, metadata: bool = False) -> dict:
         """The LoRA folder's files, from their headers (lora_folder.listing)."""
         return loras.listing(self.lora_folder, arch, metadata)
+
+    def library(self) -> dict:
+        """Every model on this machine: hub cache, model folders, profiles (toolkit/library.py)."""
+        from toolkit import library
+        return library.scan(self.model_folders, self.profiles)
 
     def warm_load(self, model):
         model = loras.resolve_paths(model, self.lora_folder)

@@ -182,6 +182,13 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             raise ApiError(422, "arch", f"unknown arch {arch!r}")
         return engine.list_loras(arch)
 
+    @app.get("/library", dependencies=[Depends(require_token)], responses=errors())
+    def library():
+        """The models on this machine (hub cache, engine.model_folders, profiles), from model_index.json
+        and safetensors headers: arch, kind, format, bytes, completeness and the `model` a request takes;
+        and per arch whether its default repo is here (else the `hf download` command)."""
+        return engine.library()
+
     @app.post("/generate", dependencies=[Depends(require_token)], responses=errors(503))
     async def generate(body: GenerateBody, request: HttpRequest):
         try:

@@ -44,7 +44,7 @@ def _operations(served_url=None) -> list:
             "POST /settings", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/png-info", "GET /sdapi/v1/sd-models", "GET /sdapi/v1/options", "POST /sdapi/v1/options",
             "GET /sdapi/v1/progress", "POST /sdapi/v1/interrupt", "GET /sdapi/v1/samplers",
             "POST /v1/images/generations", "GET /v1/models", "POST /sdapi/v1/img2img", "POST /v1/images/edits",
-            "GET /loras", "GET /sdapi/v1/loras", "POST /sdapi/v1/refresh-loras"]
+            "GET /loras", "GET /library", "GET /sdapi/v1/loras", "POST /sdapi/v1/refresh-loras"]
 
 
 def names_a_field(body) -> bool:

@@ -16,6 +16,7 @@ import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
 import SettingsDrop, { NO_RESTORE, type RestoreNotice } from './SettingsDrop';
 import { ACTIVE_PHASES } from './generationView';
+import { parseModelParam } from '@/components/library/library';
 import { normalizeModel } from './loras';
 import {
   buildGenerateBody,
@@ -23,6 +24,7 @@ import {
   formsFromSettings,
   imagesFor,
   modelDefaults,
+  modelFormFromSettings,
   normalizeSample,
   resolvedDefaults,
   sampleDefaults,
@@ -36,7 +38,7 @@ import { useGeneration } from './useGeneration';
 
 const newRequestId = () => `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
-export default function GeneratePage({ preferredJobId }: { preferredJobId: string | null }) {
+export default function GeneratePage({ preferredJobId, preferredModel = null }: { preferredJobId: string | null; preferredModel?: string | null }) {
   const engine = useEngine(preferredJobId);
   const gallery = useGallery();
   const gen = useGeneration(gallery.add);
@@ -81,6 +83,7 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
   // first /models answer: keep the saved forms if their arch (and profile) exist, else the engine's default model
   useEffect(() => {
     if (!archs.length || !modelLoaded || !sampleLoaded) return;
+    if (applyLibraryModel()) return;
     const savedOk = model && archs.some((a) => a.name === model.arch) && (!model.profile || profileNamed(model.profile));
     if (savedOk && sample) return;
     const dm = engine.models?.default_model;
@@ -91,6 +94,20 @@ export default function GeneratePage({ preferredJobId }: { preferredJobId: strin
     const dmPath = dm && typeof dm === 'object' ? (dm as { name_or_path?: unknown }).name_or_path : undefined;
     if (dmArch && typeof dmPath === 'string') setModel((m) => (m ? { ...m, name_or_path: dmPath } : m));
   }, [archs, modelLoaded, sampleLoaded]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  /** A model from the Library page (?model=), once: the forms for its arch (or profile), then its keys. */
+  const libraryModelUsed = useRef(false);
+  const applyLibraryModel = (): boolean => {
+    if (libraryModelUsed.current) return false;
+    libraryModelUsed.current = true;
+    const picked = parseModelParam(preferredModel);
+    const profile = typeof picked?.profile === 'string' ? profileNamed(picked.profile) : null;
+    const a = archs.find((x) => x.name === (profile?.architecture ?? picked?.arch));
+    if (!picked || !a) return false;
+    resetForms(a, profile);
+    setModel(modelFormFromSettings(a, profiles, picked));
+    return true;
+  };
 
   const onArch = (name: string) => {
     const next = archs.find((a) => a.name === name);

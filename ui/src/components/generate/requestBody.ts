@@ -140,6 +140,7 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
     if (model.name_or_path.trim()) m.name_or_path = model.name_or_path.trim();
     const variant = variantOf(arch, model.variant);
     if (variant) m.variant = variant;
+    if (model.components && Object.keys(model.components).length) Object.assign(m, { components: { ...model.components }, local_only: true });
   }
   if (model.quantize) Object.assign(m, { quantize: true, qtype: model.qtype || DEFAULT_QTYPE });
   if (model.quantize_te) Object.assign(m, { quantize_te: true, qtype_te: model.qtype_te || DEFAULT_QTYPE });
@@ -254,7 +255,16 @@ export function modelFormFromSettings(arch: ArchInfo, profiles: ProfileInfo[], m
     qtype_te: str(model.qtype_te, mf.qtype_te),
     low_vram: model.low_vram === true,
     loras: picksFromSettings(model),
+    ...componentsOf(model),
   };
+}
+
+/** `model.components` (role -> local file) when it is one, for the form. */
+function componentsOf(model: Record<string, unknown>): { components?: Record<string, string> } {
+  const c = model.components;
+  if (!c || typeof c !== 'object' || Array.isArray(c)) return {};
+  const entries = Object.entries(c as Record<string, unknown>).filter((kv): kv is [string, string] => typeof kv[1] === 'string');
+  return entries.length ? { components: Object.fromEntries(entries) } : {};
 }
 
 /** A resolved sample (a start frame's, a file's) into the sample form over `defaults`. */

@@ -188,6 +188,8 @@ export interface ModelForm {
   low_vram: boolean;
   /** applied in order (`model.loras`) */
   loras: LoraPick[];
+  /** role -> local file (a single-file model from the Library page); sent with local_only */
+  components?: Record<string, string>;
 }
 
 export interface SampleForm {

@@ -1,0 +1,396 @@
+"""The model library: every model on this machine, described without loading it (no torch, no
+tensor data: model_index.json files, safetensors headers and file sizes), so the engine's HTTP
+process can list them (GET /library) and a client can offer them before a request fails.
+
+    scan(folders=(), profiles=None, hub_cache=None) -> {"entries": [Entry…], "archs": [ArchPresence…]}
+
+Where models are looked for:
+- the local hub cache (HF_HUB_CACHE / HF_HOME; `hub_cache` overrides): each `models--owner--name`
+  repo with a snapshot (refs/main, else the newest);
+- `folders` (engine.model_folders): a ComfyUI `models/` tree (diffusion_models/, unet/, checkpoints/,
+  text_encoders/, clip/, vae/, loras/), or plain folders of diffusers folders and single files;
+- the engine's profiles (toolkit/profiles.py).
+
+An Entry: {name, source: hub|folder|profile, path (folder/file; null for a profile), repo (hub only),
+kind: pipeline|single_file|component|lora, arch (null when not detected), variant, role (a single
+file's component role), format (e.g. "bf16 diffusers", "comfy_scaled_fp8"), dtype, bytes (on disk,
+each file once), complete, missing (what makes it incomplete), model (the `model` dict a
+POST /generate takes for it; null when it cannot be loaded on its own: a component, a LoRA, a file
+whose arch is unknown or whose sibling components are missing)}.
+
+Arch detection: a diffusers folder's model_index.json `_class_name` against the registry's pipeline
+classes (the repo id, then the component set, settles a class several archs share); a single file by
+its safetensors header (toolkit/inspect.py) against each arch's `checkpoint_formats`.
+
+ArchPresence, per arch with a public repo (per distinct variant repo): {arch, variant, repo,
+default_present (toolkit/local_weights.weights_here), download: "hf download REPO" when absent}.
+"""
+import json
+import os
+
+COMFY_DENOISERS = ("diffusion_models", "unet", "checkpoints")
+COMFY_COMPONENTS = ("text_encoders", "clip", "vae")
+COMFY_LORAS = ("loras",)
+COMFY_DIRS = COMFY_DENOISERS + COMFY_COMPONENTS + COMFY_LORAS
+MAX_DEPTH = 4                      # how deep a plain folder is walked for models
+_DTYPES = {"BF16": "bf16", "F16": "f16", "F32": "f32", "F64": "f64", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2"}
+
+
+# -- registry lookups --------------------------------------------------------------------------------
+def _pipeline_archs() -> dict:
+    """diffusers pipeline class -> [arch…] (every task's pipeline of every arch)."""
+    from toolkit.models.registry import ARCHS
+    out: dict = {}
+    for name in ARCHS:
+        for task in ARCHS[name].tasks:
+            out.setdefault(task.pipeline, [])
+            if name not in out[task.pipeline]:
+                out[task.pipeline].append(name)
+    return out
+
+
+def _arch_of_index(index: dict, repo: str | None) -> tuple:
+    """(arch, variant) for a model_index.json, or (None, None)."""
+    from toolkit.models.registry import ARCHS
+    candidates = _pipeline_archs().get(index.get("_class_name"), [])
+    if not candidates:
+        return None, None
+    if repo:
+        for name in candidates:
+            spec = ARCHS[name]
+            for variant in (list(spec.variants) or [None]):
+                if spec.default_source(variant) == repo:
+                    return name, variant
+    present = {k for k, v in index.items() if not k.startswith("_") and isinstance(v, list) and v and v[0]}
+    exact = [n for n in candidates if {c.role for c in ARCHS[n].components if not c.optional} == present]
+    name = (exact or candidates)[0]
+    return name, ARCHS[name].default_variant
+
+
+def _archs_for_layout(layout: str) -> list:
+    """(arch, profile key) pairs whose checkpoint_formats accept a detected single-file layout."""
+    from toolkit.models.registry import ARCHS
+    out = []
+    for name in ARCHS:
+        for key, formats in ARCHS[name].checkpoint_formats.items():
+            if layout in formats:
+                out.append((name, key))
+    return out
+
+
+# -- files -------------------------------------------------------------------------------------------
+def _bytes(path: str) -> int:
+    """Bytes on disk under `path` (symlinks followed, each real file once)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    seen, total = set(), 0
+    for root, _dirs, files in os.walk(path, followlinks=True):
+        for f in files:
+            real = os.path.realpath(os.path.join(root, f))
+            if real in seen:
+                continue
+            seen.add(real)
+            try:
+                total += os.path.getsize(real)
+            except OSError:
+                pass            # a broken link: counted as missing by the completeness check
+    return total
+
+
+def _read_index(folder: str) -> dict | None:
+    try:
+        with open(os.path.join(folder, "model_index.json"), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _weights_dtype(folder: str) -> str | None:
+    """The most common float dtype of the safetensors files in `folder` (headers only)."""
+    from toolkit.models.formats.safetensors_header import HeaderError, dtype_counts, read_header
+    counts: dict = {}
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    for n in names:
+        if n.endswith(".safetensors"):
+            try:
+                for d, c in dtype_counts(read_header(os.path.join(folder, n))).items():
+                    counts[d] = counts.get(d, 0) + c
+            except (HeaderError, OSError):
+                continue
+    floats = {d: c for d, c in counts.items() if d in _DTYPES}
+    return _DTYPES[max(floats, key=floats.get)] if floats else None
+
+
+def _missing_components(folder: str, index: dict) -> list:
+    """The components model_index.json names that the folder lacks (or whose files are broken links)."""
+    missing = []
+    for key, value in index.items():
+        if key.startswith("_") or not (isinstance(value, list) and value and value[0]):
+            continue
+        sub = os.path.join(folder, key)
+        if not os.path.isdir(sub) or not os.listdir(sub):
+            missing.append(key)
+            continue
+        if any(not os.path.exists(os.path.join(sub, f)) for f in os.listdir(sub)):
+            missing.append(key)          # a snapshot link to a blob that is not there
+    return missing
+
+
+def _pipeline_entry(folder: str, index: dict, *, source: str, name: str, repo: str | None = None) -> dict:
+    from toolkit.models.registry import ARCHS
+    arch, variant = _arch_of_index(index, repo)
+    missing = _missing_components(folder, index)
+    dtype = None
+    if arch:
+        denoiser = next((c.folder for c in ARCHS[arch].components if c.role in ARCHS[arch].denoiser_roles), None)
+        dtype = _weights_dtype(os.path.join(folder, denoiser)) if denoiser else None
+    entry = {"name": name, "source": source, "path": os.path.abspath(folder), "repo": repo, "kind": "pipeline",
+             "arch": arch, "variant": variant, "role": None, "pipeline_class": index.get("_class_name"),
+             "dtype": dtype, "format": f"{dtype} diffusers" if dtype else "diffusers", "bytes": _bytes(folder),
+             "complete": not missing, "missing": missing, "model": None}
+    if arch:
+        model = {"arch": arch, "name_or_path": repo or os.path.abspath(folder)}
+        if variant and ARCHS[arch].variants:
+            model["variant"] = variant
+        entry["model"] = model
+    return entry
+
+
+# -- hub cache ---------------------------------------------------------------------------------------
+def _snapshot(repo_dir: str) -> str | None:
+    snaps = os.path.join(repo_dir, "snapshots")
+    try:
+        with open(os.path.join(repo_dir, "refs", "main"), encoding="utf-8") as f:
+            rev = f.read().strip()
+        if rev and os.path.isdir(os.path.join(snaps, rev)):
+            return os.path.join(snaps, rev)
+    except OSError:
+        pass
+    try:
+        revs = [os.path.join(snaps, r) for r in os.listdir(snaps)]
+    except OSError:
+        return None
+    revs = [r for r in revs if os.path.isdir(r)]
+    return max(revs, key=os.path.getmtime) if revs else None
+
+
+def scan_hub(cache: str) -> list:
+    out = []
+    try:
+        names = sorted(os.listdir(cache))
+    except OSError:
+        return out
+    for d in names:
+        if not d.startswith("models--"):
+            continue
+        repo = d[len("models--"):].replace("--", "/")
+        repo_dir = os.path.join(cache, d)
+        snap = _snapshot(repo_dir)
+        if snap is None:
+            continue
+        blobs = os.path.join(repo_dir, "blobs")
+        partial = sorted(f for f in os.listdir(blobs) if f.endswith(".incomplete")) if os.path.isdir(blobs) else []
+        index = _read_index(snap)
+        if index is not None:
+            e = _pipeline_entry(snap, index, source="hub", name=repo, repo=repo)
+        else:
+            e = {"name": repo, "source": "hub", "path": os.path.abspath(snap), "repo": repo, "kind": "component",
+                 "arch": None, "variant": None, "role": None, "dtype": _weights_dtype(snap), "format": None,
+                 "bytes": _bytes(snap), "complete": True, "missing": [], "model": None}
+        if partial:
+            e["complete"] = False
+            e["missing"] = e["missing"] + [f"{len(partial)} unfinished download(s) (.incomplete blobs)"]
+            e["bytes"] += sum(os.path.getsize(os.path.join(blobs, f)) for f in partial)
+        out.append(e)
+    return out
+
+
+# -- folders -----------------------------------------------------------------------------------------
+def _file_entry(path: str, root: str, kind_hint: str | None) -> dict:
+    """A single .safetensors file: detected from its header."""
+    from toolkit.inspect import inspect_file
+    report = inspect_file(path)
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    entry = {"name": rel, "source": "folder", "path": os.path.abspath(path), "repo": None,
+             "kind": kind_hint or "single_file", "arch": None, "variant": None, "role": None,
+             "dtype": None, "format": report.get("format"), "bytes": report.get("size_bytes") or _bytes(path),
+             "complete": not report.get("error") and not report.get("problem_count"),
+             "missing": [report["error"]] if report.get("error") else list(report.get("problems") or [])[:3],
+             "model": None}
+    counts = report.get("dtype_counts") or {}
+    floats = {d: c for d, c in counts.items() if d in _DTYPES}
+    entry["dtype"] = _DTYPES[max(floats, key=floats.get)] if floats else None
+    matches = _archs_for_layout(report.get("architecture") or "")
+    if matches:
+        from toolkit.profiles import component_role
+        arch, key = matches[0]
+        role = component_role(arch, key) if key == "diffusion_model" else key
+        from toolkit.models.registry import ARCHS
+        entry.update(arch=arch, role=role, variant=ARCHS[arch].default_variant)
+        entry["kind"] = "single_file" if role in ARCHS[arch].denoiser_roles else "component"
+    elif kind_hint is None:
+        entry["kind"] = "single_file"
+    return entry
+
+
+def _tokenizer_entry(path: str, root: str) -> dict:
+    from toolkit.inspect import inspect_tokenizer
+    report = inspect_tokenizer(path)
+    return {"name": os.path.relpath(path, root).replace(os.sep, "/"), "source": "folder",
+            "path": os.path.abspath(path), "repo": None, "kind": "component", "arch": None, "variant": None,
+            "role": "tokenizer", "dtype": None, "format": "tokenizer", "bytes": _bytes(path),
+            "complete": bool(report.get("complete")), "missing": report.get("missing", []), "model": None}
+
+
+def _lora_entry(path: str, root: str) -> dict:
+    from toolkit import lora_files
+    from toolkit.models.formats.safetensors_header import HeaderError
+    entry = {"name": os.path.relpath(path, root).replace(os.sep, "/"), "source": "folder",
+             "path": os.path.abspath(path), "repo": None, "kind": "lora", "arch": None, "variant": None,
+             "role": None, "dtype": None, "format": None, "bytes": _bytes(path), "complete": True, "missing": [],
+             "model": None}
+    try:
+        d = lora_files.describe(path)
+        entry.update(arch=d["arch"], format=d["format"])
+    except (HeaderError, OSError) as e:
+        entry.update(complete=False, missing=[str(e)])
+    return entry
+
+
+def _hint(name: str) -> str | None:
+    """The kind a ComfyUI `models/` sub-folder holds."""
+    return "lora" if name in COMFY_LORAS else "component" if name in COMFY_COMPONENTS else \
+        "single_file" if name in COMFY_DENOISERS else None
+
+
+def _walk(folder: str, root: str, kind_hint: str | None, depth: int = 0, comfy: bool = False):
+    """Entries under a plain folder (or a ComfyUI tree, `comfy`: its top sub-folders say the kind):
+    diffusers folders (not descended), tokenizer folders, .safetensors files."""
+    from toolkit.inspect import TOKENIZER_FILES
+    try:
+        names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except OSError:
+        return
+    for n in names:
+        p = os.path.join(folder, n)
+        if os.path.isdir(p):
+            index = _read_index(p)
+            if index is not None:
+                yield _pipeline_entry(p, index, source="folder", name=os.path.relpath(p, root).replace(os.sep, "/"))
+            elif set(os.listdir(p)) & set(TOKENIZER_FILES + ("tokenizer.json",)):
+                yield _tokenizer_entry(p, root)
+            elif depth < MAX_DEPTH:
+                yield from _walk(p, root, _hint(n) if comfy else kind_hint, depth + 1)
+        elif n.lower().endswith(".safetensors"):
+            yield _lora_entry(p, root) if kind_hint == "lora" else _file_entry(p, root, kind_hint)
+
+
+def scan_folder(folder: str) -> list:
+    """A ComfyUI `models/` tree (one of its sub-folders is there) or a plain folder."""
+    folder = os.path.abspath(os.path.expanduser(folder))
+    if not os.path.isdir(folder):
+        return []
+    comfy = any(os.path.isdir(os.path.join(folder, d)) for d in COMFY_DIRS)
+    return list(_walk(folder, folder, None, comfy=comfy))
+
+
+def _attach_components(entries: list):
+    """A single denoiser file loads with its arch's other components: the first complete file of each
+    role the arch needs from the same library folder (and a tokenizer folder found there). Without them
+    the entry has no `model` and says what is missing."""
+    from toolkit.models.registry import ARCHS
+    for e in entries:
+        if e["kind"] != "single_file" or not e["arch"] or not e["complete"]:
+            continue
+        spec = ARCHS[e["arch"]]
+        comps = {e["role"]: e["path"]}
+        missing = []
+        for c in spec.components:
+            if c.role in comps or c.role == "scheduler" or c.optional:
+                continue
+            if c.role in spec.denoiser_roles:
+                continue          # another denoiser (wan22_a14b's transformer_2) is not offered here
+            same = [o for o in entries if o is not e and o.get("_root") == e.get("_root") and o["complete"]
+                    and o["role"] == c.role and (o["arch"] in (e["arch"], None))]
+            if same:
+                comps[c.role] = same[0]["path"]
+            else:
+                missing.append(c.role)
+        if missing:
+            e["missing"] = [f"no {r} file for {e['arch']} in this folder" for r in missing]
+            continue
+        e["model"] = {"arch": e["arch"], "local_only": True, "components": comps}
+        if e["variant"]:
+            e["model"]["variant"] = e["variant"]
+
+
+# -- profiles ----------------------------------------------------------------------------------------
+def scan_profiles(profiles) -> list:
+    out = []
+    for name, p in sorted((getattr(profiles, "profiles", None) or {}).items()):
+        paths = [x for x in [p.checkpoint, *p.components.values()] if x]
+        missing = [x for x in paths if not os.path.exists(x)]
+        dtype, fmt = None, None
+        denoiser = next((p.components[r] for r in ("transformer", "unet") if r in p.components), None)
+        if denoiser and os.path.isfile(denoiser):
+            from toolkit.inspect import inspect_file
+            fmt = inspect_file(denoiser).get("format")
+        elif p.checkpoint and os.path.isdir(p.checkpoint):
+            from toolkit.models.registry import ARCHS
+            sub = next((c.folder for c in ARCHS[p.architecture].components
+                        if c.role in ARCHS[p.architecture].denoiser_roles), None)
+            dtype = _weights_dtype(os.path.join(p.checkpoint, sub)) if sub else None
+            fmt = f"{dtype} diffusers" if dtype else "diffusers"
+        out.append({"name": name, "source": "profile", "path": None, "repo": None,
+                    "kind": "pipeline" if p.checkpoint else "single_file", "arch": p.architecture,
+                    "variant": p.variant, "role": None, "dtype": dtype, "format": fmt,
+                    "bytes": sum(_bytes(x) for x in paths if os.path.exists(x)), "complete": not missing,
+                    "missing": [f"no such file or folder: {x}" for x in missing],
+                    "model": {"profile": name} if not missing else None})
+    return out
+
+
+# -- defaults ----------------------------------------------------------------------------------------
+def arch_presence(hub_entries=()) -> list:
+    """Per arch (per distinct variant repo): whether its default weights are here. A cached repo with
+    unfinished downloads is not."""
+    from toolkit.local_weights import weights_here
+    from toolkit.models.registry import ARCHS
+    out = []
+    for name in sorted(ARCHS):
+        spec = ARCHS[name]
+        seen = set()
+        for variant in (list(spec.variants) or [None]):
+            repo = spec.default_source(variant)
+            if not repo or repo in seen:
+                continue
+            seen.add(repo)
+            present = weights_here(spec, variant) and not any(
+                e["repo"] == repo and not e["complete"] for e in hub_entries)
+            row = {"arch": name, "variant": variant, "repo": repo, "default_present": present}
+            if not present:
+                row["download"] = f"hf download {repo}"
+            out.append(row)
+    return out
+
+
+def scan(folders=(), profiles=None, hub_cache: str | None = None) -> dict:
+    if hub_cache is None:
+        from huggingface_hub import constants
+        hub_cache = constants.HF_HUB_CACHE
+    entries = scan_hub(hub_cache)
+    archs = arch_presence(entries)
+    for folder in folders or ():
+        found = scan_folder(folder)
+        for e in found:
+            e["_root"] = folder
+        _attach_components(found)
+        for e in found:
+            e.pop("_root", None)
+        entries.extend(found)
+    entries.extend(scan_profiles(profiles))
+    return {"entries": entries, "archs": archs}

@@ -1,0 +1,131 @@
+'use client';
+// /library: the models on the engine's machine (GET /library through the proxy), grouped by
+// source, with arch, format, size and completeness; "Use" opens /generate with that model; each
+// arch whose default repo is missing gets its `hf download` command.
+import Link from 'next/link';
+import { useCallback, useEffect, useMemo, useState } from 'react';
+import { apiFetch, apiJson, describeError } from '@/utils/api';
+import type { Job } from '@/components/jobs/types';
+import { filterEntries, formatBytes, generateHref, groupBySource, missingDefaults, type LibraryResponse } from './library';
+
+export default function LibraryPage({ preferredJobId }: { preferredJobId: string | null }) {
+  const [jobs, setJobs] = useState<Job[] | null>(null);
+  const [lib, setLib] = useState<LibraryResponse | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [query, setQuery] = useState('');
+  const [loading, setLoading] = useState(false);
+
+  useEffect(() => {
+    apiJson<{ jobs: Job[] }>('/api/jobs?job_type=inference')
+      .then((r) => setJobs(r.jobs))
+      .catch((err) => setError((err as Error).message));
+  }, []);
+
+  const running = (jobs ?? []).filter((j) => j.status === 'running');
+  const job = running.find((j) => j.id === preferredJobId) ?? running[0] ?? null;
+  const jobId = job?.id ?? null;
+
+  const load = useCallback(async () => {
+    if (!jobId) return;
+    setLoading(true);
+    try {
+      const res = await apiFetch(`/api/inference/library?job=${encodeURIComponent(jobId)}`);
+      if (res.ok) {
+        setLib((await res.json()) as LibraryResponse);
+        setError(null);
+      } else setError((await describeError(res)).message);
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      setLoading(false);
+    }
+  }, [jobId]);
+  useEffect(() => {
+    load();
+  }, [load]);
+
+  const groups = useMemo(() => groupBySource(filterEntries(lib?.entries ?? [], query)), [lib, query]);
+  const missing = useMemo(() => missingDefaults(lib?.archs ?? []), [lib]);
+
+  return (
+    <>
+      <h1>Library</h1>
+      {jobs && !job && (
+        <div className="alert" data-testid="library-no-engine">
+          No engine is running: start one on the <Link href="/generate">Generate</Link> page to list its models.
+        </div>
+      )}
+      {error && <div className="alert" data-testid="library-error">{error}</div>}
+      {job && (
+        <div className="row">
+          <input
+            className="grow"
+            placeholder="Filter: name, arch, format…"
+            value={query}
+            onChange={(e) => setQuery(e.target.value)}
+            data-testid="library-filter"
+            aria-label="Filter models"
+          />
+          <span className="muted small">engine {job.name}</span>
+          <button onClick={load} disabled={loading} data-testid="library-refresh">
+            Refresh
+          </button>
+        </div>
+      )}
+      {lib && groups.length === 0 && <div className="muted">No model matches.</div>}
+      {groups.map((g) => (
+        <section key={g.source} className="card" aria-label={g.label} data-testid={`library-group-${g.source}`}>
+          <h2>{g.label}</h2>
+          <table className="jobs">
+            <thead>
+              <tr>
+                <th>name</th>
+                <th>kind</th>
+                <th>arch</th>
+                <th>format</th>
+                <th>size</th>
+                <th>complete</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {g.entries.map((e) => (
+                <tr key={`${e.source}:${e.path ?? e.name}`} data-testid="library-entry" data-name={e.name} data-arch={e.arch ?? ''}>
+                  <td title={e.path ?? e.repo ?? ''}>{e.name}</td>
+                  <td>{e.kind === 'component' && e.role ? `component (${e.role})` : e.kind}</td>
+                  <td>{e.arch ? `${e.arch}${e.variant ? ` ${e.variant}` : ''}` : <span className="muted">unknown</span>}</td>
+                  <td>{e.format ?? <span className="muted">—</span>}</td>
+                  <td>{formatBytes(e.bytes)}</td>
+                  <td title={e.missing.join('\n')}>{e.complete ? 'yes' : <span className="warn-text">no: {e.missing[0] ?? ''}</span>}</td>
+                  <td>
+                    {e.model && e.complete ? (
+                      <Link href={generateHref(jobId, e.model)} data-testid="library-use">
+                        Use
+                      </Link>
+                    ) : e.model === null && e.missing.length ? (
+                      <span className="muted small">{e.missing[0]}</span>
+                    ) : null}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+      ))}
+      {missing.length > 0 && (
+        <section className="card" aria-label="Default models not here" data-testid="library-missing-defaults">
+          <h2>Default models not on this machine</h2>
+          {missing.map((a) => (
+            <div key={`${a.arch}:${a.repo}`} className="row small" data-testid="library-download" data-arch={a.arch}>
+              <span>
+                {a.arch}
+                {a.variant ? ` ${a.variant}` : ''}:
+              </span>
+              <code>{a.download}</code>
+            </div>
+          ))}
+        </section>
+      )}
+    </>
+  );
+}
