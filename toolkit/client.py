@@ -621,7 +621,19 @@ def _models(client, args, console, out) -> int:
 
 
 def _library(client, args, console, out) -> int:
-    out.print_json(data=client.library())
+    lib = client.library()
+    if args.json:
+        out.print_json(data=lib)
+        return EXIT_OK
+    from rich.table import Table
+    t = Table("name", "source", "kind", "arch", "format", "size", "complete")
+    for e in lib.get("entries", []):
+        t.add_row(e.get("name", ""), e.get("source", ""), e.get("kind", ""), e.get("arch") or "?",
+                  e.get("format") or "", f"{(e.get('bytes') or 0) / (1 << 20):.1f} MiB", "yes" if e.get("complete") else "no")
+    out.print(t)
+    for a in lib.get("archs", []):      # a default repo not here: the command that fetches it
+        if not a.get("default_present") and a.get("download"):
+            out.print(f"{a['arch']}: default repo {a.get('repo')} is not downloaded: {a['download']}")
     return EXIT_OK
 
 

@@ -79,9 +79,13 @@ def test_error_frame_exits_1(eng):
     assert code == 1 and "out of memory" in text, text
 
 
-def test_library_404_is_clear(eng):
+def test_library_lists_and_names_missing_defaults(eng):
     code, text = cli(eng, "library")
-    assert code == 2 and "no such route" in text, text
+    assert code == 0 and "complete" in text, text
+    # no hub cache here: each arch's default repo is reported with the command that fetches it
+    assert "is not downloaded: hf download " in text, text
+    code, text = cli(eng, "library", "--json")
+    assert code == 0 and "archs" in json.loads(text)
 
 
 def test_subcommands(eng):
