@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Sets up the web UI (ui/): Debian's chromium for the browser tests, the node modules
+# Sets up the web UI (ui/): Debian's chromium for the browser tests (apt, without recommended
+# packages: chromium recommends only chromium-sandbox, and the tests run it with --no-sandbox;
+# `npx playwright install` is not used, so its flags do not apply), the node modules
 # (package-lock.json, exact versions; better-sqlite3 builds from source), and the build.
 # Idempotent: a rerun reinstalls modules only when package-lock.json changed.
 set -euo pipefail
@@ -9,7 +11,7 @@ if [ ! -x /usr/bin/chromium ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y chromium
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends chromium
 fi
 
 cd ui

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // `npm run start`: the Next server and the job worker together, one command.
-// PORT (default 8675) and AITK_UI_HOST pick where Next listens. Ctrl-C stops both; job
+// PORT (default 8675) and AITK_UI_HOST (default 127.0.0.1; another interface only with
+// AI_TOOLKIT_AUTH set, see listenHost.mjs) pick where Next listens. Ctrl-C stops both; job
 // processes are detached and keep running (the next start adopts them).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { listenHost } from './listenHost.mjs';
 
 const uiDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const env = {
@@ -14,6 +16,11 @@ const env = {
   NEXT_TELEMETRY_DISABLED: '1',
 };
 const port = process.env.PORT || '8675';
+const listen = listenHost(process.env);
+if (listen.error) {
+  console.error(`[start] refusing to start: ${listen.error}`);
+  process.exit(2);
+}
 const workerEntry = path.join(uiDir, 'dist', 'worker', 'index.js');
 if (!fs.existsSync(workerEntry) || !fs.existsSync(path.join(uiDir, '.next', 'BUILD_ID'))) {
   console.error('The UI is not built: run `npm run build` in ui/ first.');
@@ -32,8 +39,7 @@ function startWorker() {
   });
 }
 
-const nextArgs = [path.join(uiDir, 'node_modules', 'next', 'dist', 'bin', 'next'), 'start', '-p', port];
-if (process.env.AITK_UI_HOST) nextArgs.push('-H', process.env.AITK_UI_HOST);
+const nextArgs = [path.join(uiDir, 'node_modules', 'next', 'dist', 'bin', 'next'), 'start', '-p', port, '-H', listen.host];
 const next = spawn(process.execPath, nextArgs, { cwd: uiDir, env, stdio: 'inherit' });
 startWorker();
 

@@ -2,7 +2,6 @@
 // Pick a device, start/stop its engine job, and show the engine's health: the pool's components and
 // the LoRAs (adapters) it holds, with load counts as data- attributes for tests.
 import Link from 'next/link';
-import StatusBadge from '@/components/jobs/StatusBadge';
 import { formatBytes, formatSeconds } from '@/utils/format';
 import type { AdapterEntry } from './types';
 import type { EngineHandle } from './useEngine';
@@ -11,6 +10,8 @@ const formatScale = (scale: number | null) => (scale === null ? '?' : String(Mat
 const adapterLine = (a: AdapterEntry) =>
   `${a.name} · ${formatBytes(a.bytes)} · ${a.hits} hit${a.hits === 1 ? '' : 's'}${a.active ? ` · active ×${formatScale(a.scale)}` : ''}`;
 
+// one word per state, in a badge coloured by the job's status (the job status alone would say
+// "running" for both starting and ready; both together said "stopped stopped", "running ready")
 const STATE_TEXT: Record<string, string> = {
   loading: 'checking…',
   none: 'not started',
@@ -21,6 +22,7 @@ const STATE_TEXT: Record<string, string> = {
   stopping: 'stopping…',
   error: 'error',
 };
+const STATE_BADGE: Record<string, string> = { ready: 'running', starting: 'queued', stopping: 'stopping', queued: 'queued', error: 'error' };
 
 export default function EngineStrip({ engine }: { engine: EngineHandle }) {
   const { devices, deviceId, setDeviceId, job, state, health, healthError, actionError, acting } = engine;
@@ -44,7 +46,9 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
           </select>
         </label>
         <span data-testid="engine-status">
-          {job ? <StatusBadge status={job.status} /> : null} {STATE_TEXT[state]}
+          <span className={`badge badge-${STATE_BADGE[state] ?? 'stopped'}`} title={job ? `job status: ${job.status}` : undefined}>
+            {STATE_TEXT[state]}
+          </span>
         </span>
         {canStart && (
           <button className="primary" onClick={engine.start} disabled={acting} data-testid="engine-start">

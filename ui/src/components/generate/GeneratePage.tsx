@@ -128,12 +128,20 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const running = engine.state === 'ready';
   const job = engine.job;
   const jobRef = job ? { id: job.id, name: job.name } : null;
-  const canGenerate = !!(arch && model && sample && job) && !preparing;
+  // not while the engine is down (stopped from another tab too: the strip polls the job row)
+  const canGenerate = !!(arch && model && sample && job) && running && !preparing;
   const whyNot = !engine.models
-    ? 'Start the engine: the model list comes from it.'
+    ? 'Start the engine above: the model list comes from it.'
     : !running
-      ? 'The engine is not running: start it above to generate.'
+      ? 'The engine is not running: start the engine above to generate.'
       : null;
+
+  // the engine stopped (here, from another tab, or by the jobs page) while a request ran: say so,
+  // rather than a plain "Cancelled" that reads as if someone pressed Cancel
+  const { engineStopped } = gen;
+  useEffect(() => {
+    if (engine.state === 'stopping' || engine.state === 'stopped') engineStopped();
+  }, [engine.state, engineStopped]);
 
   const uploadMask = (png: Blob) => {
     if (!job) return Promise.reject(new Error('the engine is not running'));
@@ -286,10 +294,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
                   }}
                 />
               )}
-              <label className="small">
-                <input type="checkbox" checked={detach} onChange={(e) => setDetach(e.target.checked)} /> keep generating when this page
-                closes (re-attach on return)
-              </label>
+
             </>
           ) : null}
         </div>
@@ -301,6 +306,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
             onGenerate={() => void generate()}
             onCancel={gen.cancel}
             onDismiss={gen.dismiss}
+            detach={detach}
+            onDetach={setDetach}
             results={batchResults}
           />
           <Gallery items={gallery.items} onReuse={reuse} onDelete={gallery.remove} onUseAsInput={arch && archTakes(arch, 'init_img') ? useAsInput : undefined} />

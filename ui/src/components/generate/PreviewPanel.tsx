@@ -16,6 +16,9 @@ interface Props {
   onGenerate: () => void;
   onCancel: () => void;
   onDismiss: () => void;
+  /** keep generating when the page closes (the request's `detach`) */
+  detach: boolean;
+  onDetach: (on: boolean) => void;
   /** this request's results so far (every image of a batch), in batch order */
   results: GalleryItem[];
 }
@@ -42,7 +45,7 @@ function BatchResult({ item }: { item: GalleryItem }) {
 
 const MESSAGE_CLASS: Record<string, string> = { done: 'ok', cancelled: 'warn', error: 'error', lost: 'error' };
 
-export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss, results }: Props) {
+export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss, detach, onDetach, results }: Props) {
   const active = ACTIVE_PHASES.has(view.phase);
   const [now, setNow] = useState(() => Date.now());
   useEffect(() => {
@@ -73,7 +76,15 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
           </button>
         )}
       </div>
-      {whyNot && !active && <div className="muted small">{whyNot}</div>}
+      <label className="small" data-testid="detach">
+        <input type="checkbox" checked={detach} onChange={(e) => onDetach(e.target.checked)} /> keep generating when this page closes
+        (re-attach on return)
+      </label>
+      {whyNot && !active && (
+        <div className="muted small" data-testid="why-not">
+          {whyNot}
+        </div>
+      )}
       <LatentCanvas image={view.image} step={view.latentStep} modality={view.modality} />
       {(active || view.total > 0) && (
         <div className="progress" data-testid="progress-text" data-phase={view.phase}>

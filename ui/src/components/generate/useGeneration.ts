@@ -27,6 +27,10 @@ interface Ctx {
   sample: Record<string, unknown>;
   preview: PreviewSpec | null;
   ended: boolean;
+  /** Cancel was pressed on this page */
+  userCancelled?: boolean;
+  /** the engine job was seen stopping while this request was current */
+  engineStopped?: boolean;
 }
 
 const ACTIVE_KEY = 'aitk.generate.active';
@@ -50,6 +54,12 @@ function loadActive(): Stored | null {
   } catch {
     return null;
   }
+}
+
+/** A request that ended cancelled (not by this page) or lost: the engine was stopped. */
+function explainEngineStop(v: GenView): GenView {
+  if (v.phase !== 'cancelled' && v.phase !== 'lost') return v;
+  return { ...v, phase: 'cancelled', message: `The engine was stopped ${stepText(v)}; start the engine above to generate again.` };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -110,7 +120,10 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
       ctx.ended = true;
       storeActive(null);
     }
-    update(ctx, (v) => applyFrame(v, h, latent));
+    update(ctx, (v) => {
+      const next = applyFrame(v, h, latent);
+      return ctx.engineStopped ? explainEngineStop(next) : next;
+    });
   };
 
   /** Queued: if another request holds the engine, say so (from GET /queue). */
@@ -207,8 +220,10 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
       return;
     }
     if (!res.ok) {
-      const { message } = await describeError(res);
-      update(ctx, (v) => ({ ...v, phase: 'error', finishedAt: Date.now(), message }));
+      const { message, code } = await describeError(res);
+      // the server's words name the Generate page; this is it
+      const text = code === 'engine_not_running' ? 'The engine is not running: start the engine above, then Generate.' : message;
+      update(ctx, (v) => ({ ...v, phase: 'error', finishedAt: Date.now(), message: text }));
       return;
     }
     storeActive(rec);
@@ -219,6 +234,7 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
   const cancel = useCallback(async () => {
     const ctx = ctxRef.current;
     if (!ctx || ctx.ended) return;
+    ctx.userCancelled = true;
     update(ctx, (v) => ({ ...v, cancelling: true }));
     let problem: string | null = null;
     try {
@@ -243,6 +259,17 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
     }
   }, []); // eslint-disable-line react-hooks/exhaustive-deps
 
+  /**
+   * The engine job is stopping or stopped. A request that ended cancelled without Cancel pressed here (or
+   * ends so later) was stopped with the engine: say that.
+   */
+  const engineStopped = useCallback(() => {
+    const ctx = ctxRef.current;
+    if (!ctx || ctx.userCancelled || ctx.engineStopped) return;
+    ctx.engineStopped = true;
+    setView((v) => (ctxRef.current === ctx ? explainEngineStop(v) : v));
+  }, []);
+
   /** A request that could not be sent (e.g. its mask did not upload): said where the outcome shows. */
   const fail = useCallback((message: string) => {
     const ctx = ctxRef.current;
@@ -265,5 +292,5 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
     return () => ctxRef.current?.abort.abort(); // leaving the page closes the stream (the engine's rules decide the rest)
   }, []); // eslint-disable-line react-hooks/exhaustive-deps
 
-  return { view, generate, cancel, dismiss, fail };
+  return { view, generate, cancel, dismiss, fail, engineStopped };
 }
