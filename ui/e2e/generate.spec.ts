@@ -314,8 +314,9 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     // with the engine gone, the proxy answers with a readable 503, and the page says so
     const res = await page.request.get('/api/inference/health');
     expect(res.status()).toBe(503);
-    await page.getByTestId('generate-button').click();
-    await expect(page.getByTestId('gen-message')).toContainText('not running');
+    // Generate is off while the engine is down, and the page says where to start it
+    await expect(page.getByTestId('generate-button')).toBeDisabled();
+    await expect(page.getByTestId('why-not')).toContainText('start the engine above');
     await shot(page, '06-engine-stopped');
 
     // the jobs page deletes the stopped row (its folder stays)

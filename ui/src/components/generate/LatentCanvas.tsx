@@ -8,9 +8,11 @@ interface Props {
   image: PreviewImage | null;
   step: number | null;
   modality: string | null;
+  /** the request's phase: the empty box waits only while one is active, and says when it failed */
+  phase?: string;
 }
 
-export default function LatentCanvas({ image, step, modality }: Props) {
+export default function LatentCanvas({ image, step, modality, phase = 'idle' }: Props) {
   const canvas = useRef<HTMLCanvasElement>(null);
   const [frame, setFrame] = useState(0);
   const [playing, setPlaying] = useState(true);
@@ -54,7 +56,19 @@ export default function LatentCanvas({ image, step, modality }: Props) {
         style={image && !heat ? { aspectRatio: `${image.width} / ${image.height}` } : undefined}
         aria-label={heat ? 'Audio latent: channels by time' : 'Latent preview'}
       />
-      {!image && <div className="canvas-empty muted small">{modality ? 'Waiting for the first latent…' : 'The preview appears here while a generation runs.'}</div>}
+      {!image && (
+        <div className={`canvas-empty small ${phase === 'error' || phase === 'lost' ? 'failed' : 'muted'}`} data-testid="canvas-empty" data-phase={phase}>
+          {phase === 'error' || phase === 'lost'
+            ? 'No preview: the request failed (see below).'
+            : phase === 'cancelled'
+              ? 'No preview: the request ended before the first latent.'
+              : phase === 'submitting' || phase === 'running' || phase === 'reattaching'
+                ? modality
+                  ? 'Waiting for the first latent…'
+                  : 'Sending the request…'
+                : 'The preview appears here while a generation runs.'}
+        </div>
+      )}
       {heat && <div className="muted small">channels (rows) × time (columns)</div>}
       {frames > 1 && (
         <div className="row">

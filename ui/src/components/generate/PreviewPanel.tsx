@@ -85,7 +85,7 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
           {whyNot}
         </div>
       )}
-      <LatentCanvas image={view.image} step={view.latentStep} modality={view.modality} />
+      <LatentCanvas image={view.image} step={view.latentStep} modality={view.modality} phase={view.phase} />
       {(active || view.total > 0) && (
         <div className="progress" data-testid="progress-text" data-phase={view.phase}>
           <progress max={view.total || 1} value={view.step} />

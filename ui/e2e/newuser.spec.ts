@@ -1,0 +1,124 @@
+// What a new user hit (issue 13 item 8), each reproduced here: a tall result made its card
+// ~14,000 px tall; the strip said "stopped stopped"; the keep-generating checkbox sat outside any
+// card; Generate stayed on with the engine stopped (from another tab too), the error sent them to
+// "the Generate page", a stop mid-run read "Cancelled", and a failed request still said "Waiting
+// for the first latent…". The page at 1280×720 and phone size, nothing wider than the window.
+import fs from 'node:fs';
+import path from 'node:path';
+import { expect, test, type Page } from '@playwright/test';
+import { encodePng } from '../src/components/generate/maskPng';
+import { SCREENSHOTS, TRAINING_FOLDER } from './env';
+
+const ENGINE_START_MS = 90_000;
+
+async function shot(page: Page, name: string) {
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+/** A 16×1024 PNG in a job's outputs folder, and a gallery entry for it in localStorage. */
+async function tallResult(page: Page) {
+  const job = 'newuser_results';
+  const dir = path.join(TRAINING_FOLDER, job, 'outputs');
+  fs.mkdirSync(dir, { recursive: true });
+  const rgb = new Uint8Array(16 * 1024 * 3).map((_, i) => (i * 7) % 256);
+  const png = await encodePng(16, 1024, 3, rgb);
+  fs.writeFileSync(path.join(dir, 'tall.png'), png);
+  const item = {
+    key: 'newuser/tall.png',
+    requestId: 'newuser',
+    jobId: job,
+    jobName: job,
+    result: { relpath: 'tall.png', url: '', kind: 'image', ext: 'png', bytes: png.length, seed: 1, index: 0, width: 16, height: 1024 },
+    model: { arch: 'zimage' },
+    sample: { prompt: 'a very tall result' },
+    createdAt: new Date().toISOString(),
+  };
+  await page.goto('/generate');
+  await page.evaluate((it) => window.localStorage.setItem('aitk.gallery', JSON.stringify([it])), item);
+  await page.reload();
+}
+
+async function widerThanWindow(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const w = document.documentElement.clientWidth;
+    const out: string[] = [];
+    if (document.documentElement.scrollWidth > w) out.push(`document ${document.documentElement.scrollWidth} > ${w}`);
+    for (const el of Array.from(document.querySelectorAll('body *'))) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.right > w + 1 && getComputedStyle(el).position !== 'fixed') {
+        out.push(`${el.tagName.toLowerCase()}.${el.className} right=${Math.round(r.right)} > ${w}`);
+      }
+    }
+    return out.slice(0, 10);
+  });
+}
+
+test('a 16×1024 result stays in a bounded card; one state word; the checkbox in a card; 1280×720 and phone', async ({ page }) => {
+  for (const [name, viewport] of [
+    ['1280x720', { width: 1280, height: 720 }],
+    ['phone', { width: 390, height: 844 }],
+  ] as const) {
+    await page.setViewportSize(viewport);
+    await tallResult(page);
+    const img = page.getByTestId('gallery-item').first().locator('img');
+    await expect.poll(() => img.evaluate((el: HTMLImageElement) => el.complete && el.naturalHeight)).toBe(1024);
+    const card = await page.getByTestId('gallery-item').first().boundingBox();
+    expect(card).not.toBeNull();
+    // the image box is at most as tall as the card is wide; the caption and buttons add the rest
+    expect(card!.height).toBeLessThan(card!.width + 250);
+    expect(await img.evaluate((el) => getComputedStyle(el).objectFit)).toBe('contain');
+
+    // one word for the engine's state, not the job status and the state both
+    const status = page.getByTestId('engine-status');
+    await expect(status).not.toHaveText(/checking/);
+    expect(await status.innerText()).not.toMatch(/\b(\w+)\s+\1\b/);
+    expect((await status.innerText()).trim().split(/\s+/).length).toBe(1);
+
+    // the keep-generating checkbox lives in a card
+    await expect(page.locator('.card [data-testid=detach]')).toBeVisible();
+
+    expect(await widerThanWindow(page)).toEqual([]);
+    await shot(page, `newuser-generate-${name}`);
+  }
+});
+
+test('engine stopped from another tab: Generate off, a stop mid-run said as such, a failed request shows no "waiting"', async ({ page, context }) => {
+  await page.goto('/generate');
+  const strip = page.getByTestId('engine-strip');
+  await expect(strip).not.toHaveAttribute('data-state', 'loading');
+  if ((await strip.getAttribute('data-state')) !== 'ready') await page.getByTestId('engine-start').click();
+  await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
+  await page.getByTestId('arch-select').selectOption('zimage');
+
+  // a model that is not here: the request fails, and the preview box says so (no "waiting")
+  await page.getByTestId('name-or-path').fill('/nonexistent/model');
+  await page.getByTestId('generate-button').click();
+  await expect(page.getByTestId('gen-message')).toHaveAttribute('class', /error/, { timeout: 60_000 });
+  await expect(page.getByTestId('canvas-empty')).toHaveAttribute('data-phase', /error|lost/);
+  await expect(page.getByTestId('canvas-empty')).not.toContainText('Waiting');
+  await shot(page, 'newuser-failed-request');
+
+  // a long run, then the engine stopped from another tab
+  await page.getByTestId('name-or-path').fill('tiny:zimage');
+  const steps = page.getByTestId('steps');
+  await steps.fill('1000');
+  await steps.blur();
+  await page.getByTestId('generate-button').click();
+  await expect(page.getByTestId('progress-text')).toContainText(/Step ([2-9]|\d\d+)\/1000/, { timeout: 60_000 });
+  const other = await context.newPage();
+  await other.goto('/generate');
+  await expect(other.getByTestId('engine-strip')).toHaveAttribute('data-state', 'ready');
+  await other.getByTestId('engine-stop').click();
+  await other.close();
+
+  await expect(page.getByTestId('gen-message')).toContainText('The engine was stopped', { timeout: 60_000 });
+  await expect(page.getByTestId('gen-message')).not.toContainText('Cancelled');
+  await expect(strip).toHaveAttribute('data-state', 'stopped', { timeout: 60_000 });
+  await expect(page.getByTestId('generate-button')).toBeDisabled();
+  await expect(page.getByTestId('why-not')).toContainText('start the engine above');
+  // Ctrl+Enter does nothing either
+  await page.getByTestId('prompt').press('Control+Enter');
+  await expect(page.getByTestId('gen-message')).toContainText('The engine was stopped');
+  await shot(page, 'newuser-engine-stopped');
+});
