@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from extensions_built_in.inference_engine import batching
+from extensions_built_in.inference_engine import joblog
 from extensions_built_in.inference_engine import limits as lim
 from extensions_built_in.inference_engine import lora_folder as loras
 from extensions_built_in.inference_engine import messages as m
@@ -97,6 +98,7 @@ class Request:
     finished_at: float | None = None
     cancel_at: float | None = None    # monotonic time the running request was asked to stop
     overtaken: int = 0                # times a later request went first (queue_policy.pick)
+    cancelled_by: str | None = None   # who asked for the cancel (the job log says)
     step: int = 0
     total: int = 0
     results: list = field(default_factory=list)
@@ -401,11 +403,14 @@ class Engine:
             upload.stored()
         return full
 
-    def cancel(self, request_id: str) -> Request | None:
+    def cancel(self, request_id: str, by: str = "a client") -> Request | None:
+        """`by`: who asked, for the job log (POST /cancel, a client that went away, ...)."""
         with self._cv:
             req = self.requests.get(request_id)
             if req is None:
                 return None
+            if not req.finished and req.cancelled_by is None:
+                req.cancelled_by = by
             self.metrics.cancel()
             req.cancel_event.set()
             queued = req in self._queue
@@ -496,6 +501,8 @@ class Engine:
             pending = list(self._queue)
             self._queue.clear()
             running = [r for r in self.running if not r.finished]
+            for r in pending + running:
+                r.cancelled_by = r.cancelled_by or "the engine stopping"
             for current in running:
                 current.cancel_event.set()
                 current.cancel_at = current.cancel_at or time.monotonic()
@@ -672,7 +679,7 @@ class Engine:
         if reason is not None:
             self.worker_last_exit = reason
             self.worker_restarts += 1
-            print(f"generation worker: {reason}; starting a new one", flush=True)
+            joblog.emit(joblog.worker_restart_line(f"{reason}; starting a new one"))
         if self.worker is not None:
             self.worker.kill()
         self.worker = None
@@ -707,6 +714,8 @@ class Engine:
                 req.results.extend(msg.results)
                 self._finish(req, msg.status, msg.error)
         elif isinstance(msg, m.State):
+            for line in joblog.state_lines(self.worker_state, msg, self.current.request_id if self.current else None):
+                joblog.emit(line)
             self.worker_state = msg
         elif isinstance(msg, m.Info):
             self.on_info(msg.info, msg.step)
@@ -741,6 +750,7 @@ class Engine:
         if status != "ok":
             req.publish({"type": "error", "message": error or status, "cancelled": status == "cancelled"})
         self.metrics.request_finished(req)
+        joblog.emit(joblog.request_line(req))
         req.publish({"type": "end", "status": status})
         req.done_event.set()
         with self._cv:

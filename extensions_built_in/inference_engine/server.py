@@ -213,7 +213,7 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
 
     @app.post("/cancel/{request_id}", dependencies=[Depends(require_token)], responses=errors(404))
     def cancel(request_id: str):
-        req = engine.cancel(request_id)
+        req = engine.cancel(request_id, by="POST /cancel")
         if req is None:
             raise ApiError(404, "request_id", f"unknown request {request_id!r}")
         return JSONResponse({"request_id": request_id, "status": req.status}, headers={"X-Request-Id": request_id})
@@ -347,7 +347,7 @@ async def _follow(engine: Engine, req, cancel_on_disconnect: bool):
     finally:
         req.detach(sub)
         if not ended and cancel_on_disconnect and not req.finished:
-            engine.cancel(req.request_id)
+            engine.cancel(req.request_id, by="client disconnect")
 
 
 def _is_end(frame: bytes) -> bool:

@@ -1,0 +1,101 @@
+"""The job log: one line per thing that happened in the engine, printed to the job process's stdout
+(the file the UI's job log link shows), as the start/listening/stopped lines are. No torch here:
+loads, evictions and LoRA adapter loads are read from the difference between two of the worker's
+State messages (its pool's counters and entries), the only thing that reaches the engine about them.
+
+Lines (README.md, "The job log"):
+  request <id> <status> <arch> <model> <W>x<H> <steps> steps <seconds>s prompt="<first 60 chars>" [...]
+  load <arch> <model> <bytes> bytes <seconds>s pool hits <n> misses <n> [for request <id>]
+  evict <role> <class> <bytes> bytes (memory|released)
+  lora load <file name> <bytes> bytes [for request <id>]
+  worker restart: <reason>
+Model names are repo ids or `tiny:<arch>` as given; a local path shows only its basename.
+Prompts are cut to PROMPT_CHARS: enough to find a request by its prompt, not a full copy of it.
+"""
+import json
+import os
+import re
+
+PROMPT_CHARS = 60
+
+
+def emit(line: str):
+    print(line, flush=True)
+
+
+def model_name(name_or_path: str | None) -> str:
+    """A repo id or tiny:<arch> as given; anything that is a local path by its basename only."""
+    if not name_or_path:
+        return "-"
+    expanded = os.path.expanduser(name_or_path)
+    if (os.path.isabs(expanded) or name_or_path.startswith((".", "~")) or os.sep in name_or_path.strip(os.sep)
+            and os.path.exists(expanded)):
+        return os.path.basename(os.path.normpath(expanded)) or "-"
+    return name_or_path
+
+
+def _model(cfg: dict | None) -> str:
+    if not cfg:
+        return "-"
+    return cfg.get("profile") or model_name(cfg.get("name_or_path"))
+
+
+def prompt(text: str | None) -> str:
+    text = text or ""
+    cut = text[:PROMPT_CHARS] + ("…" if len(text) > PROMPT_CHARS else "")
+    return json.dumps(cut, ensure_ascii=False)      # quoted, newlines escaped: one line per request
+
+
+def request_line(req) -> str:
+    """`req`: a finished engine.Request."""
+    s, mc = req.sample, req.model
+    began = req.started_at or req.created_at
+    seconds = (req.finished_at or began) - began
+    line = (f"request {req.request_id} {req.status} {mc.arch} {_model({'profile': mc.profile, 'name_or_path': mc.name_or_path})} "
+            f"{s.width}x{s.height} {s.num_inference_steps} steps {seconds:.2f}s prompt={prompt(s.prompt)}")
+    if req.status == "cancelled":
+        by = getattr(req, "cancelled_by", None)
+        line += f" cancelled by {by}" if by else " cancelled"
+        if req.error and req.error != "cancelled":
+            line += f" ({_one_line(req.error)})"
+    elif req.status == "error":
+        line += f" error: {_one_line(req.error or 'error')}"
+    return line
+
+
+def state_lines(prev, new, request_id: str | None = None) -> list[str]:
+    """What the worker did between two State messages (messages.State; `prev` None: nothing known)."""
+    if prev is None:
+        return []
+    lines = []
+    p, n = prev.pool or {}, new.pool or {}
+    suffix = f" for request {request_id}" if request_id else ""
+    if new.builds > prev.builds:
+        lines.append(f"load {(new.active or {}).get('arch', '-')} {_model(new.active)} "
+                     f"{n.get('loaded_bytes', 0) - p.get('loaded_bytes', 0)} bytes "
+                     f"{n.get('load_seconds', 0) - p.get('load_seconds', 0):.2f}s "
+                     f"pool hits {n.get('hits', 0) - p.get('hits', 0)} misses {n.get('misses', 0) - p.get('misses', 0)}"
+                     f"{suffix}")
+    kept = {e["key"] for e in n.get("entries", [])}
+    why = "memory" if n.get("evictions", 0) > p.get("evictions", 0) else "released"
+    for e in p.get("entries", []):
+        if e["key"] not in kept:
+            lines.append(f"evict {e.get('role') or '-'} {e.get('class', '-')} {e.get('bytes', 0)} bytes ({why})")
+    if n.get("adapter_loads", 0) > p.get("adapter_loads", 0):
+        known = {a["key"] for a in p.get("adapters", [])}
+        for a in n.get("adapters", []):
+            if a["key"] not in known:
+                lines.append(f"lora load {model_name(a.get('name'))} {a.get('bytes', 0)} bytes{suffix}")
+    return lines
+
+
+def worker_restart_line(reason: str) -> str:
+    return f"worker restart: {_one_line(reason)}"
+
+
+_ABS_PATH = re.compile(r"(?<![\w.:/~])[~]?/(?:[^\s'\"/]+/)+([^\s'\"/]*)")
+
+
+def _one_line(text: str) -> str:
+    """One line, absolute paths (a loader's error names the file) cut to their basename."""
+    return _ABS_PATH.sub(r"\1", " ".join(str(text).split()))
