@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from extensions_built_in.inference_engine.engine import Engine, Subscriber, parse_stream
+from extensions_built_in.inference_engine.engine import Subscriber, parse_stream
 from extensions_built_in.inference_engine.protocol import FrameReader
 from extensions_built_in.inference_engine.worker import Faults
+from testing.tests.test_batching import _wait, engine  # noqa: F401 (the in-process engine fixture)
 from testing.tests.test_compat import TOKEN, Served
 from toolkit.errors import ConfigError
 
@@ -45,33 +46,6 @@ def _frames(req):
     got = []
     req.attach(Subscriber(lambda frame, _newest: got.extend(FrameReader().feed(frame))))
     return got
-
-
-@pytest.fixture
-def engine(tmp_path):
-    made = []
-
-    def make(**kw):
-        kw.setdefault("faults", Faults())
-        e = Engine(output_folder=str(tmp_path / f"out{len(made)}"), worker="thread", **kw)
-        e.start_worker()
-        made.append(e)
-        return e
-
-    def start(e):
-        e.loop = threading.Thread(target=e.run_forever, daemon=True)
-        e.loop.start()
-    make.start = start
-    yield make
-    for e in made:
-        e.stop()
-        if hasattr(e, "loop"):
-            e.loop.join(30)
-
-
-def _wait(reqs):
-    for r in reqs:
-        assert r.done_event.wait(120), r.request_id
 
 
 def _jpeg(payload) -> Image.Image:
