@@ -136,7 +136,8 @@ def test_missing_sources_are_named(tmp_path):
 def test_hub_repo_offline_is_a_clear_error(monkeypatch):
     from diffusers import AutoencoderKL
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ComponentLoadError, match="not in the local hub cache, and HF_HUB_OFFLINE is set"):
+    with pytest.raises(ComponentLoadError, match="not in the local hub cache, and HF_HUB_OFFLINE is set; this model is "
+                                                 "not downloaded: run `hf download someorg/some-model-that-is-not-cached`"):
         aitk(AutoencoderKL).load("someorg/some-model-that-is-not-cached", role="vae", subfolder="vae")
     with pytest.raises(ComponentLoadError, match="hub repos are not allowed"):
         aitk(AutoencoderKL).load("someorg/x", role="vae", subfolder="vae", allow_hub=False)
@@ -156,6 +157,7 @@ def test_hub_unreachable_is_not_reported_as_offline(monkeypatch):
     with pytest.raises(ComponentLoadError) as e:
         aitk(AutoencoderKL).load("someorg/not-cached", role="vae", subfolder="vae")
     assert "could not be reached" in str(e.value) and "HF_HUB_OFFLINE" not in str(e.value)
+    assert "run `hf download someorg/not-cached`" in str(e.value)
 
 
 def test_hub_repo_resolves_through_snapshot(monkeypatch, tiny):

@@ -119,8 +119,19 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await select.selectOption('zimage');
     await page.getByTestId('name-or-path').fill('tiny:zimage');
     await page.getByTestId('prompt').fill('a red fox in fresh snow');
-    await fillNumber(page, 'width', 70); // snaps to the arch's divisor (16) on blur
+    // a width the arch refuses is never changed behind the person's back: the field keeps 70, a
+    // note says why, Generate (and Ctrl+Enter) stays off until the offered fix (or a typed value)
+    await fillNumber(page, 'width', 70);
+    await expect(page.getByTestId('width')).toHaveValue('70');
+    await expect(page.getByTestId('note-width')).toContainText('70 is not a multiple of 16');
+    await expect(page.getByTestId('width')).toHaveAttribute('aria-invalid', 'true');
+    await expect(page.getByTestId('generate-button')).toBeDisabled();
+    await expect(page.getByTestId('why-not')).toContainText('Fix this field first');
+    await page.getByTestId('width').press('Control+Enter');
+    await expect(page.getByTestId('gen-message')).toHaveCount(0);
+    await page.getByTestId('fix-width').click();
     await expect(page.getByTestId('width')).toHaveValue('64');
+    await expect(page.getByTestId('note-width')).toHaveCount(0);
     await fillNumber(page, 'height', 64);
     await fillNumber(page, 'steps', 8);
     await fillNumber(page, 'seed', 42);

@@ -91,9 +91,15 @@ test('engine stopped from another tab: Generate off, a stop mid-run said as such
   if ((await strip.getAttribute('data-state')) !== 'ready') await page.getByTestId('engine-start').click();
   await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
   await page.getByTestId('arch-select').selectOption('zimage');
+  // the arch's default repo is not on this machine: said before Generate, with the command (from /library)
+  const repo = await page.getByTestId('name-or-path').inputValue();
+  await expect(page.getByTestId('model-missing')).toContainText(`This model is not downloaded: run hf download ${repo}`);
+  await expect(page.getByTestId('model-missing').getByRole('link', { name: 'library' })).toHaveAttribute('href', /\/library\?job=/);
+  await shot(page, 'newuser-model-not-downloaded');
 
   // a model that is not here: the request fails, and the preview box says so (no "waiting")
   await page.getByTestId('name-or-path').fill('/nonexistent/model');
+  await expect(page.getByTestId('model-missing')).toHaveCount(0);
   await page.getByTestId('generate-button').click();
   await expect(page.getByTestId('gen-message')).toHaveAttribute('class', /error/, { timeout: 60_000 });
   await expect(page.getByTestId('canvas-empty')).toHaveAttribute('data-phase', /error|lost/);

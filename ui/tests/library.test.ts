@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildGenerateBody, modelFormFromSettings, sampleDefaults } from '@/components/generate/requestBody';
 import type { ArchInfo } from '@/components/generate/types';
-import { filterEntries, formatBytes, generateHref, groupBySource, missingDefaults, parseModelParam, type LibraryEntry } from '@/components/library/library';
+import { filterEntries, formatBytes, generateHref, groupBySource, missingDefaults, missingDownload, parseModelParam, type LibraryEntry } from '@/components/library/library';
 
 const entry = (over: Partial<LibraryEntry>): LibraryEntry => ({
   name: 'x',
@@ -103,5 +103,25 @@ describe('Use: the model travels to /generate', () => {
     const body = buildGenerateBody(krea2, form, sample, 'r1', { detach: true, maxFrames: 8 });
     expect(body.model).toMatchObject({ arch: 'krea2', variant: 'turbo', local_only: true, components: model.components });
     expect(buildGenerateBody(krea2, { ...form, components: undefined }, sample, 'r2', { detach: true, maxFrames: 8 }).model).not.toHaveProperty('components');
+  });
+});
+
+describe('missingDownload', () => {
+  const archs = [
+    { arch: 'zimage', variant: null, repo: 'Tongyi-MAI/Z-Image-Turbo', default_present: false, download: 'hf download Tongyi-MAI/Z-Image-Turbo' },
+    { arch: 'sd1', variant: null, repo: 'org/sd1', default_present: true },
+  ];
+  const form = (over: Partial<{ profile: string; arch: string; name_or_path: string }>) => ({ profile: '', arch: 'zimage', name_or_path: 'Tongyi-MAI/Z-Image-Turbo', ...over });
+
+  it("the arch's default repo, absent: its download command", () => {
+    expect(missingDownload(archs, form({}))).toBe('hf download Tongyi-MAI/Z-Image-Turbo');
+    expect(missingDownload(archs, form({ name_or_path: ' Tongyi-MAI/Z-Image-Turbo ' }))).toBe('hf download Tongyi-MAI/Z-Image-Turbo');
+  });
+
+  it('no note for a present repo, a typed path, a profile, or an unknown presence', () => {
+    expect(missingDownload(archs, form({ arch: 'sd1', name_or_path: 'org/sd1' }))).toBeNull();
+    expect(missingDownload(archs, form({ name_or_path: 'tiny:zimage' }))).toBeNull();
+    expect(missingDownload(archs, form({ profile: 'mine' }))).toBeNull();
+    expect(missingDownload(null, form({}))).toBeNull();
   });
 });

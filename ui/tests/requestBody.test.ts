@@ -1,6 +1,6 @@
 // Forms -> POST /generate body: only what the arch's ArchInfo says applies.
 import { describe, expect, it } from 'vitest';
-import { buildGenerateBody, ctrlImageField, defaultSource, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults, snapToDivisor, withVariant } from '@/components/generate/requestBody';
+import { buildGenerateBody, ctrlImageField, defaultSource, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults, withVariant } from '@/components/generate/requestBody';
 import type { ArchInfo } from '@/components/generate/types';
 
 const defaultsFor = (a: ArchInfo, keep = {}) => sampleDefaults(resolvedDefaults(a, ''), a, keep);
@@ -46,18 +46,8 @@ function arch(over: Partial<ArchInfo>): ArchInfo {
 
 const stream = { detach: true, maxFrames: 8 };
 
-describe('snapToDivisor', () => {
-  it('rounds to the nearest multiple, never below one divisor', () => {
-    expect(snapToDivisor(70, 16)).toBe(64);
-    expect(snapToDivisor(72, 16)).toBe(80);
-    expect(snapToDivisor(3, 16)).toBe(16);
-    expect(snapToDivisor(NaN, 8)).toBe(8);
-    expect(snapToDivisor(513, 1)).toBe(513);
-  });
-});
-
 describe('buildGenerateBody', () => {
-  it('image arch: snapped size and negative prompt; no video/audio keys; defaults left out of model', () => {
+  it('image arch: the size as the form shows it (never snapped) and negative prompt; no video/audio keys; defaults left out of model', () => {
     const a = arch({});
     const sample = { ...defaultsFor(a, { prompt: 'fox', seed: 7 }), width: 1000, negative_prompt: 'blur' };
     const body = buildGenerateBody(a, modelDefaults(a), sample, 'r1', stream);
@@ -65,7 +55,7 @@ describe('buildGenerateBody', () => {
     expect(body.sample).toEqual({
       prompt: 'fox',
       negative_prompt: 'blur',
-      width: 1008,
+      width: 1000,
       height: 768,
       num_inference_steps: 8,
       guidance_scale: 3.5,

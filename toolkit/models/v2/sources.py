@@ -60,10 +60,12 @@ def _snapshot(repo_id: str, subfolder: str | None) -> str:
     try:
         folder = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=hub_offline())
     except LocalEntryNotFoundError as e:
+        # what to do next, in the message itself: the UI and the CLI show it as it is
+        todo = f"this model is not downloaded: run `hf download {repo_id}`, or pick a local model (GET /library)"
         if hub_offline():
-            raise SourceError(f"{repo_id}: not in the local hub cache, and HF_HUB_OFFLINE is set") from None
+            raise SourceError(f"{repo_id}: not in the local hub cache, and HF_HUB_OFFLINE is set; {todo}") from None
         raise SourceError(f"{repo_id}: not in the local hub cache, and the hub could not be reached "
-                          f"({' '.join(str(e).split())[:200]})") from None
+                          f"({' '.join(str(e).split())[:200]}); {todo}") from None
     except Exception as e:  # network, auth, missing repo
         raise SourceError(f"{repo_id}: cannot be fetched from the hub: {type(e).__name__}: {e}") from None
     if subfolder and not os.path.isdir(os.path.join(folder, subfolder)):

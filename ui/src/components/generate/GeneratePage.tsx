@@ -15,8 +15,9 @@ import ModelPanel from './ModelPanel';
 import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
 import SettingsDrop, { NO_RESTORE, type RestoreNotice } from './SettingsDrop';
+import { blockingSummary, sampleNotes } from './formChecks';
 import { ACTIVE_PHASES } from './generationView';
-import { parseModelParam } from '@/components/library/library';
+import { missingDownload, parseModelParam } from '@/components/library/library';
 import { normalizeModel } from './loras';
 import {
   buildGenerateBody,
@@ -35,6 +36,7 @@ import type { ArchInfo, GalleryItem, ModelForm, ProfileInfo, SampleForm } from '
 import { useEngine } from './useEngine';
 import { fileUrl, useGallery } from './useGallery';
 import { useGeneration } from './useGeneration';
+import { useModelPresence } from './useModelPresence';
 
 const newRequestId = () => `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
@@ -129,12 +131,16 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const job = engine.job;
   const jobRef = job ? { id: job.id, name: job.name } : null;
   // not while the engine is down (stopped from another tab too: the strip polls the job row)
-  const canGenerate = !!(arch && model && sample && job) && running && !preparing;
+  const presence = useModelPresence(job?.id ?? null, running);
+  const download = model ? missingDownload(presence, model) : null;
+  const notes = useMemo(() => (arch && sample ? sampleNotes(arch, sample) : []), [arch, sample]);
+  const blocked = blockingSummary(notes);
+  const canGenerate = !!(arch && model && sample && job) && running && !preparing && !blocked;
   const whyNot = !engine.models
     ? 'Start the engine above: the model list comes from it.'
     : !running
       ? 'The engine is not running: start the engine above to generate.'
-      : null;
+      : blocked;
 
   // the engine stopped (here, from another tab, or by the jobs page) while a request ran: say so,
   // rather than a plain "Cancelled" that reads as if someone pressed Cancel
@@ -268,6 +274,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
                 onProfile={onProfile}
                 onVariant={onVariant}
                 onChange={(p) => setModel({ ...model, ...p })}
+                download={download}
+                libraryHref={job ? `/library?job=${encodeURIComponent(job.id)}` : '/library'}
               />
               <LoraPanel
                 jobId={job?.id ?? null}
@@ -278,7 +286,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
                 onPicks={(loras) => setModel({ ...model, loras })}
                 onPrompt={(prompt) => setSample({ ...sample, prompt })}
               />
-              <PromptPanel arch={arch} sample={sample} onChange={(p) => setSample({ ...sample, ...p })} />
+              <PromptPanel arch={arch} sample={sample} notes={notes} onChange={(p) => setSample({ ...sample, ...p })} />
               {archTakesInputs(arch) && (
                 <InputsPanel
                   arch={arch}

@@ -1,6 +1,7 @@
 'use client';
 // The model: a profile or an arch (both from GET /models) with its variant and name_or_path;
 // quantization, low_vram. (LoRAs: LoraPanel.)
+import Link from 'next/link';
 import type { ArchInfo, ModelForm, ProfileInfo } from './types';
 
 const QTYPE_SUGGESTIONS = ['qfloat8', 'qint8', 'qint4'];
@@ -14,9 +15,13 @@ interface Props {
   onProfile: (name: string) => void;
   onVariant: (name: string) => void;
   onChange: (patch: Partial<ModelForm>) => void;
+  /** `hf download REPO` when the form names a default repo that is not on this machine */
+  download?: string | null;
+  /** the Library page, with this engine */
+  libraryHref?: string;
 }
 
-export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange }: Props) {
+export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange, download, libraryHref = '/library' }: Props) {
   const variants = Object.keys(arch?.variants ?? {});
   const byProfile = !!model.profile;
   // the engine could not resolve this profile's defaults (e.g. a [generation] size its arch refuses)
@@ -80,6 +85,7 @@ export default function ModelPanel({ archs, profiles, arch, model, onArch, onPro
           onChange={(e) => onChange({ name_or_path: e.target.value })}
           placeholder={byProfile ? 'from the profile' : arch?.default_name_or_path || 'a hub repo id or a local path'}
           aria-label="name_or_path"
+          aria-describedby={download ? 'model-missing' : undefined}
           data-testid="name-or-path"
         />
         <datalist id="name-or-path-options">
@@ -87,6 +93,12 @@ export default function ModelPanel({ archs, profiles, arch, model, onArch, onPro
           {arch && <option value={`tiny:${arch.name}`}>tiny random-weight test model</option>}
         </datalist>
       </label>
+      {download && (
+        <div className="alert warn" id="model-missing" data-testid="model-missing">
+          This model is not downloaded: run <code>{download}</code>, or pick one from the <Link href={libraryHref}>library</Link> (a tiny test
+          model is <code>tiny:{model.arch}</code>).
+        </div>
+      )}
       <datalist id="qtype-options">
         {QTYPE_SUGGESTIONS.map((q) => (
           <option key={q} value={q} />

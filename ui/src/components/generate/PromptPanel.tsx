@@ -1,13 +1,35 @@
 'use client';
 // The sample settings. Which fields show depends on the arch's ArchInfo from the engine.
-import { snapToDivisor } from './requestBody';
+// A value the engine would refuse or change gets a note under its field (formChecks.ts); the field
+// keeps what the person typed.
+import { notesFor, type CheckedField, type FieldNote } from './formChecks';
 import { MAX_BATCH } from './tasks';
 import type { ArchInfo, SampleForm, SamplerInfo } from './types';
 
 interface Props {
   arch: ArchInfo;
   sample: SampleForm;
+  notes: FieldNote[];
   onChange: (patch: Partial<SampleForm>) => void;
+}
+
+/** The notes of one field, each with its fix button; `id` is what the field's aria-describedby names. */
+function FieldNotes({ id, notes, onChange }: { id: string; notes: FieldNote[]; onChange: (patch: Partial<SampleForm>) => void }) {
+  if (!notes.length) return null;
+  return (
+    <span id={id} className="field-notes">
+      {notes.map((n) => (
+        <span key={n.message} className={`field-note ${n.blocking ? 'error' : 'warn'}`} data-testid={`note-${n.field}`}>
+          {n.message}
+          {n.fix && (
+            <button type="button" className="link" onClick={() => onChange(n.fix!.patch)} data-testid={`fix-${n.field}`}>
+              {n.fix.label}
+            </button>
+          )}
+        </span>
+      ))}
+    </span>
+  );
 }
 
 /** "DPM++ 2M Karras": A1111's name for a sampler with its schedule. */
@@ -17,14 +39,18 @@ const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
 
 function NumberField(props: {
   label: string;
+  field: CheckedField;
   value: number;
+  notes: FieldNote[];
   step?: number;
   min?: number;
   max?: number;
   onChange: (v: number) => void;
-  onBlur?: () => void;
+  onFix: (patch: Partial<SampleForm>) => void;
   testId?: string;
 }) {
+  const mine = notesFor(props.notes, props.field);
+  const noteId = `note-for-${props.field}`;
   return (
     <label className="field">
       {props.label}
@@ -35,18 +61,20 @@ function NumberField(props: {
         min={props.min}
         max={props.max}
         onChange={(e) => props.onChange(e.target.value === '' ? NaN : Number(e.target.value))}
-        onBlur={props.onBlur}
         aria-label={props.label}
+        aria-invalid={mine.some((n) => n.blocking) || undefined}
+        aria-describedby={mine.length ? noteId : undefined}
         data-testid={props.testId}
       />
+      <FieldNotes id={noteId} notes={mine} onChange={props.onFix} />
     </label>
   );
 }
 
-export default function PromptPanel({ arch, sample, onChange }: Props) {
-  const snap = (key: 'width' | 'height') => onChange({ [key]: snapToDivisor(sample[key], arch.size_divisor) });
+export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
   const samplers = arch.samplers ?? [];
-  const clampBatch = () => onChange({ batch_size: Math.min(MAX_BATCH, Math.max(1, Math.round(Number(sample.batch_size) || 1))) });
+  const num = { notes, onFix: onChange };
+  const promptNotes = notesFor(notes, 'prompt');
 
   return (
     <section className="card" aria-label="Prompt">
@@ -59,8 +87,10 @@ export default function PromptPanel({ arch, sample, onChange }: Props) {
           onChange={(e) => onChange({ prompt: e.target.value })}
           placeholder="a red fox in fresh snow"
           aria-label="Prompt"
+          aria-describedby={promptNotes.length ? 'note-for-prompt' : undefined}
           data-testid="prompt"
         />
+        <FieldNotes id="note-for-prompt" notes={promptNotes} onChange={onChange} />
       </label>
       {arch.uses_negative_prompt && (
         <label className="field">
@@ -94,14 +124,14 @@ export default function PromptPanel({ arch, sample, onChange }: Props) {
       })}
       {arch.modality !== 'audio' && (
         <div className="row">
-          <NumberField label="Width" value={sample.width} step={arch.size_divisor} min={arch.size_divisor} onChange={(v) => onChange({ width: v })} onBlur={() => snap('width')} testId="width" />
-          <NumberField label="Height" value={sample.height} step={arch.size_divisor} min={arch.size_divisor} onChange={(v) => onChange({ height: v })} onBlur={() => snap('height')} testId="height" />
+          <NumberField {...num} label="Width" field="width" value={sample.width} step={arch.size_divisor} min={arch.size_divisor} onChange={(v) => onChange({ width: v })} testId="width" />
+          <NumberField {...num} label="Height" field="height" value={sample.height} step={arch.size_divisor} min={arch.size_divisor} onChange={(v) => onChange({ height: v })} testId="height" />
           <span className="muted small">multiples of {arch.size_divisor}</span>
         </div>
       )}
       <div className="row">
-        <NumberField label="Steps" value={sample.num_inference_steps} min={1} onChange={(v) => onChange({ num_inference_steps: v })} testId="steps" />
-        <NumberField label="Guidance" value={sample.guidance_scale} step={0.1} onChange={(v) => onChange({ guidance_scale: v })} />
+        <NumberField {...num} label="Steps" field="num_inference_steps" value={sample.num_inference_steps} min={1} onChange={(v) => onChange({ num_inference_steps: v })} testId="steps" />
+        <NumberField {...num} label="Guidance" field="guidance_scale" value={sample.guidance_scale} min={0} step={0.1} onChange={(v) => onChange({ guidance_scale: v })} />
       </div>
       {(samplers.length > 0 || arch.batch) && (
         <div className="row wrap">
@@ -119,25 +149,25 @@ export default function PromptPanel({ arch, sample, onChange }: Props) {
             </label>
           )}
           {arch.batch && (
-            <NumberField label={`Batch size (1-${MAX_BATCH})`} value={sample.batch_size} min={1} max={MAX_BATCH} onChange={(v) => onChange({ batch_size: v })} onBlur={clampBatch} testId="batch-size" />
+            <NumberField {...num} label={`Batch size (1-${MAX_BATCH})`} field="batch_size" value={sample.batch_size} min={1} max={MAX_BATCH} onChange={(v) => onChange({ batch_size: v })} testId="batch-size" />
           )}
         </div>
       )}
       <div className="row">
-        <NumberField label="Seed (-1 = random)" value={sample.seed} min={-1} onChange={(v) => onChange({ seed: v })} testId="seed" />
-        <button type="button" onClick={() => onChange({ seed: randomSeed() })} title="Pick a random seed">
+        <NumberField {...num} label="Seed (-1 = random)" field="seed" value={sample.seed} min={-1} onChange={(v) => onChange({ seed: v })} testId="seed" />
+        <button type="button" onClick={() => onChange({ seed: randomSeed() })} title="Pick a random seed" aria-label="Pick a random seed">
           Random
         </button>
       </div>
       {arch.modality === 'video' && (
         <div className="row">
-          <NumberField label="Frames" value={sample.num_frames} min={1} onChange={(v) => onChange({ num_frames: v })} />
-          <NumberField label="FPS" value={sample.fps} min={1} onChange={(v) => onChange({ fps: v })} />
+          <NumberField {...num} label="Frames" field="num_frames" value={sample.num_frames} min={1} onChange={(v) => onChange({ num_frames: v })} />
+          <NumberField {...num} label="FPS" field="fps" value={sample.fps} min={1} onChange={(v) => onChange({ fps: v })} />
         </div>
       )}
       {arch.modality === 'audio' && (
         <div className="row">
-          <NumberField label="Duration (s)" value={sample.duration} step={0.5} min={0.5} onChange={(v) => onChange({ duration: v })} />
+          <NumberField {...num} label="Duration (s)" field="duration" value={sample.duration} step={0.5} min={0.5} onChange={(v) => onChange({ duration: v })} />
         </div>
       )}
       <label className="field">

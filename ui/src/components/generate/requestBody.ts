@@ -17,11 +17,6 @@ export function ctrlImageField(arch: ArchInfo): 'required' | 'optional' | null {
   return referenceSlots(arch).length ? 'optional' : null;
 }
 
-export function snapToDivisor(value: number, divisor: number): number {
-  const d = Math.max(1, Math.floor(divisor) || 1);
-  return Math.max(d, Math.round((Number(value) || 0) / d) * d);
-}
-
 /** The arch's variant in effect ('' = its default one, if it has variants). */
 export function variantOf(arch: ArchInfo, variant: string): string | null {
   const names = Object.keys(arch.variants ?? {});
@@ -148,28 +143,30 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
   const loras = lorasRequest(model.loras ?? []);
   if (loras.length) m.loras = loras;
 
+  // the values the form shows, unchanged: formChecks.ts says what is wrong with one, and the engine's
+  // 422 names any it refuses; nothing is rounded or clamped on the way
   const s: Record<string, unknown> = {
     prompt: sample.prompt,
-    num_inference_steps: Math.max(1, Math.round(Number(sample.num_inference_steps))),
+    num_inference_steps: Number(sample.num_inference_steps),
     guidance_scale: Number(sample.guidance_scale),
-    seed: Math.round(Number(sample.seed)),
+    seed: Number(sample.seed),
     output_ext: sample.output_ext,
   };
   if (arch.uses_negative_prompt) s.negative_prompt = sample.negative_prompt;
   if (arch.modality !== 'audio') {
-    s.width = snapToDivisor(sample.width, arch.size_divisor);
-    s.height = snapToDivisor(sample.height, arch.size_divisor);
+    s.width = Number(sample.width);
+    s.height = Number(sample.height);
   }
   if (arch.modality === 'video') {
-    s.num_frames = Math.max(1, Math.round(Number(sample.num_frames)));
+    s.num_frames = Number(sample.num_frames);
     s.fps = Number(sample.fps);
   }
   if (arch.modality === 'audio') s.duration = Number(sample.duration);
   for (const key of Object.keys(arch.sample_extras)) if (isSet(sample.extras[key])) s[key] = sample.extras[key];
   Object.assign(s, taskKeys(arch, sample));
   if (sample.sampler && (arch.samplers ?? []).some((x) => x.name === sample.sampler)) s.sampler = sample.sampler;
-  const batch = Math.min(MAX_BATCH, Math.max(1, Math.round(Number(sample.batch_size) || 1)));
-  if (arch.batch && batch > 1) s.batch_size = batch;
+  const batch = Number(sample.batch_size);
+  if (arch.batch && Number.isFinite(batch) && batch !== 1) s.batch_size = batch;
 
   return {
     model: m,

@@ -75,6 +75,15 @@ export function missingDefaults(archs: ArchPresence[]): ArchPresence[] {
   return archs.filter((a) => !a.default_present && a.download);
 }
 
+/** The download command when the model form names an arch's default repo that is not here (by the
+ * library's `archs` rows), else null: a profile, a typed path or an unknown presence gets no note. */
+export function missingDownload(archs: ArchPresence[] | null, model: { profile: string; arch: string; name_or_path: string }): string | null {
+  if (!archs || model.profile) return null;
+  const repo = model.name_or_path.trim();
+  const row = archs.find((a) => a.arch === model.arch && a.repo === repo);
+  return row && !row.default_present ? (row.download ?? `hf download ${repo}`) : null;
+}
+
 /** /generate with the engine job and the entry's model (JSON, URI-encoded). */
 export function generateHref(jobId: string | null, model: Record<string, unknown>): string {
   const q = new URLSearchParams();
