@@ -79,15 +79,15 @@ export default function JobsTable() {
                     </>
                   )}
                 </td>
-                <td>{job.gpu_ids}</td>
-                <td>
+                <td data-label="GPU">{job.gpu_ids}</td>
+                <td data-label="Status">
                   <StatusBadge status={job.status} />
                 </td>
-                <td>{job.step || ''}</td>
-                <td className="info" title={job.info}>
+                <td data-label="Step">{job.step || ''}</td>
+                <td data-label="Info" className="info" title={job.info}>
                   {job.info.split('\n')[0]}
                 </td>
-                <td className="small">{formatTime(job.created_at)}</td>
+                <td data-label="Created" className="small">{formatTime(job.created_at)}</td>
                 <td className="actions">
                   {!isActive(job) && (
                     <button disabled={busy === job.id} onClick={() => act(job, 'start')}>

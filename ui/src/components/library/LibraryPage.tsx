@@ -91,12 +91,12 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
             <tbody>
               {g.entries.map((e) => (
                 <tr key={`${e.source}:${e.path ?? e.name}`} data-testid="library-entry" data-name={e.name} data-arch={e.arch ?? ''}>
-                  <td title={e.path ?? e.repo ?? ''}>{e.name}</td>
-                  <td>{e.kind === 'component' && e.role ? `component (${e.role})` : e.kind}</td>
-                  <td>{e.arch ? `${e.arch}${e.variant ? ` ${e.variant}` : ''}` : <span className="muted">unknown</span>}</td>
-                  <td>{e.format ?? <span className="muted">—</span>}</td>
-                  <td>{formatBytes(e.bytes)}</td>
-                  <td title={e.missing.join('\n')}>{e.complete ? 'yes' : <span className="warn-text">no: {e.missing[0] ?? ''}</span>}</td>
+                  <td data-label="name" title={e.path ?? e.repo ?? ''}>{e.name}</td>
+                  <td data-label="kind">{e.kind === 'component' && e.role ? `component (${e.role})` : e.kind}</td>
+                  <td data-label="arch">{e.arch ? `${e.arch}${e.variant ? ` ${e.variant}` : ''}` : <span className="muted">unknown</span>}</td>
+                  <td data-label="format">{e.format ?? <span className="muted">—</span>}</td>
+                  <td data-label="size">{formatBytes(e.bytes)}</td>
+                  <td data-label="complete" title={e.missing.join('\n')}>{e.complete ? 'yes' : <span className="warn-text">no: {e.missing[0] ?? ''}</span>}</td>
                   <td>
                     {e.model && e.complete ? (
                       <Link href={generateHref(jobId, e.model)} data-testid="library-use">
