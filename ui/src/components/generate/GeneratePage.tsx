@@ -2,6 +2,7 @@
 // /generate: the engine strip, the model, prompt and input-image panels (fed by the engine's
 // /models), the live preview and the results gallery; a generated file dropped on the page
 // restores its settings.
+import Link from 'next/link';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { apiFetch, describeError } from '@/utils/api';
 import { useStoredState } from '@/utils/useStoredState';
@@ -279,6 +280,9 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
                 onPrompt={(prompt) => setSample({ ...sample, prompt })}
               />
               <PromptPanel arch={arch} sample={sample} onChange={(p) => setSample({ ...sample, ...p })} />
+              <Link href={job ? `/grid?job=${encodeURIComponent(job.id)}` : '/grid'} className="button" data-testid="make-grid">
+                Make a grid from these settings
+              </Link>
               {archTakesInputs(arch) && (
                 <InputsPanel
                   arch={arch}
