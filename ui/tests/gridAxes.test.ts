@@ -72,8 +72,8 @@ describe('value lists', () => {
 describe('planGrid', () => {
   it('seed × steps: X across, Y down, one batch-1 detached request per cell, the rest from the base', () => {
     const p = plan({ kind: 'seed', values: '1,2' }, { kind: 'steps', values: '1-2' });
-    expect(p.xLabels).toEqual(['seed 1', 'seed 2']);
-    expect(p.yLabels).toEqual(['1 steps', '2 steps']);
+    expect(p.xLabels).toEqual(['Seed: 1', 'Seed: 2']);
+    expect(p.yLabels).toEqual(['Steps: 1', 'Steps: 2']);
     expect(p.cells.map((c) => [c.x, c.y, c.body.sample.seed, c.body.sample.num_inference_steps])).toEqual([
       [0, 0, 1, 1],
       [1, 0, 2, 1],
@@ -149,7 +149,7 @@ describe('gridLayout', () => {
   const measure = (t: string, px: number) => t.length * px * 0.5;
 
   it('puts X labels on top, Y labels on the left, cells in rows; the PNG holds them all', () => {
-    const l = gridLayout({ cellW: 64, cellH: 64, xLabels: ['seed 1', 'seed 2'], yLabels: ['1 steps', '2 steps'], measure });
+    const l = gridLayout({ cellW: 64, cellH: 64, xLabels: ['Seed: 1', 'Seed: 2'], yLabels: ['Steps: 1', 'Steps: 2'], measure });
     expect(l.cells).toHaveLength(4);
     const [a, b, c] = l.cells;
     expect(b.x).toBeGreaterThan(a.x + 63);
@@ -162,7 +162,7 @@ describe('gridLayout', () => {
     const last = l.cells[3];
     expect(last.x + last.w).toBe(l.width);
     expect(last.y + last.h).toBe(l.height);
-    expect(l.xLabels.map((x) => x.text)).toEqual(['seed 1', 'seed 2']);
+    expect(l.xLabels.map((x) => x.text)).toEqual(['Seed: 1', 'Seed: 2']);
     expect(l.yLabels[1].box.y).toBe(c.y);
   });
 

@@ -8,7 +8,12 @@ import type { CellState } from './useGridRun';
 function CellImage({ jobName, cell, alt }: { jobName: string; cell: CellState; alt: string }) {
   const { src, error } = useMediaUrl(cell.result ? fileUrl({ jobName, result: cell.result }) : '');
   if (error) return <span className="small">{error}</span>;
-  return src ? <img src={src} alt={alt} className="grid-image" data-testid="grid-cell-image" /> : null;
+  // the image opens full size in a new tab (a link: the keyboard reaches it)
+  return src ? (
+    <a href={src} target="_blank" rel="noreferrer" aria-label={`${alt}: open full size`}>
+      <img src={src} alt={alt} className="grid-image" data-testid="grid-cell-image" />
+    </a>
+  ) : null;
 }
 
 function cellText(c: CellState): string {
@@ -41,7 +46,7 @@ export default function GridTable({ jobName, xLabels, yLabels, cells }: { jobNam
                 if (!c) return <td key={x} />;
                 const label = [xl, yl].filter(Boolean).join(', ') || 'the image';
                 return (
-                  <td key={x} className="grid-cell" data-testid="grid-cell" data-phase={c.phase} aria-label={label}>
+                  <td key={x} className="grid-cell" data-testid="grid-cell" data-phase={c.phase} data-request-id={c.requestId} aria-label={label}>
                     {c.phase === 'done' && c.result ? (
                       <CellImage jobName={jobName} cell={c} alt={label} />
                     ) : (

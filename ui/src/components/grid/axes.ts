@@ -77,11 +77,11 @@ export function axisValues(spec: AxisSpec, base: GridBase): Parsed<AxisValue> {
     case 'none':
       return { values: NO_AXIS };
     case 'seed':
-      return numbers({ integer: true, min: -1, max: 2 ** 32 - 1 }, (f, v) => withSample(f, { seed: v }), (v) => `seed ${v}`);
+      return numbers({ integer: true, min: -1, max: 2 ** 32 - 1 }, (f, v) => withSample(f, { seed: v }), (v) => `Seed: ${v}`);
     case 'steps':
-      return numbers({ integer: true, min: 1 }, (f, v) => withSample(f, { num_inference_steps: v }), (v) => `${v} steps`);
+      return numbers({ integer: true, min: 1 }, (f, v) => withSample(f, { num_inference_steps: v }), (v) => `Steps: ${v}`);
     case 'guidance':
-      return numbers({ integer: false, min: 0 }, (f, v) => withSample(f, { guidance_scale: v }), (v) => `guidance ${v}`);
+      return numbers({ integer: false, min: 0 }, (f, v) => withSample(f, { guidance_scale: v }), (v) => `Guidance: ${v}`);
     case 'lora_strength':
       return loraStrength(spec, base);
     case 'sampler':
