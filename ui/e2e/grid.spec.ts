@@ -86,6 +86,25 @@ test('a 2×2 grid (seed × steps) completes and its labelled PNG exists', async 
 
   fs.mkdirSync(SCREENSHOTS, { recursive: true });
   await page.screenshot({ path: path.join(SCREENSHOTS, '40-grid.png'), fullPage: true });
+
+  // a cell the engine refuses shows the engine's message; the others still make the PNG
+  await page.getByLabel('X axis').selectOption('model');
+  await page.getByLabel('X values').fill('tiny:zimage, /nonexistent/zimage');
+  await page.getByLabel('Y axis').selectOption('none');
+  await page.getByTestId('grid-run').click();
+  const refused = page.locator('[data-testid=grid-cell][data-phase=error]');
+  await expect(refused).toHaveCount(1, { timeout: 120_000 });
+  await expect(refused).toHaveAttribute('aria-label', 'zimage');
+  await expect(refused).toContainText('HTTP 422');
+  await expect(refused).toContainText('model.name_or_path');
+  await expect(images).toHaveCount(1);
+  await expect(saved).toHaveAttribute('data-relpath', /^grids\/grid-.*\.png$/, { timeout: 30_000 });
+  const second = (await saved.getAttribute('data-relpath')) as string;
+  expect(second).not.toBe(relpath);
+  const secondSize = pngSize(fs.readFileSync(path.join(TRAINING_FOLDER, ENGINE_JOB, 'outputs', second)));
+  expect(secondSize!.width).toBeGreaterThanOrEqual(2 * CELL); // the refused cell keeps its place
+  expect(secondSize!.height).toBeGreaterThanOrEqual(CELL);
+  await page.screenshot({ path: path.join(SCREENSHOTS, '43-grid-refused-cell.png'), fullPage: true });
   fs.copyFileSync(file, path.join(SCREENSHOTS, '41-grid-png.png'));
   // phone-sized: the page stays within the window (a wide grid scrolls inside its own box)
   await page.setViewportSize({ width: 390, height: 844 });
