@@ -1,7 +1,8 @@
 // The /grid page end to end (issue 13, item 3): the Generate page's settings on the tiny zimage model,
 // an X = seed (1, 2) × Y = steps (1, 2) grid queued on the real engine as four ordinary requests, the
 // four images laid out with their labels, and one labelled PNG of the whole grid saved under the
-// engine job's outputs folder.
+// engine job's outputs folder. Then a cell the engine refuses (its message in the cell, its place
+// kept in the PNG) and Cancel grid (every cell cancelled on the engine).
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test } from '@playwright/test';
@@ -11,7 +12,7 @@ import { SCREENSHOTS, TRAINING_FOLDER } from './env';
 const ENGINE_JOB = 'inference_engine_cpu';
 const CELL = 64;
 
-test('a 2×2 grid (seed × steps) completes and its labelled PNG exists', async ({ page }) => {
+test('a 2×2 grid (seed × steps) completes and its labelled PNG exists; a refused cell; Cancel grid', async ({ page }) => {
   page.on('console', (msg) => {
     if (msg.type() === 'error') console.log(`[browser] ${msg.text()}`);
   });
@@ -106,12 +107,28 @@ test('a 2×2 grid (seed × steps) completes and its labelled PNG exists', async 
   expect(secondSize!.height).toBeGreaterThanOrEqual(CELL);
   await page.screenshot({ path: path.join(SCREENSHOTS, '43-grid-refused-cell.png'), fullPage: true });
   fs.copyFileSync(file, path.join(SCREENSHOTS, '41-grid-png.png'));
+
   // phone-sized: the page stays within the window (a wide grid scrolls inside its own box)
   await page.setViewportSize({ width: 390, height: 844 });
   await expect(images.first()).toBeVisible();
   expect(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBeLessThanOrEqual(0);
   await page.screenshot({ path: path.join(SCREENSHOTS, '42-grid-phone.png'), fullPage: true });
   await page.setViewportSize({ width: 1280, height: 720 });
+  // Cancel grid: every cell still running or queued ends cancelled on the engine; no image, no PNG
+  await page.getByLabel('X axis').selectOption('seed');
+  await page.getByLabel('X values').fill('1-3');
+  await page.getByLabel('Y axis').selectOption('steps');
+  await page.getByLabel('Y values').fill('1000');
+  await page.getByTestId('grid-run').click();
+  await expect(page.locator('[data-testid=grid-cell][data-phase=running]').first()).toBeVisible({ timeout: 60_000 });
+  await page.getByTestId('grid-cancel').click();
+  await expect(page.locator('[data-testid=grid-cell][data-phase=cancelled]')).toHaveCount(3, { timeout: 60_000 });
+  await expect(page.getByTestId('grid-save-error')).toContainText('No cell made an image');
+  const cancelledIds = await page.getByTestId('grid-cell').evaluateAll((els) => els.map((e) => e.getAttribute('data-request-id')));
+  const afterCancel = await (await page.request.get('/api/inference/queue')).json();
+  const statusOf = new Map((afterCancel.finished as { request_id: string; status: string }[]).map((r) => [r.request_id, r.status]));
+  expect(cancelledIds.map((id) => statusOf.get(id as string))).toEqual(['cancelled', 'cancelled', 'cancelled']);
+
   await page.getByTestId('engine-stop').click();
   await expect(page.getByTestId('engine-strip')).toHaveAttribute('data-state', /stopping|stopped/);
 });
