@@ -280,9 +280,6 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
                 onPrompt={(prompt) => setSample({ ...sample, prompt })}
               />
               <PromptPanel arch={arch} sample={sample} onChange={(p) => setSample({ ...sample, ...p })} />
-              <Link href={job ? `/grid?job=${encodeURIComponent(job.id)}` : '/grid'} className="button" data-testid="make-grid">
-                Make a grid from these settings
-              </Link>
               {archTakesInputs(arch) && (
                 <InputsPanel
                   arch={arch}
@@ -298,7 +295,11 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
                   }}
                 />
               )}
-
+              <div className="row">
+                <Link href={job ? `/grid?job=${encodeURIComponent(job.id)}` : '/grid'} className="button" data-testid="make-grid">
+                  Make a grid from these settings
+                </Link>
+              </div>
             </>
           ) : null}
         </div>
