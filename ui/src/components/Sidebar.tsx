@@ -5,6 +5,7 @@ import { usePathname } from 'next/navigation';
 const LINKS = [
   { href: '/jobs', label: 'Jobs' },
   { href: '/generate', label: 'Generate' },
+  { href: '/grid', label: 'Grid' },
   { href: '/library', label: 'Library' },
 ];
 

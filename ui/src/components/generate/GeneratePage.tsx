@@ -2,6 +2,7 @@
 // /generate: the engine strip, the model, prompt and input-image panels (fed by the engine's
 // /models), the live preview and the results gallery; a generated file dropped on the page
 // restores its settings.
+import Link from 'next/link';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { apiFetch, describeError } from '@/utils/api';
 import { useStoredState } from '@/utils/useStoredState';
@@ -302,7 +303,11 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
                   }}
                 />
               )}
-
+              <div className="row">
+                <Link href={job ? `/grid?job=${encodeURIComponent(job.id)}` : '/grid'} className="button" data-testid="make-grid">
+                  Make a grid from these settings
+                </Link>
+              </div>
             </>
           ) : null}
         </div>
