@@ -6,7 +6,8 @@ affinity over 4, 16 and 64 simulated GPU replicas (testing/sim/: catalog, trace,
 
 Every policy sees the same seeded trace at a replica count. Prints a table (--markdown: as markdown),
 or with --json one line: a list of rows {policy, replicas, p50_s, p99_s, bytes_loaded, load_s,
-hit_rate}. load_s is GPU-seconds spent loading; hit_rate is the pools' component lookups that hit.
+hit_rate}. load_s is GPU-seconds spent loading; hit_rate is the pools' component lookups that hit;
+the table adds the wait (queueing + loading, the latency less sampling), which routing decides.
 Results and the settings behind them: docs/scale.md.
 """
 import argparse
@@ -71,10 +72,11 @@ def run(args) -> list:
 
 def fmt(row: dict) -> list:
     return [row["policy"], str(row["replicas"]), f"{row['p50_s']:.1f}", f"{row['p99_s']:.1f}",
+            f"{row['wait_p50_s']:.1f}", f"{row['wait_p99_s']:.1f}",
             f"{row['bytes_loaded'] / 1e12:.2f}", f"{row['load_s']:.0f}", f"{row['hit_rate']:.3f}"]
 
 
-HEAD = ["policy", "replicas", "p50 s", "p99 s", "TB loaded", "GPU-s loading", "hit rate"]
+HEAD = ["policy", "replicas", "p50 s", "p99 s", "wait p50 s", "wait p99 s", "TB loaded", "GPU-s loading", "hit rate"]
 
 
 def table(rows: list, markdown: bool = False) -> str:
@@ -91,7 +93,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     rows = run(args)
     if args.json:
-        print(json.dumps(rows, separators=(",", ":")))
+        print(json.dumps([{k: r[k] for k in COLUMNS} for r in rows], separators=(",", ":")))
     else:
         print(table(rows, args.markdown))
         print(f"({len(rows)} runs of {args.requests} requests in {time.perf_counter() - t0:.1f} s)", file=sys.stderr)

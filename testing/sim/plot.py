@@ -1,4 +1,4 @@
-"""The PNG of a grid of result rows: p99 latency, GPU-seconds loading and hit rate per policy and
+"""The PNG of a grid of result rows: latency, wait, GPU-seconds loading and hit rate per policy and
 replica count. matplotlib is imported here only, when a plot is asked for."""
 import os
 import tempfile
@@ -12,19 +12,19 @@ def plot(rows: list, path: str, title: str = ""):
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     counts = sorted({r["replicas"] for r in rows})
     by = {(r["policy"], r["replicas"]): r for r in rows}
-    panels = (("p50_s", "p50 latency (s)", True), ("p99_s", "p99 latency (s)", True),
-              ("load_s", "GPU-seconds loading", True), ("hit_rate", "pool hit rate", False))
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8))
+    panels = (("p50_s", "p50 latency (s)"), ("p99_s", "p99 latency (s)"), ("wait_p99_s", "p99 wait: queue + load (s)"),
+              ("bytes_loaded", "TB loaded"), ("load_s", "GPU-seconds loading"), ("hit_rate", "pool hit rate"))
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    axes = axes.ravel()
     width = 0.8 / len(policies)
-    for ax, (key, label, log) in zip(axes, panels):
+    for ax, (key, label) in zip(axes, panels):
+        scale = 1e12 if key == "bytes_loaded" else 1
         for k, p in enumerate(policies):
             xs = [c + (k - (len(policies) - 1) / 2) * width for c in range(len(counts))]
-            ax.bar(xs, [by[(p, c)][key] for c in counts], width, label=p)
+            ax.bar(xs, [by[(p, c)][key] / scale for c in counts], width, label=p)
         ax.set_xticks(range(len(counts)), [str(c) for c in counts])
         ax.set_xlabel("replicas")
-        ax.set_title(label)
-        if log:
-            ax.set_yscale("log")
+        ax.set_title(label, fontsize=10)
     axes[0].legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=9)

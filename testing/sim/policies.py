@@ -1,5 +1,4 @@
 """Routing policies: which replica a new request goes to. Each takes (replicas, model, rng, params, t)."""
-from testing.sim.catalog import GB
 
 
 def affinity_choice(costs: list, max_imbalance: int) -> int:
@@ -50,11 +49,10 @@ def affinity(replicas, model, rng, params, t) -> int:
 
 
 def affinity_time(replicas, model, rng, params, t) -> int:
-    """Not the router's ranking: the earliest estimated start, work ahead plus the load's seconds
-    at the nominal disk + PCIe bandwidth (the queue counted in seconds, not requests)."""
-    per_byte = 1 / (params.disk_gbps * GB) + 1 / (params.pcie_gbps * GB)
+    """Not the router's ranking: the earliest estimated start, work ahead plus the load's seconds at
+    the rate the replica's recent loads ran (the queue counted in seconds, not requests)."""
     order = _rotated(len(replicas), rng)
-    return min(order, key=lambda i: replicas[i].work_s(t) + replicas[i].bytes_to_load(model) * per_byte)
+    return min(order, key=lambda i: replicas[i].work_s(t) + replicas[i].bytes_to_load(model) * replicas[i].load_s_per_byte)
 
 
 POLICIES = {"random": random_policy, "least_queue": least_queue, "power_of_two": power_of_two, "affinity": affinity}

@@ -46,6 +46,9 @@ class Replica:
         self.node = node
         self.capacity = (params.gpu_gb - params.reserve_gb) * GB
         self.pcie_bps = params.pcie_gbps * GB
+        # seconds per byte of its recent loads (a moving average), from the nominal disk + PCIe rate:
+        # a stat a replica can report, and what a time-based router needs on a busy shared store
+        self.load_s_per_byte = 1 / (params.disk_gbps * GB) + 1 / self.pcie_bps
         self.pool = OrderedDict()              # component -> bytes, least recently used first
         self.used = 0
         self.queue = deque()                   # (request, model) waiting, in arrival order
@@ -101,6 +104,8 @@ class Replica:
             self.used += b
         self.bytes_loaded += need
         self.load_s += cursor - t
+        if need:
+            self.load_s_per_byte += 0.3 * ((cursor - t) / need - self.load_s_per_byte)
         self.running_until = cursor + req.service_s
         return self.running_until
 

@@ -29,12 +29,13 @@ def simulate(models: list[Model], trace: list, n_replicas: int, policy: str, par
     choose = {**POLICIES, **EXTRA_POLICIES}[policy]
     rng = random.Random(seed)
     replicas = build_replicas(n_replicas, params)
-    heap, latencies = [], []
+    heap, latencies, waits = [], [], []
 
     def finish():
         t, i = heapq.heappop(heap)
         r = replicas[i]
         latencies.append(t - r.running.t)
+        waits.append(t - r.running.t - r.running.service_s)
         r.running = None
         if r.queue:
             heapq.heappush(heap, (r.start_next(t), i))
@@ -57,4 +58,7 @@ def simulate(models: list[Model], trace: list, n_replicas: int, policy: str, par
             "p99_s": round(float(np.percentile(latencies, 99)), 3),
             "bytes_loaded": int(sum(r.bytes_loaded for r in replicas)),
             "load_s": round(sum(r.load_s for r in replicas), 3),
-            "hit_rate": round(hits / (hits + misses), 4) if hits + misses else 0.0}
+            "hit_rate": round(hits / (hits + misses), 4) if hits + misses else 0.0,
+            # not in --json's rows: the part of the latency routing decides (queueing and loading)
+            "wait_p50_s": round(float(np.percentile(waits, 50)), 3),
+            "wait_p99_s": round(float(np.percentile(waits, 99)), 3)}

@@ -144,3 +144,17 @@ def test_the_simulator_imports_only_the_standard_library_and_numpy():
         assert top <= set(sys.stdlib_module_names) | {"numpy", "testing"}, path
         every = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert "torch" not in every and ("matplotlib" not in every or path.endswith("plot.py")), path
+
+
+def test_affinity_time_weighs_the_wait_against_the_load_in_seconds():
+    """The holder with 100 s of work ahead loses to an empty replica (a 6 GB load at 2 and 4 GB/s:
+    4.5 s); with 1 s of work ahead it wins."""
+    import random
+    from testing.sim.policies import affinity_time
+    model = Model("a", FAM, (("te", 2 * G), ("tr", 4 * G)))
+    for service, expected in ((100.0, 1), (1.0, 0)):
+        replicas = build_replicas(2, SMALL)
+        replicas[0].enqueue(req(0, 0.0, 0, service), model)
+        replicas[0].start_next(0.0)              # loads for 4.5 s, then samples for `service`
+        picks = {affinity_time(replicas, model, random.Random(s), SMALL, 4.5) for s in range(4)}
+        assert picks == {expected}
