@@ -57,6 +57,14 @@ def parse(argv=None):
         ap.error("--replicas must be >= 1")
     if not 0 < args.utilization:
         ap.error("--utilization must be > 0")
+    for f in dataclasses.fields(SimParams):
+        value, flag = getattr(args, f.name), "--" + f.name.replace("_", "-")
+        if f.name == "max_imbalance" and value < 0:
+            ap.error(f"{flag} must be >= 0")
+        elif f.name not in ("max_imbalance", "storage") and value <= 0:
+            ap.error(f"{flag} must be > 0")
+    if args.reserve_gb >= args.gpu_gb:
+        ap.error("--reserve-gb must be less than --gpu-gb")
     return args
 
 
@@ -91,7 +99,11 @@ def table(rows: list, markdown: bool = False) -> str:
 def main(argv=None) -> int:
     args = parse(argv)
     t0 = time.perf_counter()
-    rows = run(args)
+    try:
+        rows = run(args)
+    except ValueError as e:              # a model larger than --gpu-gb less --reserve-gb
+        print(f"sim_routing.py: error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps([{k: r[k] for k in COLUMNS} for r in rows], separators=(",", ":")))
     else:

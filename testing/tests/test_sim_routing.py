@@ -126,10 +126,12 @@ def test_plot_writes_a_png(tmp_path):
     assert os.listdir(tmp_path) == ["scale.png"]
 
 
-def test_bad_arguments_name_the_flag(capsys):
+@pytest.mark.parametrize("argv, flag", [(["--replicas", "0"], "--replicas"), (["--max-imbalance", "-1"], "--max-imbalance"),
+                                        (["--disk-gbps", "0"], "--disk-gbps"), (["--reserve-gb", "90"], "--reserve-gb")])
+def test_bad_arguments_name_the_flag(capsys, argv, flag):
     with pytest.raises(SystemExit):
-        sim_routing.main(["--replicas", "0"])
-    assert "--replicas" in capsys.readouterr().err
+        sim_routing.main(argv)
+    assert flag in capsys.readouterr().err
 
 
 def test_the_simulator_imports_only_the_standard_library_and_numpy():
