@@ -79,6 +79,7 @@ test('every page at 1280×720 and phone size: fits, every control labelled, scre
     ['job', `/jobs/${jobId}`, 'job-log'],
     ['generate', `/generate?job=${jobId}`, 'prompt'],
     ['library', `/library?job=${jobId}`, 'library-filter'],
+    ['grid', `/grid?job=${jobId}`, 'grid-run'],
   ];
   for (const [vpName, viewport] of VIEWPORTS) {
     await page.setViewportSize(viewport);
