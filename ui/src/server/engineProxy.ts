@@ -4,6 +4,7 @@
 // the engine always gets a Content-Length.
 import { errorResponse } from './http';
 import { forgetEngineFile, resolveEngine } from './engineEndpoint';
+import { engineSummaries, pickEngine } from './engines';
 
 // hop-by-hop headers, and credentials that must not cross the proxy in either direction
 const DROP_REQUEST = new Set([
@@ -16,10 +17,36 @@ const DROP_RESPONSE = new Set([
   'proxy-authenticate', 'set-cookie', 'x-engine-token', 'content-encoding',
 ]);
 
+/** The request's `model` (a POST /generate body), for ?job=auto; null for any other body. */
+function modelOf(body: ArrayBuffer | undefined): Record<string, unknown> | null {
+  if (!body) return null;
+  try {
+    const v = JSON.parse(new TextDecoder().decode(body)) as { model?: unknown };
+    return v && typeof v.model === 'object' && v.model !== null && !Array.isArray(v.model) ? (v.model as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
 export async function proxyToEngine(req: Request, pathSegments: string[]): Promise<Response> {
   const url = new URL(req.url);
-  const jobParam = url.searchParams.get('job');
+  let jobParam = url.searchParams.get('job');
   url.searchParams.delete('job');
+  let body: ArrayBuffer | undefined;
+  if (req.method !== 'GET' && req.method !== 'HEAD' && req.body !== null) {
+    try {
+      body = await req.arrayBuffer();
+    } catch {
+      return new Response(null, { status: 499 }); // the client went away mid-upload
+    }
+  }
+  // ?job=auto: the engine holding the request's model, else the least busy (server/engines.ts); the
+  // answer's x-engine-job names it, for the request's cancel and re-attach
+  if (jobParam === 'auto') {
+    const picked = pickEngine(await engineSummaries(), modelOf(body));
+    if (!picked) return errorResponse(503, 'engine_not_running', 'No inference engine is running. Start one on the Generate page.');
+    jobParam = picked.job.id;
+  }
   const target = resolveEngine(jobParam);
   if (!target.ok) return errorResponse(target.status, target.code, target.message);
   const { job, engine } = target;
@@ -34,15 +61,6 @@ export async function proxyToEngine(req: Request, pathSegments: string[]): Promi
   const upstreamPath = pathSegments.map(encodeURIComponent).join('/');
   const search = url.searchParams.toString();
   const upstreamUrl = `http://${engine.host}:${engine.port}/${upstreamPath}${search ? `?${search}` : ''}`;
-  let body: ArrayBuffer | undefined;
-  if (req.method !== 'GET' && req.method !== 'HEAD' && req.body !== null) {
-    try {
-      body = await req.arrayBuffer();
-    } catch {
-      return new Response(null, { status: 499 }); // the client went away mid-upload
-    }
-  }
-
   let upstream: Response;
   try {
     upstream = await fetch(upstreamUrl, {
