@@ -84,5 +84,6 @@ export async function proxyToEngine(req: Request, pathSegments: string[]): Promi
   if (!out.has('cache-control')) out.set('cache-control', 'no-store');
   out.set('x-accel-buffering', 'no');
   out.set('x-engine-job', job.id);
+  out.set('x-engine-job-name', job.name);
   return new Response(upstream.body, { status: upstream.status, statusText: upstream.statusText, headers: out });
 }
