@@ -1,7 +1,7 @@
 'use client';
 // /generate: the engine strip, the model, prompt and input-image panels (fed by the engine's
-// /models), the live preview and the results gallery; a generated file dropped on the page
-// restores its settings.
+// /models), the live preview, the engine's queue and the results gallery; a generated file
+// dropped on the page restores its settings.
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { apiFetch, describeError } from '@/utils/api';
 import { useStoredState } from '@/utils/useStoredState';
@@ -14,8 +14,8 @@ import type { MaskPainterHandle } from './MaskPainter';
 import ModelPanel from './ModelPanel';
 import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
+import QueuePanel from './QueuePanel';
 import SettingsDrop, { NO_RESTORE, type RestoreNotice } from './SettingsDrop';
-import { ACTIVE_PHASES } from './generationView';
 import { parseModelParam } from '@/components/library/library';
 import { normalizeModel } from './loras';
 import {
@@ -33,6 +33,7 @@ import {
 import { archTakes } from './tasks';
 import type { ArchInfo, GalleryItem, ModelForm, ProfileInfo, SampleForm } from './types';
 import { useEngine } from './useEngine';
+import { useEngineQueue } from './useEngineQueue';
 import { fileUrl, useGallery } from './useGallery';
 import { useGeneration } from './useGeneration';
 
@@ -127,6 +128,11 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
 
   const running = engine.state === 'ready';
   const job = engine.job;
+  const queue = useEngineQueue(job?.id ?? null, running);
+  const { onQueue } = gen;
+  useEffect(() => {
+    if (queue.snapshot) onQueue(queue.snapshot, queue.at);
+  }, [queue.snapshot, queue.at, onQueue]);
   const jobRef = job ? { id: job.id, name: job.name } : null;
   // not while the engine is down (stopped from another tab too: the strip polls the job row)
   const canGenerate = !!(arch && model && sample && job) && running && !preparing;
@@ -238,9 +244,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
     ? gallery.items.filter((i) => i.requestId === gen.view.requestId).sort((a, b) => (a.result.index ?? 0) - (b.result.index ?? 0))
     : [];
 
-  const active = ACTIVE_PHASES.has(gen.view.phase);
   const onKeyDown = (e: React.KeyboardEvent) => {
-    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate && !active) {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate) {
       e.preventDefault();
       void generate();
     }
@@ -309,6 +314,17 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
             detach={detach}
             onDetach={setDetach}
             results={batchResults}
+          />
+          <QueuePanel
+            snapshot={queue.snapshot}
+            error={queue.error}
+            mine={gen.ours}
+            notice={gen.notice}
+            onCancel={(id) => {
+              gen.noteCancel(id);
+              return queue.cancel(id);
+            }}
+            onMove={queue.move}
           />
           <Gallery items={gallery.items} onReuse={reuse} onDelete={gallery.remove} onUseAsInput={arch && archTakes(arch, 'init_img') ? useAsInput : undefined} />
         </div>
