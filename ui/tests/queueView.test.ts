@@ -71,6 +71,8 @@ describe('which request the preview follows', () => {
     expect(chooseFollow(['b', 'c'], { id: 'a', ended: true }, snap('x', ['c', 'b']))).toBe('c');
     // no answer yet (a reload): the first sent
     expect(chooseFollow(['b', 'c'], { id: 'a', ended: true }, null)).toBe('b');
+    // one the engine finished meanwhile is collected, not shown after the last
+    expect(chooseFollow(['d'], { id: 'c', ended: true }, snap(null, [], ['d', 'c']))).toBeNull();
     // nothing of ours left
     expect(chooseFollow([], { id: 'a', ended: true }, snap(null, []))).toBeNull();
     expect(chooseFollow([], null, null)).toBeNull();
