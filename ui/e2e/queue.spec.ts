@@ -114,6 +114,8 @@ test('queue three requests while one runs, cancel the middle one, move one up: t
     await expect(queued.nth(1)).toContainText('queue D');
     await expect(queued.nth(2)).toContainText('queue C');
     await expect(queued.nth(1)).toContainText('placed');
+    // the keyboard stays where it was: the next Enter would move it again
+    await expect(up).toBeFocused();
     const q = await engineQueue(page);
     expect(q.queued.map((r) => r.prompt)).toEqual(['queue A', 'queue D', 'queue C']);
     expect(q.queued.map((r) => r.pinned)).toEqual([false, true, false]);

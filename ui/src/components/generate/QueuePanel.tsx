@@ -1,7 +1,7 @@
 'use client';
 // The engine's queue: the running call and each waiting request (place, model, size, steps,
 // estimated start), with Cancel, and moves for the waiting ones (to the top, up, down).
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import { queueRows, type QueueRow, type QueueSnapshot } from './queueView';
 
 interface Props {
@@ -21,15 +21,17 @@ function label(r: QueueRow): string {
 }
 
 export default function QueuePanel({ snapshot, error, mine, notice, onCancel, onMove }: Props) {
-  const [busy, setBusy] = useState(false);
+  // one action at a time; the buttons stay enabled meanwhile, so keyboard focus stays on them
+  const busy = useRef(false);
   const [problem, setProblem] = useState<string | null>(null);
   const rows = queueRows(snapshot, new Set(mine));
   const run = async (fn: () => Promise<string | null>) => {
-    setBusy(true);
+    if (busy.current) return;
+    busy.current = true;
     try {
       setProblem(await fn());
     } finally {
-      setBusy(false);
+      busy.current = false;
     }
   };
   const handlers = (r: QueueRow) => ({
@@ -60,7 +62,7 @@ export default function QueuePanel({ snapshot, error, mine, notice, onCancel, on
           {rows.map((r) => {
             const h = handlers(r);
             return (
-              <Row key={r.id} r={r} busy={busy} onTop={() => run(h.top)} onUp={() => run(h.up)} onDown={() => run(h.down)} onCancel={() => run(h.cancel)} />
+              <Row key={r.id} r={r} onTop={() => run(h.top)} onUp={() => run(h.up)} onDown={() => run(h.down)} onCancel={() => run(h.cancel)} />
             );
           })}
         </ol>
@@ -71,7 +73,6 @@ export default function QueuePanel({ snapshot, error, mine, notice, onCancel, on
 
 interface RowProps {
   r: QueueRow;
-  busy: boolean;
   onTop: () => void;
   onUp: () => void;
   onDown: () => void;
@@ -79,7 +80,7 @@ interface RowProps {
 }
 
 function Row(props: RowProps) {
-  const { r, busy } = props;
+  const { r } = props;
   const queued = r.state === 'queued';
   return (
     <li className={`queue-row ${r.state}`} data-testid="queue-row" data-request={r.id} data-state={r.state} data-position={r.position ?? ''}>
@@ -97,18 +98,18 @@ function Row(props: RowProps) {
       <span className="queue-actions">
         {queued && (
           <>
-            <button aria-label={`Move ${label(r)} to the top`} title="To the top" data-testid="queue-top" disabled={busy || r.position === 0} onClick={props.onTop}>
+            <button aria-label={`Move ${label(r)} to the top`} title="To the top" data-testid="queue-top" disabled={r.position === 0} onClick={props.onTop}>
               ⤒
             </button>
-            <button aria-label={`Move ${label(r)} up`} title="Up" data-testid="queue-up" disabled={busy || r.position === 0} onClick={props.onUp}>
+            <button aria-label={`Move ${label(r)} up`} title="Up" data-testid="queue-up" disabled={r.position === 0} onClick={props.onUp}>
               ↑
             </button>
-            <button aria-label={`Move ${label(r)} down`} title="Down" data-testid="queue-down" disabled={busy || r.last} onClick={props.onDown}>
+            <button aria-label={`Move ${label(r)} down`} title="Down" data-testid="queue-down" disabled={r.last} onClick={props.onDown}>
               ↓
             </button>
           </>
         )}
-        <button aria-label={`Cancel ${label(r)}`} data-testid="queue-cancel" disabled={busy} onClick={props.onCancel}>
+        <button aria-label={`Cancel ${label(r)}`} data-testid="queue-cancel" onClick={props.onCancel}>
           Cancel
         </button>
       </span>
