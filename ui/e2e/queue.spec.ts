@@ -125,6 +125,26 @@ test('queue three requests while one runs, cancel the middle one, move one up: t
     await shot(page, 'queue-moved');
   });
 
+  await test.step('a phone-sized window: the rows wrap, nothing is wider than the window', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await expect(queued).toHaveCount(3);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await panel.scrollIntoViewIfNeeded();
+    await shot(page, 'queue-phone');
+    await page.setViewportSize({ width: 1400, height: 1000 });
+  });
+
+  await test.step('a reload: the page still knows which requests are its own and follows the running one', async () => {
+    await page.reload();
+    await expect(strip).toHaveAttribute('data-state', 'ready');
+    await expect(queued).toHaveCount(3);
+    for (let i = 0; i < 3; i++) await expect(queued.nth(i)).toContainText('yours');
+    await expect(progress).toHaveAttribute('data-phase', 'running', { timeout: 30_000 });
+    await expect(progress).toContainText(/\/1000/);
+    await expect(button).toHaveText('Queue');
+  });
+
   await test.step('cancel the running one (the preview Cancel): the preview follows the queue to its end', async () => {
     await page.getByTestId('cancel-button').click();
     // the gallery gets A, D and C; the preview ends on the last to run (C: 5 steps)
