@@ -47,6 +47,10 @@ class EngineBusy(RuntimeError):
     pass
 
 
+class NotQueued(RuntimeError):
+    """A move of a request that is not waiting (running, starting or finished): a 409."""
+
+
 class QueueFull(EngineBusy):
     """engine.limits.max_queued requests wait already: a 503, as for a stopping engine. The queue is
     shared by every client, so this is the server's capacity, not one client's rate (429)."""
@@ -98,6 +102,7 @@ class Request:
     finished_at: float | None = None
     cancel_at: float | None = None    # monotonic time the running request was asked to stop
     overtaken: int = 0                # times a later request went first (queue_policy.pick)
+    pinned: bool = False              # placed by a person (Engine.move): the policy keeps its place
     cancelled_by: str | None = None   # who asked for the cancel (the job log says)
     step: int = 0
     total: int = 0
@@ -154,7 +159,10 @@ class Request:
 
     def summary(self) -> dict:
         return {"request_id": self.request_id, "status": self.status, "arch": self.model.arch,
-                "prompt": self.sample.prompt, "created_at": self.created_at, "started_at": self.started_at,
+                "model": self.model.profile or display_name(self.model.name_or_path or ""),
+                "width": self.sample.width, "height": self.sample.height,
+                "steps": self.sample.num_inference_steps, "batch_size": self.sample.batch_size,
+                "pinned": self.pinned, "prompt": self.sample.prompt, "created_at": self.created_at, "started_at": self.started_at,
                 "finished_at": self.finished_at, "step": self.step, "total": self.total,
                 "results": self.results, "error": self.error}
 
@@ -425,6 +433,28 @@ class Engine:
             self.worker.send(m.Cancel(request_id))
         return req
 
+    def move(self, request_id: str, position) -> tuple[Request, int] | None:
+        """Put a queued request at `position` of the queue (0: the next to run; past the end: last,
+        as a client's view of the queue may be stale). None for an unknown id; NotQueued when it is
+        not waiting; ConfigError("position") for a bad position. The moved request is pinned: the
+        queue policy neither passes it nor lets it pass anyone (queue_policy.pick), so a person's
+        order holds under affinity too. Returns the request and the position it took."""
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise ConfigError("position", f"must be an integer >= 0 (0: the next to run), got {position!r}")
+        with self._cv:
+            req = self.requests.get(request_id)
+            if req is None:
+                return None
+            if req not in self._queue:
+                state = "starting" if req.status == "queued" else req.status
+                raise NotQueued(f"request {request_id!r} is {state}: only a queued request can be moved")
+            self._queue.remove(req)
+            position = min(position, len(self._queue))
+            self._queue.insert(position, req)
+            req.pinned = True
+            self._cv.notify_all()
+        return req, position
+
     def get(self, request_id: str) -> Request | None:
         return self.requests.get(request_id)
 
@@ -433,7 +463,7 @@ class Engine:
 
     def queue_snapshot(self) -> dict:
         """`running`: the call's head; `batch`: every request of that call (its dynamic batch, head
-        first); `queued`: in arrival order, each with `estimated_start` (seconds from now at the recent
+        first); `queued`: in queue order (arrival order, as moved by Engine.move), each with `estimated_start` (seconds from now at the recent
         step time, None before a step was timed; a rough bound: requests that join a batch or that
         affinity moves up start sooner, loads are not counted) and `load_cost` (bytes it would load first: 0 on the resident model)."""
         with self._cv:

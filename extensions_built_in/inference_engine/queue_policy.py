@@ -4,7 +4,12 @@ fifo: the head, always. affinity: when the head needs a component load and a lat
 what is resident, that request goes first, a swap saved, if it is at most `max_overtake` places
 back and none of the requests it passes has been passed `max_overtake` times already: every
 request waits at most max_overtake extra turns, so affinity cannot starve one. "Needs no load" is
-"same config without LoRAs as the resident one" (LoRAs are switched on a resident holder). No torch.
+"same config without LoRAs as the resident one" (LoRAs are switched on a resident holder).
+
+A person's order wins over both policies: a request moved in the queue (Engine.move, POST
+/queue/{id}/move) is pinned, and affinity neither passes a pinned request nor lets one pass those
+ahead of it (under fifo the order is the queue's anyway). Requests behind a pinned one can still
+trade places among themselves once it has run. No torch.
 """
 import os
 
@@ -14,15 +19,17 @@ WEIGHT_EXTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".sft")
 
 def pick(queued: list, resident, policy: str = "fifo", max_overtake: int = 2, base=lambda r: r.model.without_loras(),
          bump: bool = True) -> int:
-    """The index in `queued` (a non-empty list in arrival order) of the request to run next.
+    """The index in `queued` (a non-empty list in queue order) of the request to run next.
     `resident`: the worker's active config without LoRAs (None: nothing loaded). Bumps the
-    `overtaken` count of each request passed (an attribute the caller's requests carry) unless
-    `bump` is off (a look ahead, as prefetch takes, is no pick)."""
+    `overtaken` count of each request passed (an attribute the caller's requests carry, with
+    `pinned`) unless `bump` is off (a look ahead, as prefetch takes, is no pick)."""
     if policy != "affinity" or resident is None or max_overtake < 1 or base(queued[0]) == resident:
         return 0
     for i, req in enumerate(queued[1:max_overtake + 1], start=1):
-        if any(r.overtaken >= max_overtake for r in queued[:i]):
-            return 0          # someone ahead has waited its share: the head (or it) goes
+        if any(r.overtaken >= max_overtake or r.pinned for r in queued[:i]):
+            return 0          # someone ahead has waited its share, or a person put it there: the head goes
+        if req.pinned:
+            return 0          # a person put it behind those ahead: it does not pass them
         if base(req) == resident:
             for r in queued[:i] if bump else ():
                 r.overtaken += 1

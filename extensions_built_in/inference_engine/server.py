@@ -11,6 +11,7 @@ import re
 import socket
 import threading
 import uuid
+from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request as HttpRequest
 from fastapi.encoders import jsonable_encoder
@@ -19,7 +20,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from extensions_built_in.inference_engine.engine import Engine, EngineBusy, Subscriber
+from extensions_built_in.inference_engine.engine import Engine, EngineBusy, NotQueued, Subscriber
 from toolkit.errors import ConfigError
 from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
 from toolkit.models.registry import ARCHS
@@ -41,6 +42,12 @@ class GenerateBody(BaseModel):
                                 "preview: x0|noisy, preview_image: jpeg|none, detach}: checked by the engine (engine.parse_stream)")
     request_id: str | None = None
     wait: bool = False
+
+
+class MoveBody(BaseModel):
+    """`position` is checked by the engine (Engine.move), which names it."""
+    model_config = ConfigDict(extra="forbid")
+    position: Any = Field(description="the place in the queue: 0 = the next to run; past the end = last")
 
 
 class ErrorBody(BaseModel):
@@ -221,6 +228,19 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
     @app.get("/queue", dependencies=[Depends(require_token)], responses=errors())
     def queue():
         return engine.queue_snapshot()
+
+    @app.post("/queue/{request_id}/move", dependencies=[Depends(require_token)], responses=errors(404, 409))
+    def move(request_id: str, body: MoveBody):
+        """Put a queued request at `position` (0: next); it keeps that place under either policy."""
+        try:
+            moved = engine.move(request_id, body.position)
+        except NotQueued as e:
+            raise ApiError(409, "request_id", str(e))
+        if moved is None:
+            raise ApiError(404, "request_id", f"unknown request {request_id!r}")
+        req, position = moved
+        return JSONResponse({"request_id": request_id, "status": req.status, "position": position},
+                            headers={"X-Request-Id": request_id})
 
     @app.post("/unload", dependencies=[Depends(require_token)], responses=errors(409))
     def unload():

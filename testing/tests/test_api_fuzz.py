@@ -40,7 +40,7 @@ def api(served):
 
 def _operations(served_url=None) -> list:
     return ["GET /health", "GET /models", "GET /inspect/{profile}", "POST /generate", "GET /stream/{request_id}",
-            "POST /cancel/{request_id}", "GET /queue", "POST /unload", "POST /assets", "GET /outputs/{relpath}",
+            "POST /cancel/{request_id}", "GET /queue", "POST /queue/{request_id}/move", "POST /unload", "POST /assets", "GET /outputs/{relpath}",
             "POST /settings", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/png-info", "GET /sdapi/v1/sd-models", "GET /sdapi/v1/options", "POST /sdapi/v1/options",
             "GET /sdapi/v1/progress", "POST /sdapi/v1/interrupt", "GET /sdapi/v1/samplers",
             "POST /v1/images/generations", "GET /v1/models", "POST /sdapi/v1/img2img", "POST /v1/images/edits",

@@ -80,7 +80,7 @@ def test_wait_returns_json(eng):
     assert r.headers["X-Request-Id"] == "waiter-1" and j["results"][0]["kind"] == "image"
 
 
-ROUTES = [("GET", "/models"), ("POST", "/generate"), ("POST", "/cancel/x"), ("GET", "/queue"), ("POST", "/unload"),
+ROUTES = [("GET", "/models"), ("POST", "/generate"), ("POST", "/cancel/x"), ("GET", "/queue"), ("POST", "/queue/x/move"), ("POST", "/unload"),
           ("POST", "/assets?name=a.png"), ("GET", "/outputs/a.png"), ("GET", "/stream/x")]
 
 
@@ -287,6 +287,47 @@ def test_fifo_under_concurrent_clients(eng):
     calls = sorted({r.started_at for r in reqs})
     ends = [max(r.finished_at for r in reqs if r.started_at == t) for t in calls]
     assert all(end <= start for end, start in zip(ends, calls[1:]))
+
+
+def test_move_reorders_the_queue_over_http(eng):
+    """POST /queue/{id}/move: a held request runs (faults.hold_step: it cannot finish before the
+    cancel, however slow the machine), three wait; the third is moved to the front, and they then
+    run in the new order. Each has its own step count, so none joins another's pipeline call."""
+    faults = eng.engine.faults
+    faults.reset(hold_step=1)
+    try:
+        eng.client.stream(body(eng, steps=4, request_id="mv-hold", stream={"detach": True}),
+                          on_frame=lambda h, p: h["type"] == "progress")
+        for i, rid in enumerate(("mv-a", "mv-b", "mv-c")):      # detached: queued, no reader needed
+            eng.client.stream(body(eng, steps=2 + i, request_id=rid, stream={"detach": True}),
+                              on_frame=lambda h, p: True)
+        order = lambda: [r["request_id"] for r in eng.client.get("/queue").json()["queued"]]
+        assert eng.client.get("/queue").json()["running"]["request_id"] == "mv-hold"
+        assert order() == ["mv-a", "mv-b", "mv-c"]
+        r = eng.client.post("/queue/mv-c/move", json={"position": 0})
+        assert r.status_code == 200 and r.json() == {"request_id": "mv-c", "status": "queued", "position": 0}
+        assert order() == ["mv-c", "mv-a", "mv-b"]
+        assert eng.client.post("/queue/mv-a/move", json={"position": 7}).json()["position"] == 2
+        assert order() == ["mv-c", "mv-b", "mv-a"]
+        q = eng.client.get("/queue").json()["queued"]
+        assert [x["pinned"] for x in q] == [True, False, True] and q[0]["steps"] == 4 and q[0]["width"] == 64
+        r = eng.client.post("/queue/mv-hold/move", json={"position": 0})
+        assert r.status_code == 409 and r.json()["field"] == "request_id" and "running" in r.json()["detail"]
+        r = eng.client.post("/queue/nope/move", json={"position": 0})
+        assert r.status_code == 404 and r.json()["field"] == "request_id"
+        for bad in ({"position": -1}, {"position": "first"}, {"position": 1.5}, {}, {"position": 0, "x": 1}):
+            r = eng.client.post("/queue/mv-b/move", json=bad)
+            assert r.status_code == 422, bad
+            assert r.json()["field"] == ("x" if "x" in bad else "position"), r.json()
+    finally:
+        faults.hold_step = 0
+        eng.client.post("/cancel/mv-hold")
+    reqs = [eng.engine.get(rid) for rid in ("mv-c", "mv-b", "mv-a")]
+    assert all(r.done_event.wait(120) and r.status == "ok" for r in reqs)
+    assert [r.started_at for r in reqs] == sorted(r.started_at for r in reqs)
+    assert reqs[0].finished_at <= reqs[1].started_at <= reqs[1].finished_at <= reqs[2].started_at
+    r = eng.client.post("/queue/mv-a/move", json={"position": 0})
+    assert r.status_code == 409 and "ok" in r.json()["detail"]
 
 
 def test_queue_lists_finished(eng):

@@ -6,14 +6,14 @@ import threading
 import pytest
 
 from extensions_built_in.inference_engine import queue_policy as qp
-from extensions_built_in.inference_engine.engine import Engine
+from extensions_built_in.inference_engine.engine import Engine, NotQueued
 from toolkit.config_modules import ModelConfig
 from toolkit.errors import ConfigError
 
 
 class R:
-    def __init__(self, name, base):
-        self.name, self.base, self.overtaken = name, base, 0
+    def __init__(self, name, base, pinned=False):
+        self.name, self.base, self.overtaken, self.pinned = name, base, 0, pinned
 
 
 def _pick(queued, resident, policy="affinity", k=2):
@@ -27,6 +27,16 @@ def test_affinity_runs_a_resident_request_before_a_head_that_needs_a_load():
     assert _pick(q, "A", k=1) == 0, "c is two places back: over max_overtake 1"
     assert _pick([R("a", "A"), R("b", "A")], "A") == 0, "the head needs no load: it goes"
     assert _pick(q, None) == 0, "nothing resident: every request loads"
+
+
+def test_affinity_neither_passes_a_moved_request_nor_lets_it_pass():
+    """A request a person moved (pinned) keeps its place: not overtaken as the head, not overtaken
+    from behind, and not itself jumping over those the person left ahead of it."""
+    assert _pick([R("a", "B", pinned=True), R("b", "A")], "A") == 0, "a pinned head is not passed"
+    assert _pick([R("a", "B"), R("b", "A", pinned=True)], "A") == 0, "a pinned request does not pass"
+    assert _pick([R("a", "B"), R("p", "C", pinned=True), R("c", "A")], "A") == 0, "nor is it passed from behind"
+    q = [R("a", "B"), R("c", "A"), R("p", "C", pinned=True)]
+    assert _pick(q, "A") == 1 and q[0].overtaken == 1, "ahead of a pinned request affinity still works"
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -83,8 +93,8 @@ def test_load_cost_is_zero_on_the_resident_model_else_its_weight_files(tiny):
 
 # -- the engine ---------------------------------------------------------------------------------------
 
-def _run_order(tiny, tmp_path, policy):
-    eng = Engine(output_folder=str(tmp_path / policy), worker="thread", queue_policy=policy, max_batch=1)
+def _run_order(tiny, tmp_path, policy, move=None):
+    eng = Engine(output_folder=str(tmp_path / (f"{policy}-{move[0]}-{move[1]}" if move else policy)), worker="thread", queue_policy=policy, max_batch=1)
     try:
         a = {"arch": "zimage", "name_or_path": tiny("zimage")}
         b = {"arch": "zimage", "name_or_path": tiny("zimage", seed=1)}
@@ -94,6 +104,8 @@ def _run_order(tiny, tmp_path, policy):
         q = {r["request_id"]: r for r in eng.queue_snapshot()["queued"]}
         assert q["resident"]["load_cost"] == 0 and q["needs-load"]["load_cost"] > 0
         assert q["needs-load"]["estimated_start"] is None, "no step timed yet"
+        if move is not None:
+            assert eng.move(*move)[1] == move[1]
         loop = threading.Thread(target=eng.run_forever, daemon=True)
         loop.start()
         for r in reqs:
@@ -107,3 +119,36 @@ def _run_order(tiny, tmp_path, policy):
 def test_affinity_in_the_engine_saves_the_swap_and_fifo_does_not(tiny, tmp_path):
     assert _run_order(tiny, tmp_path, "fifo") == ["needs-load", "resident"]
     assert _run_order(tiny, tmp_path, "affinity") == ["resident", "needs-load"]
+
+
+def test_a_moved_request_runs_where_it_was_put_under_either_policy(tiny, tmp_path):
+    """Moving the resident-model request behind the one that needs a load: affinity keeps the
+    person's order (the load is not saved); fifo follows it too."""
+    for policy in ("fifo", "affinity"):
+        assert _run_order(tiny, tmp_path, policy, move=("resident", 1)) == ["needs-load", "resident"], policy
+    assert _run_order(tiny, tmp_path, "fifo", move=("resident", 0)) == ["resident", "needs-load"]
+
+
+def test_move_reorders_the_queue_and_checks_its_input(tiny, tmp_path):
+    """Engine.move without a running loop: every request stays queued, so the order is exact."""
+    eng = Engine(output_folder=str(tmp_path / "move"), worker="thread")
+    model = {"arch": "zimage", "name_or_path": tiny("zimage")}
+    for rid in ("a", "b", "c"):
+        eng.submit(model, {"prompt": rid, "width": 64, "height": 64, "num_inference_steps": 2}, request_id=rid)
+    order = lambda: [r["request_id"] for r in eng.queue_snapshot()["queued"]]
+    req, pos = eng.move("c", 1)
+    assert (req.request_id, pos, order()) == ("c", 1, ["a", "c", "b"])
+    assert [r["pinned"] for r in eng.queue_snapshot()["queued"]] == [False, True, False]
+    assert eng.move("a", 99)[1] == 2 and order() == ["c", "b", "a"], "past the end: last"
+    assert eng.move("a", 0)[1] == 0 and order() == ["a", "c", "b"]
+    assert eng.move("nope", 0) is None
+    for bad in (-1, 1.5, "1", True, None):
+        with pytest.raises(ConfigError) as e:
+            eng.move("a", bad)
+        assert e.value.key == "position"
+    eng.cancel("b")
+    with pytest.raises(NotQueued, match="cancelled"):
+        eng.move("b", 0)
+    assert order() == ["a", "c"]
+    row = eng.queue_snapshot()["queued"][0]
+    assert (row["model"], row["width"], row["height"], row["steps"]) == ("zimage-seed0", 64, 64, 2)

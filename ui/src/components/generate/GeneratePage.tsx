@@ -1,7 +1,7 @@
 'use client';
 // /generate: the engine strip, the model, prompt and input-image panels (fed by the engine's
-// /models), the live preview and the results gallery; a generated file dropped on the page
-// restores its settings.
+// /models), the live preview, the engine's queue and the results gallery; a generated file
+// dropped on the page restores its settings.
 import Link from 'next/link';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { apiFetch, describeError } from '@/utils/api';
@@ -15,9 +15,9 @@ import type { MaskPainterHandle } from './MaskPainter';
 import ModelPanel from './ModelPanel';
 import PreviewPanel from './PreviewPanel';
 import PromptPanel from './PromptPanel';
+import QueuePanel from './QueuePanel';
 import SettingsDrop, { NO_RESTORE, type RestoreNotice } from './SettingsDrop';
 import { blockingSummary, sampleNotes } from './formChecks';
-import { ACTIVE_PHASES } from './generationView';
 import { missingDownload, parseModelParam } from '@/components/library/library';
 import { normalizeModel } from './loras';
 import {
@@ -35,6 +35,9 @@ import {
 import { archTakes } from './tasks';
 import type { ArchInfo, GalleryItem, ModelForm, ProfileInfo, SampleForm } from './types';
 import { useEngine } from './useEngine';
+import EnginesList from './EnginesList';
+import { useEngineQueue } from './useEngineQueue';
+import { targetJob, useEngines } from './useEngines';
 import { fileUrl, useGallery } from './useGallery';
 import { useGeneration } from './useGeneration';
 import { useModelPresence } from './useModelPresence';
@@ -43,6 +46,7 @@ const newRequestId = () => `ui-${Date.now().toString(36)}-${Math.random().toStri
 
 export default function GeneratePage({ preferredJobId, preferredModel = null }: { preferredJobId: string | null; preferredModel?: string | null }) {
   const engine = useEngine(preferredJobId);
+  const engines = useEngines(engine.job ? 1 : 0);
   const gallery = useGallery();
   const gen = useGeneration(gallery.add);
   const [storedModel, setModel, modelLoaded] = useStoredState<ModelForm | null>('aitk.generate.model', null);
@@ -130,6 +134,11 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
 
   const running = engine.state === 'ready';
   const job = engine.job;
+  const queue = useEngineQueue(job?.id ?? null, running);
+  const { onQueue } = gen;
+  useEffect(() => {
+    if (queue.snapshot) onQueue(queue.snapshot, queue.at);
+  }, [queue.snapshot, queue.at, onQueue]);
   const jobRef = job ? { id: job.id, name: job.name } : null;
   // not while the engine is down (stopped from another tab too: the strip polls the job row)
   const presence = useModelPresence(job?.id ?? null, running);
@@ -186,7 +195,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
       }
     }
     const body = buildGenerateBody(arch, model, s, newRequestId(), { detach, maxFrames: 8 });
-    gen.generate({ id: job.id, name: job.name }, body);
+    const to = targetJob(engines.target, engines.engines, { id: job.id, name: job.name });
+    if (to) gen.generate(to, body);
   };
 
   const reuse = (item: GalleryItem) => {
@@ -245,9 +255,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
     ? gallery.items.filter((i) => i.requestId === gen.view.requestId).sort((a, b) => (a.result.index ?? 0) - (b.result.index ?? 0))
     : [];
 
-  const active = ACTIVE_PHASES.has(gen.view.phase);
   const onKeyDown = (e: React.KeyboardEvent) => {
-    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate && !active) {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate) {
       e.preventDefault();
       void generate();
     }
@@ -257,6 +266,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
     <div className="generate" onKeyDown={onKeyDown}>
       <h1>Generate</h1>
       <EngineStrip engine={engine} />
+      {(engines.engines?.length ?? 0) > 1 && <EnginesList engines={engines.engines!} target={engines.target} onTarget={engines.setTarget} />}
       <div className="generate-grid">
         <div className="forms">
           <SettingsDrop notice={restore} onFile={(f) => void restoreFrom(f)} onDismiss={() => setRestore(NO_RESTORE)} />
@@ -322,6 +332,17 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
             detach={detach}
             onDetach={setDetach}
             results={batchResults}
+          />
+          <QueuePanel
+            snapshot={queue.snapshot}
+            error={queue.error}
+            mine={gen.ours}
+            notice={gen.notice}
+            onCancel={(id) => {
+              gen.noteCancel(id);
+              return queue.cancel(id);
+            }}
+            onMove={queue.move}
           />
           <Gallery items={gallery.items} onReuse={reuse} onDelete={gallery.remove} onUseAsInput={arch && archTakes(arch, 'init_img') ? useAsInput : undefined} />
         </div>

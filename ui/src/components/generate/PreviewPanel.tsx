@@ -1,5 +1,5 @@
 'use client';
-// Generate / Cancel, the live latent canvas, step i/N with elapsed time and ETA, status lines,
+// Generate (Queue while one runs) / Cancel, the live latent canvas, step i/N with elapsed time and ETA, status lines,
 // and the outcome in words.
 import { useEffect, useState } from 'react';
 import { formatSeconds } from '@/utils/format';
@@ -61,8 +61,9 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
   return (
     <section className="card preview" aria-label="Preview">
       <div className="row">
-        <button className="primary" onClick={onGenerate} disabled={!canGenerate || active} data-testid="generate-button" title="Ctrl/Cmd+Enter">
-          Generate
+        {/* while one runs, another is queued behind it */}
+        <button className="primary" onClick={onGenerate} disabled={!canGenerate} data-testid="generate-button" title={active ? 'Queue another with these settings (Ctrl/Cmd+Enter)' : 'Ctrl/Cmd+Enter'}>
+          {active ? 'Queue' : 'Generate'}
         </button>
         {active && (
           <button onClick={onCancel} disabled={view.cancelling} data-testid="cancel-button">
