@@ -15,6 +15,7 @@ import {
   type PreviewSpec,
 } from '@/utils/engineStream';
 import { IDLE, applyFrame, stepText, withStatusLine, type GenView, type Phase } from './generationView';
+import { noTimings, noteTiming, timingsAt, type TimingNotes } from './resultTimings';
 import type { GalleryItem, ResultInfo } from './types';
 
 interface Ctx {
@@ -26,6 +27,7 @@ interface Ctx {
   model: Record<string, unknown>;
   sample: Record<string, unknown>;
   preview: PreviewSpec | null;
+  timing: TimingNotes;
   ended: boolean;
   /** Cancel was pressed on this page */
   userCancelled?: boolean;
@@ -90,6 +92,7 @@ function galleryItem(ctx: Ctx, r: ResultInfo): GalleryItem {
     model: ctx.model,
     sample: ctx.sample,
     createdAt: new Date().toISOString(),
+    timings: timingsAt(ctx.timing, ctx.startedAt),
   };
 }
 
@@ -106,6 +109,7 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
   const handleFrame = (ctx: Ctx, frame: Frame) => {
     const h = frame.header;
     let latent: { image: PreviewImage | null; note: string | null } | undefined;
+    noteTiming(ctx.timing, h);
     if (h.type === 'start') {
       ctx.model = (h.model as Record<string, unknown>) ?? {};
       ctx.sample = (h.sample as Record<string, unknown>) ?? {};
@@ -198,7 +202,7 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
 
   const begin = (rec: Stored, phase: Phase): Ctx => {
     ctxRef.current?.abort.abort();
-    const ctx: Ctx = { ...rec, abort: new AbortController(), model: {}, sample: {}, preview: null, ended: false };
+    const ctx: Ctx = { ...rec, abort: new AbortController(), model: {}, sample: {}, preview: null, timing: noTimings(), ended: false };
     ctxRef.current = ctx;
     setView({ ...IDLE, phase, requestId: rec.requestId, startedAt: rec.startedAt });
     return ctx;
