@@ -312,6 +312,7 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await page.goto('/jobs');
     const row = page.getByTestId(`job-row-${ENGINE_JOB}`);
     await expect(row).toHaveAttribute('data-status', 'stopped');
+    page.once('dialog', (d) => d.accept()); // the jobs page asks first
     await row.getByRole('button', { name: 'Delete' }).click();
     await expect(row).toHaveCount(0);
     expect(await engineJob(page)).toBeUndefined();

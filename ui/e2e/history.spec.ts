@@ -145,4 +145,7 @@ test('history survives a reload in a fresh browser context: search, model filter
   await context.close();
   await page.getByTestId('engine-stop').click();
   await expect(strip).toHaveAttribute('data-state', 'stopped', { timeout: 60_000 });
+  // the worker clears the pid once the engine process has exited
+  const pidOf = async () => ((await (await page.request.get(`/api/jobs/${job.id}`)).json()).job.pid as number | null) ?? null;
+  await expect.poll(pidOf, { timeout: 30_000 }).toBeNull();
 });
