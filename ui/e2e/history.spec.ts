@@ -111,8 +111,8 @@ test('history survives a reload in a fresh browser context: search, model filter
     await expect(gallery).toHaveCount(1);
     expect(fs.existsSync(fileOnDisk(lighthouse))).toBe(true);
 
-    // by keyboard: Delete, then back from "Keep" to "Yes, delete", Enter
-    await card.getByRole('button', { name: 'Delete' }).focus();
+    // by keyboard: the focus is back on Delete; Enter, then from "Keep" back to "Yes, delete", Enter
+    await expect(card.getByRole('button', { name: 'Delete' })).toBeFocused();
     await fresh.keyboard.press('Enter');
     await expect(confirm.getByRole('button', { name: 'Keep' })).toBeFocused();
     await shot(fresh, '42-history-confirm-delete');

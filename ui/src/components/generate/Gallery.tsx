@@ -1,7 +1,7 @@
 'use client';
 // Finished results (the history): image, video or audio, with the settings that made them;
 // search by prompt, filter by model, open, reuse, delete (after a confirm).
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { formatBytes, formatSeconds } from '@/utils/format';
 import ConfirmDelete from './ConfirmDelete';
 import GalleryFilters from './GalleryFilters';
@@ -60,6 +60,13 @@ function Media({ item, src, error }: { item: GalleryItem; src: string | null; er
 function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem; onReuse: () => void; onDelete: () => Promise<void>; onUseAsInput?: () => void }) {
   const { src, error } = useMediaUrl(fileUrl(item));
   const [confirming, setConfirming] = useState(false);
+  // "Keep" (or Escape) gives the focus back to Delete
+  const deleteButton = useRef<HTMLButtonElement>(null);
+  const wasConfirming = useRef(false);
+  useEffect(() => {
+    if (wasConfirming.current && !confirming) deleteButton.current?.focus();
+    wasConfirming.current = confirming;
+  }, [confirming]);
   return (
     <figure className="gallery-item" data-testid="gallery-item" data-kind={item.result.kind} data-request={item.requestId} data-model={modelKey(item.model)}>
       <Media item={item} src={src} error={error} />
@@ -81,7 +88,7 @@ function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem
             </button>
           )}
           {!confirming && (
-            <button className="danger" onClick={() => setConfirming(true)} data-testid="gallery-delete">
+            <button ref={deleteButton} className="danger" onClick={() => setConfirming(true)} data-testid="gallery-delete">
               Delete
             </button>
           )}
