@@ -9,10 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { encodePng } from '../src/components/generate/maskPng';
-import { E2E_DIR, SCREENSHOTS, TRAINING_FOLDER } from './env';
+import { E2E_DIR, TRAINING_FOLDER } from './env';
+import { ENGINE_START_MS, fillNumber, galleryItems, shot, type HistoryItem as StoredItem } from './helpers';
 
 const ENGINE_JOB = 'inference_engine_cpu';
-const ENGINE_START_MS = 90_000;
 // long runs (to cancel, to block, to kill) must still be sampling seconds later, on any machine
 const LONG = 1000;
 const stepOfLong = /Step (\d+)\/1000/;
@@ -31,11 +31,6 @@ interface JobRow {
   status: string;
   info: string;
   pid: number | null;
-}
-
-async function shot(page: Page, name: string) {
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
 }
 
 async function engineJob(page: Page): Promise<JobRow | undefined> {
@@ -62,12 +57,6 @@ async function recordCanvas(page: Page) {
 
 async function canvasSamples(page: Page): Promise<CanvasSample[]> {
   return page.evaluate(() => (window as unknown as { __canvasSamples: CanvasSample[] }).__canvasSamples);
-}
-
-async function fillNumber(page: Page, testId: string, value: number) {
-  const input = page.getByTestId(testId);
-  await input.fill(String(value));
-  await input.blur();
 }
 
 test('Generate page: engine start, live preview, gallery, cancel, engine stop', async ({ page }) => {
@@ -185,7 +174,6 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
   });
 
   await test.step('3b. video and audio: frame scrubber, heatmap, players; delete and reuse', async () => {
-    page.on('dialog', (d) => d.accept());
     // video: wan21 with 9 frames -> a BCFHW latent with several frames and a scrubber
     await page.getByTestId('arch-select').selectOption('wan21');
     await page.getByTestId('name-or-path').fill('tiny:wan21');
@@ -219,6 +207,7 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     const videoSrc = (await page.locator('[data-kind=video] video').getAttribute('src')) as string;
     expect((await page.request.get(videoSrc)).status()).toBe(200);
     await page.locator('[data-kind=video]').getByRole('button', { name: 'Delete' }).click();
+    await page.locator('[data-kind=video]').getByRole('button', { name: 'Yes, delete' }).click();
     await expect(page.getByTestId('gallery-item')).toHaveCount(2);
     expect((await page.request.get(videoSrc)).status()).toBe(404);
 
@@ -334,6 +323,7 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await page.goto('/jobs');
     const row = page.getByTestId(`job-row-${ENGINE_JOB}`);
     await expect(row).toHaveAttribute('data-status', 'stopped');
+    page.once('dialog', (d) => d.accept()); // the jobs page asks first
     await row.getByRole('button', { name: 'Delete' }).click();
     await expect(row).toHaveCount(0);
     expect(await engineJob(page)).toBeUndefined();
@@ -442,18 +432,6 @@ async function pixelsOf(page: Page, url: string): Promise<{ w: number; h: number
     ctx.drawImage(img, 0, 0);
     return { w: c.width, h: c.height, rgba: Array.from(ctx.getImageData(0, 0, c.width, c.height).data) };
   }, url);
-}
-
-interface StoredItem {
-  requestId: string;
-  jobName: string;
-  result: { relpath: string; seed: number; index?: number };
-  model: Record<string, unknown>;
-  sample: Record<string, unknown>;
-}
-
-async function galleryItems(page: Page): Promise<StoredItem[]> {
-  return page.evaluate(() => JSON.parse(window.localStorage.getItem('aitk.gallery') ?? '[]'));
 }
 
 const fileOf = (item: StoredItem) => `/api/files/${item.jobName}/outputs/${item.result.relpath.split('/').map(encodeURIComponent).join('/')}`;
@@ -571,6 +549,7 @@ test('input images: img2img, a painted mask (inpaint, a batch of 2), references,
     await expect(page.getByTestId('task-select')).toHaveAttribute('data-task', 'inpaint');
     await expect(page.getByTestId('strength-value')).toHaveText('1.00'); // sd1's inpaint default
     await fillNumber(page, 'batch-size', 2);
+    const before = await page.getByTestId('gallery-item').count(); // the history holds the earlier tests' results too
     await page.getByTestId('generate-button').click();
     await expect(progress).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
     // the preview shows every image of the batch, each with its seed
@@ -578,7 +557,7 @@ test('input images: img2img, a painted mask (inpaint, a batch of 2), references,
     await expect(batch).toHaveCount(2);
     await expect(batch.nth(0)).toHaveAttribute('data-seed', '5');
     await expect(batch.nth(1)).toHaveAttribute('data-seed', '6');
-    await expect(page.getByTestId('gallery-item')).toHaveCount(3);
+    await expect(page.getByTestId('gallery-item')).toHaveCount(before + 2);
     await shot(page, '11-inpaint-batch');
 
     const items = (await galleryItems(page)).filter((i) => i.sample.task === 'inpaint');

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test } from '@playwright/test';
 import { E2E_DIR, SCREENSHOTS } from './env';
+import { galleryItems } from './helpers';
 
 const LIBRARY_JOB = 'inference_engine_library';
 const REPO = path.join(__dirname, '..', '..');
@@ -70,7 +71,7 @@ test('Library: a tiny model from engine.model_folders, used on the Generate page
   await page.getByTestId('generate-button').click();
   await expect(page.getByTestId('gallery-item')).toHaveCount(before + 1, { timeout: 180_000 });
   await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'done');
-  const items = await page.evaluate(() => JSON.parse(window.localStorage.getItem('aitk.gallery') ?? '[]'));
+  const items = await galleryItems(page);
   expect(items[0].model).toMatchObject({ arch: 'sd1', name_or_path: path.join(folder, 'sd1-tiny') });
   await page.screenshot({ path: path.join(SCREENSHOTS, '31-library-generated.png'), fullPage: true });
   await page.getByTestId('engine-stop').click();

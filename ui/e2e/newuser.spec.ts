@@ -16,7 +16,7 @@ async function shot(page: Page, name: string) {
   await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
 }
 
-/** A 16×1024 PNG in a job's outputs folder, and a gallery entry for it in localStorage. */
+/** A 16×1024 PNG in a job's outputs folder, and a gallery entry for it in localStorage (an older page's; moved to the history on load). */
 async function tallResult(page: Page) {
   const job = 'newuser_results';
   const dir = path.join(TRAINING_FOLDER, job, 'outputs');

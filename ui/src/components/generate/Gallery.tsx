@@ -1,14 +1,19 @@
 'use client';
-// Finished results: image, video or audio, with the settings that made them; open, reuse, delete.
-import { useState } from 'react';
-import { formatBytes } from '@/utils/format';
+// Finished results (the history): image, video or audio, with the settings that made them;
+// search by prompt, filter by model, open, reuse, delete (after a confirm).
+import { useEffect, useRef, useState } from 'react';
+import { formatBytes, formatSeconds } from '@/utils/format';
+import ConfirmDelete from './ConfirmDelete';
+import GalleryFilters from './GalleryFilters';
+import { modelKey } from '@/utils/modelIdentity';
 import { loraLabel, picksFromSettings } from './loras';
 import type { GalleryItem } from './types';
-import { fileUrl } from './useGallery';
+import { fileUrl, type GallerySearch } from './useGallery';
 import { useMediaUrl } from './useMediaUrl';
 
 interface Props {
   items: GalleryItem[];
+  search: GallerySearch;
   onReuse: (item: GalleryItem) => void;
   onDelete: (item: GalleryItem) => Promise<string | null>;
   /** set where the current arch takes an input image: put an image result in as the input */
@@ -32,6 +37,7 @@ function settingsLine(item: GalleryItem): string {
     r.num_frames ? `${r.num_frames} frames @ ${r.fps} fps` : null,
     r.duration ? `${Number(r.duration).toFixed(1)} s` : null,
     `${r.ext}, ${formatBytes(r.bytes)}`,
+    item.timings?.total_s != null ? `took ${formatSeconds(item.timings.total_s)}` : null,
   ];
   return parts.filter(Boolean).join(' · ');
 }
@@ -51,10 +57,18 @@ function Media({ item, src, error }: { item: GalleryItem; src: string | null; er
   );
 }
 
-function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem; onReuse: () => void; onDelete: () => void; onUseAsInput?: () => void }) {
+function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem; onReuse: () => void; onDelete: () => Promise<void>; onUseAsInput?: () => void }) {
   const { src, error } = useMediaUrl(fileUrl(item));
+  const [confirming, setConfirming] = useState(false);
+  // "Keep" (or Escape) gives the focus back to Delete
+  const deleteButton = useRef<HTMLButtonElement>(null);
+  const wasConfirming = useRef(false);
+  useEffect(() => {
+    if (wasConfirming.current && !confirming) deleteButton.current?.focus();
+    wasConfirming.current = confirming;
+  }, [confirming]);
   return (
-    <figure className="gallery-item" data-testid="gallery-item" data-kind={item.result.kind} data-request={item.requestId}>
+    <figure className="gallery-item" data-testid="gallery-item" data-kind={item.result.kind} data-request={item.requestId} data-model={modelKey(item.model)}>
       <Media item={item} src={src} error={error} />
       <figcaption>
         <div className="prompt" title={String(item.sample.prompt ?? '')}>
@@ -73,22 +87,45 @@ function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem
               Use as input
             </button>
           )}
-          <button className="danger" onClick={onDelete}>
-            Delete
-          </button>
+          {!confirming && (
+            <button ref={deleteButton} className="danger" onClick={() => setConfirming(true)} data-testid="gallery-delete">
+              Delete
+            </button>
+          )}
         </div>
+        {confirming && (
+          <ConfirmDelete
+            question="Delete this result and its file?"
+            onConfirm={async () => {
+              await onDelete();
+              setConfirming(false);
+            }}
+            onCancel={() => setConfirming(false)}
+          />
+        )}
       </figcaption>
     </figure>
   );
 }
 
-export default function Gallery({ items, onReuse, onDelete, onUseAsInput }: Props) {
+export default function Gallery({ items, search, onReuse, onDelete, onUseAsInput }: Props) {
   const [error, setError] = useState<string | null>(null);
+  const filtered = Boolean(search.filter.q || search.filter.model);
+  const shown = error ?? search.error;
   return (
-    <section className="card" aria-label="Results">
+    <section className="card" aria-label="Results" data-testid="gallery" data-saving={search.saving} data-loading={search.loading}>
       <h3>Results</h3>
-      {error && <div className="alert error">{error}</div>}
-      {items.length === 0 && <p className="muted">Finished images, videos and audio appear here.</p>}
+      <GalleryFilters search={search} />
+      {shown && (
+        <div className="alert error" role="alert" data-testid="gallery-error">
+          {shown}
+        </div>
+      )}
+      {items.length === 0 && !search.loading && (
+        <p className="muted" data-testid="gallery-empty">
+          {filtered ? 'No results match this search.' : 'Finished images, videos and audio appear here.'}
+        </p>
+      )}
       <div className="gallery">
         {items.map((item) => (
           <ItemCard
@@ -96,13 +133,15 @@ export default function Gallery({ items, onReuse, onDelete, onUseAsInput }: Prop
             item={item}
             onReuse={() => onReuse(item)}
             onUseAsInput={onUseAsInput && (async () => setError(await onUseAsInput(item)))}
-            onDelete={async () => {
-              if (!window.confirm('Delete this result and its file?')) return;
-              setError(await onDelete(item));
-            }}
+            onDelete={async () => setError(await onDelete(item))}
           />
         ))}
       </div>
+      {search.hasMore && (
+        <button onClick={search.loadMore} data-testid="gallery-more">
+          Show older results
+        </button>
+      )}
     </section>
   );
 }

@@ -252,7 +252,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   };
 
   const batchResults = gen.view.requestId
-    ? gallery.items.filter((i) => i.requestId === gen.view.requestId).sort((a, b) => (a.result.index ?? 0) - (b.result.index ?? 0))
+    ? gallery.recent.filter((i) => i.requestId === gen.view.requestId).sort((a, b) => (a.result.index ?? 0) - (b.result.index ?? 0))
     : [];
 
   const onKeyDown = (e: React.KeyboardEvent) => {
@@ -344,7 +344,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
             }}
             onMove={queue.move}
           />
-          <Gallery items={gallery.items} onReuse={reuse} onDelete={gallery.remove} onUseAsInput={arch && archTakes(arch, 'init_img') ? useAsInput : undefined} />
+          <Gallery items={gallery.items} search={gallery.search} onReuse={reuse} onDelete={gallery.remove} onUseAsInput={arch && archTakes(arch, 'init_img') ? useAsInput : undefined} />
         </div>
       </div>
     </div>

@@ -232,4 +232,14 @@ export interface GalleryItem {
   model: Record<string, unknown>;
   sample: Record<string, unknown>;
   createdAt: string;
+  /** seconds: submit to result (this page's clock), the engine's run to its last step (load included), the model load */
+  timings?: GenerationTimings;
+  /** ok (the history keeps finished results) */
+  status?: string;
+}
+
+export interface GenerationTimings {
+  total_s: number | null;
+  run_s: number | null;
+  load_s: number | null;
 }

@@ -1,11 +1,13 @@
 'use client';
-// The results gallery, kept in localStorage so it survives a reload.
-import { useCallback } from 'react';
-import { apiFetch } from '@/utils/api';
-import { useStoredState } from '@/utils/useStoredState';
+// The results gallery: a client of the UI server's history (/api/history), so it survives a
+// reload and another browser. Search by prompt, filter by model, pages; add and remove as before.
+import { useCallback, useEffect, useRef, useState } from 'react';
+import { apiFetch, describeError } from '@/utils/api';
+import { modelKey } from '@/utils/modelIdentity';
+import { moveLegacyGallery } from './legacyGallery';
 import type { GalleryItem } from './types';
 
-const MAX_ITEMS = 200;
+const PAGE = 50;
 
 /** Where the UI serves a result from: the job folder's outputs, through /api/files (works with the engine stopped). */
 export function fileUrl(item: Pick<GalleryItem, 'jobName' | 'result'>): string {
@@ -13,24 +15,146 @@ export function fileUrl(item: Pick<GalleryItem, 'jobName' | 'result'>): string {
   return `/api/files/${encodeURIComponent(item.jobName)}/outputs/${rel}`;
 }
 
+export interface GalleryFilter {
+  /** words of the prompt */
+  q: string;
+  /** a model key (GET /api/history/models), '' for every model */
+  model: string;
+}
+
+/** One model of the history (GET /api/history/models). */
+export interface HistoryModel {
+  model: string;
+  arch: string;
+  count: number;
+}
+
+export interface GallerySearch {
+  filter: GalleryFilter;
+  setFilter: (f: GalleryFilter) => void;
+  models: HistoryModel[];
+  loading: boolean;
+  hasMore: boolean;
+  loadMore: () => void;
+  /** the history could not be read or written */
+  error: string | null;
+  /** results being written to the history now */
+  saving: number;
+}
+
+function matches(item: GalleryItem, f: GalleryFilter): boolean {
+  if (f.q && !String(item.sample.prompt ?? '').toLowerCase().includes(f.q.toLowerCase())) return false;
+  return !f.model || modelKey(item.model) === f.model;
+}
+
+async function readJson<T>(url: string, signal?: AbortSignal): Promise<T> {
+  const res = await apiFetch(url, { signal });
+  if (!res.ok) throw new Error((await describeError(res)).message);
+  return (await res.json()) as T;
+}
+
 export function useGallery() {
-  const [items, setItems] = useStoredState<GalleryItem[]>('aitk.gallery', []);
+  const [filter, setFilter] = useState<GalleryFilter>({ q: '', model: '' });
+  const [items, setItems] = useState<GalleryItem[]>([]);
+  // this page's own results, whatever the filter (the preview shows a request's batch from them)
+  const [recent, setRecent] = useState<GalleryItem[]>([]);
+  const [next, setNext] = useState<string | null>(null);
+  const [models, setModels] = useState<HistoryModel[]>([]);
+  const [loading, setLoading] = useState(true);
+  const [ready, setReady] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  // what moving an old localStorage gallery left out
+  const [moveNote, setMoveNote] = useState<string | null>(null);
+  const [saving, setSaving] = useState(0);
+  const filterRef = useRef(filter);
+  filterRef.current = filter;
+  const recentRef = useRef(recent);
+  recentRef.current = recent;
+
+  const refreshModels = useCallback(() => {
+    readJson<{ models: HistoryModel[] }>('/api/history/models')
+      .then((b) => setModels(b.models))
+      .catch(() => undefined); // the filter keeps its last list
+  }, []);
+
+  // first: what this browser's old localStorage gallery held moves to the server
+  useEffect(() => {
+    moveLegacyGallery()
+      .then(setMoveNote)
+      .finally(() => setReady(true));
+  }, []);
+
+  const page = useCallback((f: GalleryFilter, before: string | null, signal?: AbortSignal) => {
+    const p = new URLSearchParams({ limit: String(PAGE) });
+    if (f.q) p.set('q', f.q);
+    if (f.model) p.set('model', f.model);
+    if (before) p.set('before', before);
+    return readJson<{ items: GalleryItem[]; next: string | null }>(`/api/history?${p}`, signal);
+  }, []);
+
+  // the first page for the filter shown (a newer filter aborts an older answer)
+  useEffect(() => {
+    if (!ready) return;
+    const ctrl = new AbortController();
+    setLoading(true);
+    page(filter, null, ctrl.signal)
+      .then((b) => {
+        // results that came while this page was read (their POST may not have landed yet)
+        const mine = recentRef.current.filter((r) => matches(r, filter) && !b.items.some((i) => i.key === r.key));
+        setItems([...mine, ...b.items]);
+        setNext(b.next);
+        setError(null);
+      })
+      .catch((err) => !ctrl.signal.aborted && setError(`The history could not be read: ${(err as Error).message}`))
+      .finally(() => !ctrl.signal.aborted && setLoading(false));
+    refreshModels();
+    return () => ctrl.abort();
+  }, [ready, filter, page, refreshModels]);
+
+  const loadMore = useCallback(() => {
+    if (!next) return;
+    const f = filterRef.current;
+    page(f, next)
+      .then((b) => {
+        if (filterRef.current !== f) return;
+        setItems((prev) => [...prev, ...b.items.filter((i) => !prev.some((p) => p.key === i.key))]);
+        setNext(b.next);
+      })
+      .catch((err) => setError(`The history could not be read: ${(err as Error).message}`));
+  }, [next, page]);
 
   const add = useCallback(
-    (item: GalleryItem) => setItems((prev) => (prev.some((p) => p.key === item.key) ? prev : [item, ...prev].slice(0, MAX_ITEMS))),
-    [setItems],
+    (item: GalleryItem) => {
+      setRecent((prev) => (prev.some((p) => p.key === item.key) ? prev : [item, ...prev]));
+      if (matches(item, filterRef.current)) setItems((prev) => (prev.some((p) => p.key === item.key) ? prev : [item, ...prev]));
+      setSaving((n) => n + 1);
+      apiFetch('/api/history', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(item) })
+        .then(async (res) => {
+          if (!res.ok) throw new Error((await describeError(res)).message);
+          refreshModels();
+        })
+        .catch((err) => setError(`This result could not be saved to the history: ${(err as Error).message}`))
+        .finally(() => setSaving((n) => n - 1));
+    },
+    [refreshModels],
   );
 
-  /** Remove from the gallery and delete the file (a file already gone is fine). */
+  /** Remove from the history and delete the file (a file already gone is fine). */
   const remove = useCallback(
     async (item: GalleryItem): Promise<string | null> => {
-      const res = await apiFetch(fileUrl(item), { method: 'DELETE' }).catch(() => null);
+      let res = await apiFetch(`/api/history/${encodeURIComponent(item.key)}`, { method: 'DELETE' }).catch(() => null);
+      // never saved (the history was unreachable when it came): its file alone
+      if (res?.status === 404) res = await apiFetch(fileUrl(item), { method: 'DELETE' }).catch(() => null);
+      if (!res) return 'The UI server did not answer; nothing was deleted.';
+      if (!res.ok && res.status !== 404) return `Not deleted: ${(await describeError(res)).message}`;
       setItems((prev) => prev.filter((p) => p.key !== item.key));
-      if (res && (res.ok || res.status === 404)) return null;
-      return res ? `The file could not be deleted (HTTP ${res.status}); it was removed from the gallery.` : 'The UI server did not answer.';
+      setRecent((prev) => prev.filter((p) => p.key !== item.key));
+      refreshModels();
+      return null;
     },
-    [setItems],
+    [refreshModels],
   );
 
-  return { items, add, remove };
+  const search: GallerySearch = { filter, setFilter, models, loading, hasMore: next !== null, loadMore, error: error ?? moveNote, saving };
+  return { items, recent, add, remove, search };
 }

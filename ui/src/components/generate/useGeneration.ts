@@ -18,6 +18,7 @@ import {
 import { IDLE, applyFrame, stepText, withStatusLine, type GenView, type Phase } from './generationView';
 import { loadPending, storePending, type PendingRequest } from './pendingRequests';
 import { chooseFollow, toCollect, type QueueSnapshot } from './queueView';
+import { noTimings, noteTiming, timingsAt, type TimingNotes } from './resultTimings';
 import type { GalleryItem, ResultInfo } from './types';
 
 interface Ctx extends PendingRequest {
@@ -32,6 +33,8 @@ interface Ctx extends PendingRequest {
   model: Record<string, unknown>;
   sample: Record<string, unknown>;
   preview: PreviewSpec | null;
+  /** what its frames said of its run and load seconds (resultTimings.ts) */
+  timing: TimingNotes;
   ended: boolean;
   view: GenView;
   /** gallery keys handed on already (a re-attach replays the results) */
@@ -67,7 +70,7 @@ function projectForPreview(frame: Frame, preview: PreviewSpec | null): { image: 
   }
 }
 
-function galleryItem(ctx: Pick<Ctx, 'requestId' | 'jobId' | 'jobName' | 'model' | 'sample'>, r: ResultInfo): GalleryItem {
+function galleryItem(ctx: Pick<Ctx, 'requestId' | 'jobId' | 'jobName' | 'model' | 'sample' | 'timing' | 'startedAt'>, r: ResultInfo): GalleryItem {
   const { relpath, url, kind, ext, bytes, seed, index, width, height, num_frames, fps, duration } = r;
   return {
     key: `${ctx.requestId}/${relpath}`,
@@ -78,6 +81,7 @@ function galleryItem(ctx: Pick<Ctx, 'requestId' | 'jobId' | 'jobName' | 'model' 
     model: ctx.model,
     sample: ctx.sample,
     createdAt: new Date().toISOString(),
+    timings: timingsAt(ctx.timing, ctx.startedAt),
   };
 }
 
@@ -114,6 +118,7 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
       model: {},
       sample: {},
       preview: null,
+      timing: noTimings(),
       ended: false,
       view: { ...IDLE, phase, requestId: rec.requestId, startedAt: rec.startedAt },
       delivered: new Set(),
@@ -159,6 +164,7 @@ export function useGeneration(onResult: (item: GalleryItem) => void) {
   const handleFrame = (ctx: Ctx, frame: Frame) => {
     const h = frame.header;
     let latent: { image: PreviewImage | null; note: string | null } | undefined;
+    noteTiming(ctx.timing, h);
     if (h.type === 'start') {
       ctx.model = (h.model as Record<string, unknown>) ?? {};
       ctx.sample = (h.sample as Record<string, unknown>) ?? {};

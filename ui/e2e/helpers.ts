@@ -1,0 +1,37 @@
+// Helpers the Generate-page specs share: screenshots, number fields, and the history as the
+// server holds it (what the gallery shows, newest first).
+import fs from 'node:fs';
+import path from 'node:path';
+import { expect, type Page } from '@playwright/test';
+import { SCREENSHOTS } from './env';
+
+export const ENGINE_START_MS = 90_000;
+
+export async function shot(page: Page, name: string) {
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+export async function fillNumber(page: Page, testId: string, value: number) {
+  const input = page.getByTestId(testId);
+  await input.fill(String(value));
+  await input.blur();
+}
+
+export interface HistoryItem {
+  key: string;
+  requestId: string;
+  jobName: string;
+  result: { relpath: string; seed: number; index?: number };
+  model: Record<string, unknown>;
+  sample: Record<string, unknown>;
+  timings?: { total_s: number | null; run_s: number | null; load_s: number | null };
+}
+
+/** The history, newest first, once the page has written every result it got (GET /api/history). */
+export async function galleryItems(page: Page, query = ''): Promise<HistoryItem[]> {
+  await expect(page.getByTestId('gallery')).toHaveAttribute('data-saving', '0');
+  const res = await page.request.get(`/api/history?limit=200${query}`);
+  expect(res.ok()).toBe(true);
+  return (await res.json()).items;
+}
