@@ -170,3 +170,51 @@ def test_scaled_mm_path_on_a_converted_file(tiny, tmp_path, reference):
     assert enable_scaled_mm(holder.loaded["transformer"]) > 0
     lat, _ = _run(holder, "qwen_image")
     assert rel(lat, reference("qwen_image")[0]) <= BOUNDS["qwen_image"][0] * 2
+
+
+def test_inspection_and_library_show_arch_and_format(tiny, tmp_path):
+    from toolkit.inspect import inspect_file
+    from toolkit.library import scan_folder
+    info = write_comfy_fp8("wan21", tiny("wan21"), tmp_path / "diffusion_models" / "wan_fp8_scaled.safetensors")
+    report = inspect_file(info["path"])
+    assert report["arch"] == "wan21" and report["role"] == "transformer" and report["format"] == "comfy_scaled_fp8"
+    assert report["summary"].startswith("wan21 transformer, ComfyUI scaled FP8 (e4m3fn), ")
+    assert report["summary"].endswith(" kB") and report["quantized_layers"] == info["quantized"]
+    (entry,) = [e for e in scan_folder(str(tmp_path)) if e["path"] == info["path"]]
+    assert entry["arch"] == "wan21" and entry["role"] == "transformer" and entry["format"] == "comfy_scaled_fp8"
+    assert entry["summary"] == report["summary"]
+
+
+def test_refused_formats_say_why_in_inspection(tiny, tmp_path):
+    from toolkit.inspect import inspect_file
+    src = write_comfy_fp8("ltx", tiny("ltx"), tmp_path / "ok.safetensors")["path"]
+
+    def edit(tensors, metadata):
+        doc = json.loads(metadata["_quantization_metadata"])
+        doc["layers"][_first_layer(metadata)]["format"] = "nvfp4"
+        metadata["_quantization_metadata"] = json.dumps(doc)
+    report = inspect_file(_rewrite(src, tmp_path / "nvfp4.safetensors", edit))
+    assert "nvfp4" in report["summary"] and "could not be established" in report["problems"][0]
+
+
+def test_flux_original_layout_converts_at_real_width():
+    """diffusers' Flux converter splits single blocks at FLUX.1's width (3072), so no tiny Flux file can
+    go through it; at the real width (on the meta device: no memory) the row's inverse round-trips and
+    every original weight maps onto one diffusers tensor, so each FP8 Linear stays FP8."""
+    from diffusers import FluxTransformer2DModel
+    from toolkit.models.archs.flux import to_original
+    from toolkit.models.formats.converted_fp8 import load_converter, trace
+    from toolkit.models.registry import get_arch
+    row = next(c for c in get_arch("flux").components if c.role == "transformer").single_file
+    with torch.device("meta"):
+        model = FluxTransformer2DModel(num_layers=2, num_single_layers=2, guidance_embeds=True)
+    state = model.state_dict()
+    original = to_original(state)
+    convert = load_converter(row.converter)
+    back = convert({PREFIX + k: v for k, v in original.items()})
+    assert set(back) == set(state) and all(back[k].shape == state[k].shape for k in state)
+    sources, dropped = trace(convert, {k: tuple(v.shape) for k, v in original.items()})
+    assert not dropped and all(len(v) == 1 for v in sources.values())
+    assert sources["single_transformer_blocks.0.proj_mlp.weight"] == ["single_blocks.0.linear1.weight"]
+    from toolkit.models.formats.arch_detect import detect_single_file
+    assert detect_single_file({PREFIX + k for k in original})["arch"] == "flux"

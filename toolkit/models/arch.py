@@ -69,6 +69,7 @@ class SingleFile:
     dict", its inverse, with which the tiny factory writes files in the layout users download."""
     converter: str | None = None
     original: str = ""
+    anchors: tuple = ()        # original-layout keys that all appear in such a file (inspection, /library)
 
 
 @dataclass(frozen=True)

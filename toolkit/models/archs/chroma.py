@@ -6,7 +6,7 @@ T5 and VAE are Flux's: the tiny builds them from flux.py's recipes ("t5", "flux_
 text_encoder_2/tokenizer_2/vae and Chroma's text_encoder/tokenizer/vae are the same files."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny)
+                                 SampleDefaults, SingleFile, Task, Tiny)
 from toolkit.models.tiny import kit
 
 # Chroma1-HD's scheduler: a fixed shift of 3 (no resolution-dependent shift)
@@ -42,7 +42,10 @@ SPEC = ArchSpec(
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
         Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKL", VAE),
-        Component("transformer", "ChromaTransformer2DModel", DENOISER),
+        # diffusers' converter splits single blocks at FLUX.1's width (3072): real files only
+        Component("transformer", "ChromaTransformer2DModel", DENOISER, single_file=SingleFile(
+            "convert_chroma_transformer_checkpoint_to_diffusers",
+            anchors=("double_blocks.0.img_attn.qkv.weight", "distilled_guidance_layer.in_proj.weight"))),
     ),
     pipeline_init_kwargs={"image_encoder": None, "feature_extractor": None},
     defaults=SampleDefaults(1024, 1024, 40, 3.0),     # the diffusers Chroma1-HD example: 40 steps, CFG 3.0

@@ -4,7 +4,7 @@ import re
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, Task, Tiny, pick_linears)
+                                 SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.tiny import kit
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5,
@@ -58,6 +58,64 @@ def lora_modules(fmt, linears):
     return out
 
 
+_FLUX_RENAMES = (
+    (r"^time_text_embed\.timestep_embedder\.linear_([12])", lambda m: f"time_in.{_IO[m[1]]}"),
+    (r"^time_text_embed\.text_embedder\.linear_([12])", lambda m: f"vector_in.{_IO[m[1]]}"),
+    (r"^time_text_embed\.guidance_embedder\.linear_([12])", lambda m: f"guidance_in.{_IO[m[1]]}"),
+    (r"^context_embedder", "txt_in"), (r"^x_embedder", "img_in"), (r"^proj_out", "final_layer.linear"),
+    (r"^transformer_blocks\.(\d+)\.norm1\.linear", r"double_blocks.\1.img_mod.lin"),
+    (r"^transformer_blocks\.(\d+)\.norm1_context\.linear", r"double_blocks.\1.txt_mod.lin"),
+    (r"^transformer_blocks\.(\d+)\.attn\.norm_q\.weight", r"double_blocks.\1.img_attn.norm.query_norm.scale"),
+    (r"^transformer_blocks\.(\d+)\.attn\.norm_k\.weight", r"double_blocks.\1.img_attn.norm.key_norm.scale"),
+    (r"^transformer_blocks\.(\d+)\.attn\.norm_added_q\.weight", r"double_blocks.\1.txt_attn.norm.query_norm.scale"),
+    (r"^transformer_blocks\.(\d+)\.attn\.norm_added_k\.weight", r"double_blocks.\1.txt_attn.norm.key_norm.scale"),
+    (r"^transformer_blocks\.(\d+)\.attn\.to_out\.0", r"double_blocks.\1.img_attn.proj"),
+    (r"^transformer_blocks\.(\d+)\.attn\.to_add_out", r"double_blocks.\1.txt_attn.proj"),
+    (r"^transformer_blocks\.(\d+)\.ff\.net\.0\.proj", r"double_blocks.\1.img_mlp.0"),
+    (r"^transformer_blocks\.(\d+)\.ff\.net\.2", r"double_blocks.\1.img_mlp.2"),
+    (r"^transformer_blocks\.(\d+)\.ff_context\.net\.0\.proj", r"double_blocks.\1.txt_mlp.0"),
+    (r"^transformer_blocks\.(\d+)\.ff_context\.net\.2", r"double_blocks.\1.txt_mlp.2"),
+    (r"^single_transformer_blocks\.(\d+)\.norm\.linear", r"single_blocks.\1.modulation.lin"),
+    (r"^single_transformer_blocks\.(\d+)\.attn\.norm_q\.weight", r"single_blocks.\1.norm.query_norm.scale"),
+    (r"^single_transformer_blocks\.(\d+)\.attn\.norm_k\.weight", r"single_blocks.\1.norm.key_norm.scale"),
+    (r"^single_transformer_blocks\.(\d+)\.proj_out", r"single_blocks.\1.linear2"),
+)
+_IO = {"1": "in_layer", "2": "out_layer"}
+# fused original layers: (diffusers parts in order, original name)
+_FLUX_FUSED = ((r"^transformer_blocks\.(\d+)\.attn\.to_[qkv]\.", ("attn.to_q", "attn.to_k", "attn.to_v"), r"double_blocks.\1.img_attn.qkv."),
+               (r"^transformer_blocks\.(\d+)\.attn\.add_[qkv]_proj\.", ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"),
+                r"double_blocks.\1.txt_attn.qkv."),
+               (r"^single_transformer_blocks\.(\d+)\.(attn\.to_[qkv]|proj_mlp)\.",
+                ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp"), r"single_blocks.\1.linear1."))
+
+
+def to_original(state: dict) -> dict:
+    """A diffusers FluxTransformer2DModel state dict in BFL's original layout (fused qkv and
+    linear1, shift/scale order of the final modulation), as ComfyUI files have it."""
+    import torch
+    out = {}
+    for key, t in state.items():
+        fused = next(((rx, parts, new) for rx, parts, new in _FLUX_FUSED if re.match(rx, key)), None)
+        if fused:
+            rx, parts, new = fused
+            head = key[:key.index(".", len(key.split(".")[0]) + 1) + 1]       # "<stack>.<n>."
+            if key[len(head):].startswith(parts[0]):
+                suffix = key[len(head) + len(parts[0]):]
+                out[re.match(rx, key).expand(new) + suffix.lstrip(".")] = torch.cat(
+                    [state[head + p + suffix] for p in parts], 0)
+            continue
+        if key.startswith("norm_out.linear."):
+            scale, shift = t.chunk(2, 0)
+            out["final_layer.adaLN_modulation.1." + key.rsplit(".", 1)[1]] = torch.cat([shift, scale], 0)
+            continue
+        for rx, new in _FLUX_RENAMES:
+            if re.match(rx, key):
+                key = re.sub(rx, new, key)
+                break
+        out[key] = t
+    return out
+
+
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
@@ -65,7 +123,10 @@ COMPONENTS = (
     Component("text_encoder", "CLIPTextModel", TEXT_ENCODER),
     Component("text_encoder_2", "T5EncoderModel", TEXT_ENCODER),
     Component("vae", "AutoencoderKL", VAE),
-    Component("transformer", "FluxTransformer2DModel", DENOISER),
+    # diffusers' converter splits single blocks at FLUX.1's width (3072): real-width files only
+    Component("transformer", "FluxTransformer2DModel", DENOISER, single_file=SingleFile(
+        "convert_flux_transformer_checkpoint_to_diffusers", "toolkit.models.archs.flux:to_original",
+        anchors=("double_blocks.0.img_attn.qkv.weight", "time_in.in_layer.weight"))),
 )
 
 SPEC = ArchSpec(

@@ -62,7 +62,8 @@ SPEC = ArchSpec(
         Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKLLTXVideo", VAE),
         Component("transformer", "LTXVideoTransformer3DModel", DENOISER, single_file=SingleFile(
-            "convert_ltx_transformer_checkpoint_to_diffusers", "toolkit.models.archs.ltx:to_original")),
+            "convert_ltx_transformer_checkpoint_to_diffusers", "toolkit.models.archs.ltx:to_original",
+            anchors=("patchify_proj.weight", "adaln_single.linear.weight"))),
     ),
     # model card / the diffusers example: 704x480, 161 frames at 25 fps, 50 steps, guidance 3.0
     defaults=SampleDefaults(704, 480, 50, 3.0, num_frames=161, fps=25, output_ext="mp4"),

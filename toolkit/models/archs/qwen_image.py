@@ -119,7 +119,8 @@ COMPONENTS = (
     Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
     Component("vae", "AutoencoderKLQwenImage", VAE),
     # ComfyUI's Qwen-Image files use diffusers' names (under model.diffusion_model.): nothing to convert
-    Component("transformer", "QwenImageTransformer2DModel", DENOISER, single_file=SingleFile(None)),
+    Component("transformer", "QwenImageTransformer2DModel", DENOISER, single_file=SingleFile(
+        None, anchors=("img_in.weight", "txt_norm.weight", "transformer_blocks.0.img_mod.1.weight"))),
 )
 
 SPEC = ArchSpec(

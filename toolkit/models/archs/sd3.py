@@ -4,7 +4,7 @@ projections concatenated), the 16-channel VAE with shift and scale, flow-match E
 One arch for the 3.5 Large / Large Turbo / Medium and 3 Medium checkpoints (variants)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny, Variant)
+                                 SampleDefaults, SingleFile, Task, Tiny, Variant)
 from toolkit.models.tiny import kit
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0)     # every SD3/3.5 repo's scheduler_config.json
@@ -65,7 +65,9 @@ SPEC = ArchSpec(
         Component("text_encoder_2", "CLIPTextModelWithProjection", TEXT_ENCODER),
         Component("text_encoder_3", "T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKL", VAE),
-        Component("transformer", "SD3Transformer2DModel", DENOISER),
+        # ComfyUI's SD3.5 files (MMDiT keys); the tiny factory has no inverse for them yet
+        Component("transformer", "SD3Transformer2DModel", DENOISER, single_file=SingleFile(
+            "convert_sd3_transformer_checkpoint_to_diffusers", anchors=("joint_blocks.0.x_block.attn.qkv.weight",))),
     ),
     pipeline_init_kwargs=PIPELINE_KWARGS,
     defaults=SampleDefaults(1024, 1024, 28, 3.5), size_divisor=16,      # VAE 8x, 2x2 patches

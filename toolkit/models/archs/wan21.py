@@ -13,7 +13,8 @@ COMPONENTS = (
     Component("text_encoder", "UMT5EncoderModel", TEXT_ENCODER),
     Component("vae", "AutoencoderKLWan", VAE),
     Component("transformer", "WanTransformer3DModel", DENOISER, single_file=SingleFile(
-        "convert_wan_transformer_to_diffusers", "toolkit.models.archs.wan21:to_original")),
+        "convert_wan_transformer_to_diffusers", "toolkit.models.archs.wan21:to_original",
+        anchors=("blocks.0.self_attn.q.weight", "patch_embedding.weight"))),
 )
 
 # diffusers name -> original (Wan/ComfyUI) name, applied in order: the inverse of diffusers' rename table

@@ -64,7 +64,8 @@ SPEC = ArchSpec(
         Component("text_encoder", "Qwen3Model", TEXT_ENCODER),
         Component("vae", "AutoencoderKL", VAE),
         Component("transformer", "ZImageTransformer2DModel", DENOISER, single_file=SingleFile(
-            "convert_z_image_transformer_checkpoint_to_diffusers", "toolkit.models.archs.zimage:to_original")),
+            "convert_z_image_transformer_checkpoint_to_diffusers", "toolkit.models.archs.zimage:to_original",
+            anchors=("layers.0.attention.qkv.weight", "cap_embedder.0.weight"))),
     ),
     defaults=SampleDefaults(1024, 1024, 8, 0.0),      # the model card: 8 steps, no CFG (distilled)
     latents=Latents("BCHW", 16, format=latent_formats.FLUX),
