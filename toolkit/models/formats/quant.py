@@ -275,9 +275,9 @@ def audit(header: SafetensorsHeader, manifest: QuantizationManifest, *, prefix: 
             # the layer is rejected as a whole: its own tensors are not reported again one by one
             out.consumed.update(k for k in (layer + s for s in (".weight", ".bias", *FOREIGN_QUANT_SUFFIXES))
                                 if k in tensors)
-            why = REFUSED_FORMATS.get(spec.format, f"only {SUPPORTED_FORMAT} with a scalar weight_scale is supported")
+            why = "".join(f"; {r}" for r in [REFUSED_FORMATS.get(spec.format)] if r)
             bad(UNSUPPORTED_FORMAT, layer, f"unsupported quantization format in layer {layer}: {spec.format} "
-                f"({why})", spec.format)
+                f"(only {SUPPORTED_FORMAT} with a scalar weight_scale is supported{why})", spec.format)
             continue
         if spec.options:
             out.consumed.update(k for k in (layer + ".weight",) if k in tensors)
