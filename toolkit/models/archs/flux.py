@@ -81,39 +81,20 @@ _FLUX_RENAMES = (
     (r"^single_transformer_blocks\.(\d+)\.proj_out", r"single_blocks.\1.linear2"),
 )
 _IO = {"1": "in_layer", "2": "out_layer"}
-# fused original layers: (diffusers parts in order, original name)
-_FLUX_FUSED = ((r"^transformer_blocks\.(\d+)\.attn\.to_[qkv]\.", ("attn.to_q", "attn.to_k", "attn.to_v"), r"double_blocks.\1.img_attn.qkv."),
-               (r"^transformer_blocks\.(\d+)\.attn\.add_[qkv]_proj\.", ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"),
-                r"double_blocks.\1.txt_attn.qkv."),
-               (r"^single_transformer_blocks\.(\d+)\.(attn\.to_[qkv]|proj_mlp)\.",
-                ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp"), r"single_blocks.\1.linear1."))
+# fused original layers: (block regex, diffusers parts in order, original layer)
+_FLUX_FUSED = ((r"^transformer_blocks\.(\d+)\.", ("attn.to_q", "attn.to_k", "attn.to_v"), r"double_blocks.\1.img_attn.qkv"),
+               (r"^transformer_blocks\.(\d+)\.", ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"),
+                r"double_blocks.\1.txt_attn.qkv"),
+               (r"^single_transformer_blocks\.(\d+)\.", ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp"),
+                r"single_blocks.\1.linear1"))
 
 
 def to_original(state: dict) -> dict:
     """A diffusers FluxTransformer2DModel state dict in BFL's original layout (fused qkv and
     linear1, shift/scale order of the final modulation), as ComfyUI files have it."""
-    import torch
-    out = {}
-    for key, t in state.items():
-        fused = next(((rx, parts, new) for rx, parts, new in _FLUX_FUSED if re.match(rx, key)), None)
-        if fused:
-            rx, parts, new = fused
-            head = key[:key.index(".", len(key.split(".")[0]) + 1) + 1]       # "<stack>.<n>."
-            if key[len(head):].startswith(parts[0]):
-                suffix = key[len(head) + len(parts[0]):]
-                out[re.match(rx, key).expand(new) + suffix.lstrip(".")] = torch.cat(
-                    [state[head + p + suffix] for p in parts], 0)
-            continue
-        if key.startswith("norm_out.linear."):
-            scale, shift = t.chunk(2, 0)
-            out["final_layer.adaLN_modulation.1." + key.rsplit(".", 1)[1]] = torch.cat([shift, scale], 0)
-            continue
-        for rx, new in _FLUX_RENAMES:
-            if re.match(rx, key):
-                key = re.sub(rx, new, key)
-                break
-        out[key] = t
-    return out
+    from toolkit.models.formats.original_layout import to_original as remap
+    return remap(state, _FLUX_RENAMES + ((r"^norm_out\.linear", "final_layer.adaLN_modulation.1"),), _FLUX_FUSED,
+                 (r"^norm_out\.linear\.",))
 
 
 COMPONENTS = (

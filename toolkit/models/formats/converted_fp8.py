@@ -28,8 +28,7 @@ import torch.nn as nn
 
 from toolkit.models.formats import quant
 from toolkit.models.formats.comfy import (_account, _empty_weights, _fail, _finish, _header, _install_scaled_layers,
-                                          _mixed, _policy)
-from toolkit.models.formats.quant import CheckpointFormatError, Problem
+                                          _policy)
 from toolkit.models.formats.scaled_fp8 import FP8_DTYPES, keep_fp32_names, storage_dtype
 
 FORMAT_NAME = "comfy_scaled_fp8"
@@ -102,7 +101,7 @@ def read_converted_fp8(path: str, load_cls, config_dir: str, converter: str | No
         _fail(component, quant.UNEXPECTED_KEY, dropped_fp8[0][:-len(".weight")],
               f"{dropped_fp8[0]} is an FP8 weight that diffusers' converter {converter} does not use")
 
-    cls = _mixed(load_cls)
+    cls = load_cls            # the funnel's mixed class (formats/dispatch.py)
     with _empty_weights():
         model = cls.from_config(cls.load_config(config_dir)) if hasattr(cls, "load_config") else \
             cls(cls.config_class.from_pretrained(config_dir))
@@ -169,15 +168,6 @@ def read_converted_fp8(path: str, load_cls, config_dir: str, converter: str | No
     return _finish(model, state, component, report)
 
 
-def require_quantized(path: str, component: str):
-    """Raise unless the file carries ComfyUI quantization markers (the dispatch checked; a direct
-    caller might not)."""
-    header = _header(path, component)
-    if not is_comfy_quantized(header):
-        raise CheckpointFormatError(component, [Problem(quant.MISSING_KEY, "", f"{path} has no ComfyUI "
-                                                        "quantization markers")])
-
-
 def is_comfy_quantized(header) -> bool:
     """Whether a safetensors header carries ComfyUI quantization: `_quantization_metadata`, a
     `comfy_quant` marker, or FP8/foreign-quant tensors (which the audit then judges)."""
@@ -186,3 +176,22 @@ def is_comfy_quantized(header) -> bool:
     return any(k.endswith(quant.MARKER_SUFFIX) or k.endswith(quant.FOREIGN_QUANT_SUFFIXES) or k == "scaled_fp8"
                or k.endswith(quant.LEGACY_SUFFIXES) or info.dtype in ("F8_E4M3", "F8_E5M2")
                for k, info in header.tensors.items())
+
+
+def is_comfy_file(path: str) -> bool:
+    """The dispatch's detector: a .safetensors file whose header carries ComfyUI quantization."""
+    from toolkit.models.formats.safetensors_header import HeaderError, read_header
+    if not path.endswith(".safetensors"):
+        return False
+    try:
+        return is_comfy_quantized(read_header(path))
+    except (HeaderError, OSError):
+        return False
+
+
+def read_for_funnel(path, load_cls, config_dir, converter, component, policy):
+    """The dispatch's reader. Text encoders (transformers models) are always dequantized at load, as
+    ComfyUI multiplies them in full precision."""
+    from transformers import PreTrainedModel
+    return read_converted_fp8(path, load_cls, config_dir, converter, component=component, policy=policy,
+                              dequantize=issubclass(load_cls, PreTrainedModel))
