@@ -115,8 +115,11 @@ def read_converted_fp8(path: str, load_cls, config_dir: str, converter: str | No
         layer = target[:-len(".weight")] if target.endswith(".weight") else None
         if layer is not None and isinstance(modules.get(layer), nn.Linear):
             fp8_targets[layer] = src[:-len(".weight")]
+    # an FP8 weight that also feeds a tensor other than those Linears is dequantized everywhere
+    shared = {srcs[0] for target, srcs in sources.items() if len(srcs) == 1 and srcs[0] in weights
+              and target.removesuffix(".weight") not in fp8_targets}
+    fp8_targets = {layer: src for layer, src in fp8_targets.items() if src + ".weight" not in shared}
     install, target_shapes = {}, {}
-    stripped = set(plain)
     for layer, src_layer in fp8_targets.items():
         spec = weights[src_layer + ".weight"]
         has_input = src_layer + ".input_scale" in result.consumed
