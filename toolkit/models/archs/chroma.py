@@ -15,6 +15,25 @@ SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shiftin
                         time_shift_type="exponential")
 
 
+# Chroma's own layers; its blocks are Flux's without modulation (diffusers' converter, inverted)
+CHROMA_RENAMES = ((r"^distilled_guidance_layer\.layers\.(\d+)\.linear_1", r"distilled_guidance_layer.layers.\1.in_layer"),
+                  (r"^distilled_guidance_layer\.layers\.(\d+)\.linear_2", r"distilled_guidance_layer.layers.\1.out_layer"),
+                  (r"^distilled_guidance_layer\.norms\.(\d+)\.weight", r"distilled_guidance_layer.norms.\1.scale"))
+
+
+def convert_original(checkpoint: dict, **kwargs) -> dict:
+    from diffusers.loaders.single_file_utils import convert_chroma_transformer_checkpoint_to_diffusers as convert
+    from toolkit.models.archs.flux import at_any_width
+    return at_any_width(convert, checkpoint, **kwargs)
+
+
+def to_original(state: dict) -> dict:
+    """A diffusers ChromaTransformer2DModel state dict in the original (Flux-style) layout."""
+    from toolkit.models.archs.flux import FLUX_FUSED, FLUX_RENAMES
+    from toolkit.models.formats.original_layout import to_original as remap
+    return remap(state, CHROMA_RENAMES + FLUX_RENAMES, FLUX_FUSED)
+
+
 def _tiny(b):
     from diffusers import ChromaTransformer2DModel
 
@@ -42,9 +61,8 @@ SPEC = ArchSpec(
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
         Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKL", VAE),
-        # diffusers' converter splits single blocks at FLUX.1's width (3072): real files only
         Component("transformer", "ChromaTransformer2DModel", DENOISER, single_file=SingleFile(
-            "convert_chroma_transformer_checkpoint_to_diffusers",
+            "toolkit.models.archs.chroma:convert_original", "toolkit.models.archs.chroma:to_original",
             anchors=("double_blocks.0.img_attn.qkv.weight", "distilled_guidance_layer.in_proj.weight"))),
     ),
     pipeline_init_kwargs={"image_encoder": None, "feature_extractor": None},
