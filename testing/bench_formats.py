@@ -16,7 +16,6 @@ import time
 import torch
 
 BF16 = torch.bfloat16
-CONVERTER = "convert_flux_transformer_checkpoint_to_diffusers"
 
 
 def build_folder(work: str, double: int, single: int) -> str:
@@ -57,8 +56,10 @@ def write_fp8(folder, work):
 
 
 def load_fp8(path, folder):
+    from toolkit.models.registry import get_arch
+    row = next(c for c in get_arch("flux").components if c.role == "transformer").single_file
     return _funnel().load(path, role="transformer", subfolder="transformer", config_source=folder,
-                          converter=CONVERTER, policy=_policy())
+                          converter=row.converter, policy=_policy())
 
 
 def scaled_mm(module):
