@@ -219,3 +219,17 @@ def test_flux_original_layout_converts_at_real_width():
     assert sources["single_transformer_blocks.0.proj_mlp.weight"] == ["single_blocks.0.linear1.weight"]
     from toolkit.models.formats.arch_detect import detect_single_file
     assert detect_single_file({PREFIX + k for k in original})["arch"] == "flux"
+
+
+def test_wan22_a14b_both_experts_from_fp8_files(tiny, tmp_path):
+    """Two denoisers, each its own FP8 file given as a component; configs from the folder's subfolders."""
+    folder = tiny("wan22_a14b")
+    files = {role: write_comfy_fp8("wan22_a14b", folder, tmp_path / f"{role}.safetensors", role=role)["path"]
+             for role in ("transformer", "transformer_2")}
+    holder = _holder("wan22_a14b", folder, components=files, extras_name_or_path=folder)
+    lat_ref, _ = _run(_holder("wan22_a14b", folder), "wan22_a14b")
+    for role in files:
+        assert holder.loaded[role]._aitk_identity.fmt == "comfy_scaled_fp8"
+        assert any(isinstance(m, ScaledFp8Linear) for m in holder.loaded[role].modules())
+    lat, _ = _run(holder, "wan22_a14b")
+    assert 1e-4 < rel(lat, lat_ref) <= BOUNDS["wan21"][0]
