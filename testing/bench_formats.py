@@ -88,8 +88,8 @@ def step_inputs(model, tokens: int, text: int = 64):
     g = torch.Generator().manual_seed(1)
     c = model.config
     side = int(tokens ** 0.5)
-    img_ids = torch.stack(torch.meshgrid(torch.zeros(1), torch.arange(side).float(), torch.arange(side).float(), indexing="ij"),
-                          -1).reshape(-1, 3)
+    axis = torch.arange(side).float()
+    img_ids = torch.stack(torch.meshgrid(torch.zeros(1), axis, axis, indexing="ij"), -1).reshape(-1, 3)
     return dict(hidden_states=torch.randn(1, side * side, c.in_channels, generator=g).to(BF16),
                 encoder_hidden_states=torch.randn(1, text, c.joint_attention_dim, generator=g).to(BF16),
                 pooled_projections=torch.randn(1, c.pooled_projection_dim, generator=g).to(BF16),

@@ -22,8 +22,8 @@ from toolkit.models.v2.mixin import ComponentLoadError
 # Measured (README): ltx 0.0046/0.0048, qwen_image 0.0023/0.0158, wan21 0.0033/0.0072,
 # wan22_5b 0.0032/0.0049, zimage 0.0317/0.0386, sd3 0.0037/0.0098, flux 0.0033/0.0088,
 # chroma 0.0084/0.0141; each bound is about 3x its measurement.
-BOUNDS = {"chroma": (0.025, 0.04), "flux": (0.015, 0.03), "qwen_image": (0.01, 0.05), "sd3": (0.015, 0.03), "wan21": (0.015, 0.025), "wan22_5b": (0.015, 0.02), "zimage": (0.08, 0.1),
-          "ltx": (0.015, 0.015)}
+BOUNDS = {"chroma": (0.025, 0.04), "flux": (0.015, 0.03), "qwen_image": (0.01, 0.05), "sd3": (0.015, 0.03),
+          "wan21": (0.015, 0.025), "wan22_5b": (0.015, 0.02), "zimage": (0.08, 0.1), "ltx": (0.015, 0.015)}
 
 
 def rel(a, b) -> float:

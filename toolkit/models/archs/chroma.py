@@ -16,8 +16,9 @@ SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shiftin
 
 
 # Chroma's own layers; its blocks are Flux's without modulation (diffusers' converter, inverted)
-CHROMA_RENAMES = ((r"^distilled_guidance_layer\.layers\.(\d+)\.linear_1", r"distilled_guidance_layer.layers.\1.in_layer"),
-                  (r"^distilled_guidance_layer\.layers\.(\d+)\.linear_2", r"distilled_guidance_layer.layers.\1.out_layer"),
+_DGL = r"^distilled_guidance_layer\."
+CHROMA_RENAMES = ((_DGL + r"layers\.(\d+)\.linear_1", r"distilled_guidance_layer.layers.\1.in_layer"),
+                  (_DGL + r"layers\.(\d+)\.linear_2", r"distilled_guidance_layer.layers.\1.out_layer"),
                   (r"^distilled_guidance_layer\.norms\.(\d+)\.weight", r"distilled_guidance_layer.norms.\1.scale"))
 
 

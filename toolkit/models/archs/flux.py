@@ -82,7 +82,8 @@ FLUX_RENAMES = (
 )
 _IO = {"1": "in_layer", "2": "out_layer"}
 # fused original layers: (block regex, diffusers parts in order, original layer)
-FLUX_FUSED = ((r"^transformer_blocks\.(\d+)\.", ("attn.to_q", "attn.to_k", "attn.to_v"), r"double_blocks.\1.img_attn.qkv"),
+FLUX_FUSED = ((r"^transformer_blocks\.(\d+)\.", ("attn.to_q", "attn.to_k", "attn.to_v"),
+               r"double_blocks.\1.img_attn.qkv"),
                (r"^transformer_blocks\.(\d+)\.", ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"),
                 r"double_blocks.\1.txt_attn.qkv"),
                (r"^single_transformer_blocks\.(\d+)\.", ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp"),

@@ -35,7 +35,8 @@ def _original_layout(spec, state: dict) -> dict:
 
 def _check_inverse(spec, original: dict, state: dict):
     from toolkit.models.formats.converted_fp8 import load_converter
-    back = load_converter(spec.single_file.converter if spec.single_file else None)({PREFIX + k: v.clone() for k, v in original.items()})
+    convert = load_converter(spec.single_file.converter if spec.single_file else None)
+    back = convert({PREFIX + k: v.clone() for k, v in original.items()})
     back = {k.removeprefix(PREFIX): v for k, v in back.items()}
     if set(back) != set(state):
         raise ValueError(f"{spec.role}: the original layout does not convert back: missing "

@@ -255,11 +255,11 @@ class OstrisModelMixin:
             raise ComponentLoadError(f"{src.label} is a single file: its config folder is needed "
                                      f"(set extras_name_or_path)")
         cfg = resolve_source(config_source, subfolder, allow_hub=allow_hub)
+        if fmt != "native":          # a quantized file (formats/dispatch.py): its format's reader
+            return read_format(fmt, src.path, cls, cfg.component_dir, converter, component=role, policy=policy)
         from safetensors import safe_open
         if not src.path.endswith(".safetensors"):
             raise ComponentLoadError(f"{src.label}: only .safetensors single files are read")
-        if fmt != "native":
-            return read_format(fmt, src.path, cls, cfg.component_dir, converter, component=role, policy=policy)
         with safe_open(src.path, "pt") as f:
             file_keys = set(f.keys())
         expected = cls._expected_keys(cfg.component_dir)
