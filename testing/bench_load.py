@@ -1,6 +1,7 @@
 """Load and generation overhead of the funnel and holders against bare diffusers, side by side.
 
     .venv/bin/python testing/bench_load.py [--repeat 5] [--big-gb 1.0] [--size 512 --steps 20]
+    .venv/bin/python testing/bench_load.py --formats [--double 1 --single 1 --tokens 256]   (bench_formats.py)
 
 Prints a table and writes testing/.bench/bench_load.json. Targets (from the issue):
 funnel folder load <= 1.1x from_pretrained; ~1 GB component >= 0.8x raw safetensors read;
@@ -82,7 +83,13 @@ def main():
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_load.json"))
+    ap.add_argument("--formats", action="store_true", help="weight formats at real width (testing/bench_formats.py)")
+    ap.add_argument("--double", type=int, default=1, help="--formats: double-stream blocks")
+    ap.add_argument("--single", type=int, default=1, help="--formats: single-stream blocks")
+    ap.add_argument("--tokens", type=int, default=256, help="--formats: image tokens per step")
     args = ap.parse_args()
+    if args.formats:
+        return formats(args)
 
     from diffusers import DiffusionPipeline, ZImageTransformer2DModel
     from safetensors.torch import load_file
@@ -179,6 +186,19 @@ def main():
           f"(ratio {g['ratio_unset']:.3f})  hook set {g['holder_hook_set_s']:.3f} s vs {g['bare_s_2']:.3f} s "
           f"(ratio {g['ratio_set']:.3f}) (target <= 1.02)")
     print(f"wrote {args.out}")
+
+
+def formats(args):
+    from testing import bench_formats
+    with tempfile.TemporaryDirectory() as work:
+        results = bench_formats.run(work, args.double, args.single, args.tokens, max(1, min(args.repeat, 3)))
+    out = args.out.replace("bench_load.json", "bench_formats.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"torch": torch.__version__, "threads": torch.get_num_threads(), "double": args.double,
+                   "single": args.single, "tokens": args.tokens, "rows": results}, f, indent=2)
+    print(bench_formats.table(results))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

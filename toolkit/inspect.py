@@ -37,6 +37,7 @@ import os
 import sys
 
 from toolkit.models.formats import layouts, quant
+from toolkit.models.formats.arch_detect import detect_single_file
 from toolkit.models.formats.safetensors_header import FP8_DTYPES, HeaderError, dtype_counts, read_header
 
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json")
@@ -97,6 +98,10 @@ def inspect_file(path: str) -> dict:
         return out
     shapes = {k: v.shape for k, v in header.tensors.items()}
     det = layouts.detect(header.tensors, shapes)
+    single = detect_single_file(header.tensors) if det["architecture"] == layouts.UNKNOWN else None
+    if single:
+        det = {"architecture": f"{single['arch']} {single['role']}", "layout": "original",
+               "prefix": single["prefix"], "ignore_prefixes": ()}
     prefix = det["prefix"]
     manifest, problems = quant.parse_manifest(header, prefix, det["ignore_prefixes"])
     result = quant.audit(header, manifest, prefix=prefix, ignore_prefixes=det["ignore_prefixes"])
@@ -108,7 +113,8 @@ def inspect_file(path: str) -> dict:
         "tensor_count": len(header.tensors),
         "dtype_counts": counts,
         "architecture": det["architecture"],
-        "architecture_label": layouts.LABELS[det["architecture"]],
+        "architecture_label": layouts.LABELS.get(det["architecture"], det["architecture"]),
+        "arch": single["arch"] if single else None, "role": single["role"] if single else None,
         "layout": det["layout"],
         "sizes": _sizes(header, det),
         "quantization": {"sources": list(manifest.sources), "formats": manifest.formats()},
@@ -123,7 +129,27 @@ def inspect_file(path: str) -> dict:
         "metadata_keys": sorted(header.metadata),
     })
     out["format"] = _format(out, counts, manifest, result, det)
+    out["summary"] = summary(out)
     return out
+
+
+FORMAT_LABELS = {"comfy_scaled_fp8": "ComfyUI scaled FP8 (e4m3fn)"}
+
+
+def summary(report: dict) -> str:
+    """One line: what the file is, its format and quantization, its size ("wan21 transformer, ComfyUI
+    scaled FP8 (e4m3fn), 11.9 GB")."""
+    base, _, rest = (report.get("format") or "unknown").partition(" (")
+    label = FORMAT_LABELS.get(base, base) + (f" ({rest}" if rest else "")
+    size = report.get("size_bytes") or 0
+    return f"{report.get('architecture_label') or 'unknown'}, {label}, {_human(size)}"
+
+
+def _human(n: int) -> str:
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} B"
 
 
 def _format(out, counts, manifest, result, det) -> str:

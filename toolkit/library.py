@@ -225,7 +225,13 @@ def _file_entry(path: str, root: str, kind_hint: str | None) -> dict:
     floats = {d: c for d, c in counts.items() if d in _DTYPES}
     entry["dtype"] = _DTYPES[max(floats, key=floats.get)] if floats else None
     matches = _archs_for_layout(report.get("architecture") or "")
-    if matches:
+    entry["summary"] = report.get("summary")
+    if report.get("arch"):          # an original-layout file an arch row's anchors recognise
+        from toolkit.models.registry import ARCHS
+        arch = report["arch"]
+        entry.update(arch=arch, role=report["role"], variant=ARCHS[arch].default_variant,
+                     kind="single_file" if report["role"] in ARCHS[arch].denoiser_roles else "component")
+    elif matches:
         from toolkit.profiles import component_role
         arch, key = matches[0]
         role = component_role(arch, key) if key == "diffusion_model" else key

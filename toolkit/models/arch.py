@@ -61,6 +61,18 @@ class Reader:
 
 
 @dataclass(frozen=True)
+class SingleFile:
+    """A component's original-layout (ComfyUI/LDM) single files: `converter` is diffusers' own
+    converter to library names (a function of diffusers.loaders.single_file_utils, or
+    "module:function"; None = the file already uses library names), used for quantized files
+    (formats/dispatch.py); `original` is "module:function(diffusers state dict) -> original state
+    dict", its inverse, with which the tiny factory writes files in the layout users download."""
+    converter: str | None = None
+    original: str = ""
+    anchors: tuple = ()        # original-layout keys that all appear in such a file (inspection, /library)
+
+
+@dataclass(frozen=True)
 class Component:
     role: str                  # the pipeline's __init__ argument
     cls: str                   # library class (model_index.json may name a subclass of it)
@@ -69,6 +81,7 @@ class Component:
     optional: bool = False     # the pipeline takes None when the model has no such component
     reader: Reader | None = None
     with_denoiser: bool = False  # ships with the denoiser (ACE-Step's condition encoder): never shared by another
+    single_file: "SingleFile | None" = None    # how its original-layout (ComfyUI) single files convert
 
     @property
     def folder(self) -> str:

@@ -95,7 +95,8 @@ class BaseModel:
             given = spec.role in self.model_config.components     # an explicit path is the component itself
             yield spec.role, aitk(spec.load_class()), source, dict(
                 role=spec.role, subfolder=None if given else spec.folder, policy=self.policy_for(spec),
-                config_source=config_source, reader=spec.reader, allow_hub=not self.model_config.local_only)
+                config_source=config_source, reader=spec.reader, allow_hub=not self.model_config.local_only,
+                converter=spec.single_file.converter if spec.single_file else None)
 
     def load_model(self):
         """Load every component through the funnel, then build the pipeline."""

@@ -6,13 +6,33 @@ T5 and VAE are Flux's: the tiny builds them from flux.py's recipes ("t5", "flux_
 text_encoder_2/tokenizer_2/vae and Chroma's text_encoder/tokenizer/vae are the same files."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny)
+                                 SampleDefaults, SingleFile, Task, Tiny)
 from toolkit.models.tiny import kit
 
 # Chroma1-HD's scheduler: a fixed shift of 3 (no resolution-dependent shift)
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=False, base_shift=0.5,
                         max_shift=1.15, base_image_seq_len=256, max_image_seq_len=4096,
                         time_shift_type="exponential")
+
+
+# Chroma's own layers; its blocks are Flux's without modulation (diffusers' converter, inverted)
+_DGL = r"^distilled_guidance_layer\."
+CHROMA_RENAMES = ((_DGL + r"layers\.(\d+)\.linear_1", r"distilled_guidance_layer.layers.\1.in_layer"),
+                  (_DGL + r"layers\.(\d+)\.linear_2", r"distilled_guidance_layer.layers.\1.out_layer"),
+                  (r"^distilled_guidance_layer\.norms\.(\d+)\.weight", r"distilled_guidance_layer.norms.\1.scale"))
+
+
+def convert_original(checkpoint: dict, **kwargs) -> dict:
+    from diffusers.loaders.single_file_utils import convert_chroma_transformer_checkpoint_to_diffusers as convert
+    from toolkit.models.archs.flux import at_any_width
+    return at_any_width(convert, checkpoint, **kwargs)
+
+
+def to_original(state: dict) -> dict:
+    """A diffusers ChromaTransformer2DModel state dict in the original (Flux-style) layout."""
+    from toolkit.models.archs.flux import FLUX_FUSED, FLUX_RENAMES
+    from toolkit.models.formats.original_layout import to_original as remap
+    return remap(state, CHROMA_RENAMES + FLUX_RENAMES, FLUX_FUSED)
 
 
 def _tiny(b):
@@ -42,7 +62,9 @@ SPEC = ArchSpec(
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
         Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKL", VAE),
-        Component("transformer", "ChromaTransformer2DModel", DENOISER),
+        Component("transformer", "ChromaTransformer2DModel", DENOISER, single_file=SingleFile(
+            "toolkit.models.archs.chroma:convert_original", "toolkit.models.archs.chroma:to_original",
+            anchors=("double_blocks.0.img_attn.qkv.weight", "distilled_guidance_layer.in_proj.weight"))),
     ),
     pipeline_init_kwargs={"image_encoder": None, "feature_extractor": None},
     defaults=SampleDefaults(1024, 1024, 40, 3.0),     # the diffusers Chroma1-HD example: 40 steps, CFG 3.0

@@ -4,7 +4,7 @@ import re
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, Task, Tiny, pick_linears)
+                                 SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.tiny import kit
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5,
@@ -58,6 +58,75 @@ def lora_modules(fmt, linears):
     return out
 
 
+FLUX_RENAMES = (
+    (r"^time_text_embed\.timestep_embedder\.linear_([12])", lambda m: f"time_in.{_IO[m[1]]}"),
+    (r"^time_text_embed\.text_embedder\.linear_([12])", lambda m: f"vector_in.{_IO[m[1]]}"),
+    (r"^time_text_embed\.guidance_embedder\.linear_([12])", lambda m: f"guidance_in.{_IO[m[1]]}"),
+    (r"^context_embedder", "txt_in"), (r"^x_embedder", "img_in"), (r"^proj_out", "final_layer.linear"),
+    (r"^transformer_blocks\.(\d+)\.norm1\.linear", r"double_blocks.\1.img_mod.lin"),
+    (r"^transformer_blocks\.(\d+)\.norm1_context\.linear", r"double_blocks.\1.txt_mod.lin"),
+    (r"^transformer_blocks\.(\d+)\.attn\.norm_q\.weight", r"double_blocks.\1.img_attn.norm.query_norm.scale"),
+    (r"^transformer_blocks\.(\d+)\.attn\.norm_k\.weight", r"double_blocks.\1.img_attn.norm.key_norm.scale"),
+    (r"^transformer_blocks\.(\d+)\.attn\.norm_added_q\.weight", r"double_blocks.\1.txt_attn.norm.query_norm.scale"),
+    (r"^transformer_blocks\.(\d+)\.attn\.norm_added_k\.weight", r"double_blocks.\1.txt_attn.norm.key_norm.scale"),
+    (r"^transformer_blocks\.(\d+)\.attn\.to_out\.0", r"double_blocks.\1.img_attn.proj"),
+    (r"^transformer_blocks\.(\d+)\.attn\.to_add_out", r"double_blocks.\1.txt_attn.proj"),
+    (r"^transformer_blocks\.(\d+)\.ff\.net\.0\.proj", r"double_blocks.\1.img_mlp.0"),
+    (r"^transformer_blocks\.(\d+)\.ff\.net\.2", r"double_blocks.\1.img_mlp.2"),
+    (r"^transformer_blocks\.(\d+)\.ff_context\.net\.0\.proj", r"double_blocks.\1.txt_mlp.0"),
+    (r"^transformer_blocks\.(\d+)\.ff_context\.net\.2", r"double_blocks.\1.txt_mlp.2"),
+    (r"^single_transformer_blocks\.(\d+)\.norm\.linear", r"single_blocks.\1.modulation.lin"),
+    (r"^single_transformer_blocks\.(\d+)\.attn\.norm_q\.weight", r"single_blocks.\1.norm.query_norm.scale"),
+    (r"^single_transformer_blocks\.(\d+)\.attn\.norm_k\.weight", r"single_blocks.\1.norm.key_norm.scale"),
+    (r"^single_transformer_blocks\.(\d+)\.proj_out", r"single_blocks.\1.linear2"),
+)
+_IO = {"1": "in_layer", "2": "out_layer"}
+# fused original layers: (block regex, diffusers parts in order, original layer)
+FLUX_FUSED = ((r"^transformer_blocks\.(\d+)\.", ("attn.to_q", "attn.to_k", "attn.to_v"),
+               r"double_blocks.\1.img_attn.qkv"),
+               (r"^transformer_blocks\.(\d+)\.", ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"),
+                r"double_blocks.\1.txt_attn.qkv"),
+               (r"^single_transformer_blocks\.(\d+)\.", ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp"),
+                r"single_blocks.\1.linear1"))
+
+
+FLUX1_LINEAR1 = (3072, 3072, 3072, 12288)      # the q, k, v, mlp rows diffusers' converter splits at
+
+
+def convert_original(checkpoint: dict, **kwargs) -> dict:
+    from diffusers.loaders.single_file_utils import convert_flux_transformer_checkpoint_to_diffusers as convert
+    return at_any_width(convert, checkpoint, **kwargs)
+
+
+def at_any_width(convert, checkpoint: dict, **kwargs) -> dict:
+    """diffusers' Flux/Chroma converter at any width. It splits each single block's fused linear1 at
+    FLUX.1's width; where a checkpoint is narrower, linear1 is split here by the checkpoint's own
+    width (linear2's rows) and diffusers sees a placeholder. Everything else is diffusers'."""
+    import torch
+    ckpt = {k.removeprefix("model.diffusion_model."): v for k, v in checkpoint.items()}
+    parts = {}
+    for key in [k for k in ckpt if re.match(r"single_blocks\.\d+\.linear1\.(weight|bias)$", k)]:
+        t, hidden = ckpt[key], ckpt[re.sub(r"linear1\.(weight|bias)$", "linear2.weight", key)].shape[0]
+        sizes = (hidden, hidden, hidden, t.shape[0] - 3 * hidden)
+        if sizes != FLUX1_LINEAR1:
+            parts[key] = torch.split(t, sizes, 0)
+            ckpt[key] = t.new_zeros(()).expand(sum(FLUX1_LINEAR1), *t.shape[1:])
+    out = convert(ckpt, **kwargs)
+    for key, split in parts.items():
+        i, kind = re.match(r"single_blocks\.(\d+)\.linear1\.(weight|bias)$", key).groups()
+        for name, t in zip(("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp"), split):
+            out[f"single_transformer_blocks.{i}.{name}.{kind}"] = t
+    return out
+
+
+def to_original(state: dict) -> dict:
+    """A diffusers FluxTransformer2DModel state dict in BFL's original layout (fused qkv and
+    linear1, shift/scale order of the final modulation), as ComfyUI files have it."""
+    from toolkit.models.formats.original_layout import to_original as remap
+    return remap(state, FLUX_RENAMES + ((r"^norm_out\.linear", "final_layer.adaLN_modulation.1"),), FLUX_FUSED,
+                 (r"^norm_out\.linear\.",))
+
+
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
@@ -65,7 +134,9 @@ COMPONENTS = (
     Component("text_encoder", "CLIPTextModel", TEXT_ENCODER),
     Component("text_encoder_2", "T5EncoderModel", TEXT_ENCODER),
     Component("vae", "AutoencoderKL", VAE),
-    Component("transformer", "FluxTransformer2DModel", DENOISER),
+    Component("transformer", "FluxTransformer2DModel", DENOISER, single_file=SingleFile(
+        "toolkit.models.archs.flux:convert_original", "toolkit.models.archs.flux:to_original",
+        anchors=("double_blocks.0.img_attn.qkv.weight", "time_in.in_layer.weight"))),
 )
 
 SPEC = ArchSpec(

@@ -3,9 +3,22 @@ steps latents as (frame, row, column) tokens of 128 channels (`LTXPipeline._pack
 num_frames must be 8k+1. The frame rate conditions the DiT's RoPE (`frame_rate`)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny)
+                                 SampleDefaults, SingleFile, Task, Tiny)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.tiny import kit
+
+# diffusers name -> original LTX-Video name (the inverse of diffusers' rename table)
+TO_ORIGINAL = (("proj_in", "patchify_proj"), ("time_embed", "adaln_single"), ("norm_q", "q_norm"), ("norm_k", "k_norm"))
+
+
+def to_original(state: dict) -> dict:
+    out = {}
+    for key, t in state.items():
+        for a, b in TO_ORIGINAL:
+            key = key.replace(a, b)
+        out[key] = t
+    return out
+
 
 # Lightricks/LTX-Video scheduler/scheduler_config.json: resolution-dependent shift, stretched to 0.1
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=1.0, use_dynamic_shifting=True, base_shift=0.95,
@@ -48,7 +61,9 @@ SPEC = ArchSpec(
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
         Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKLLTXVideo", VAE),
-        Component("transformer", "LTXVideoTransformer3DModel", DENOISER),
+        Component("transformer", "LTXVideoTransformer3DModel", DENOISER, single_file=SingleFile(
+            "convert_ltx_transformer_checkpoint_to_diffusers", "toolkit.models.archs.ltx:to_original",
+            anchors=("patchify_proj.weight", "adaln_single.linear.weight"))),
     ),
     # model card / the diffusers example: 704x480, 161 frames at 25 fps, 50 steps, guidance 3.0
     defaults=SampleDefaults(704, 480, 50, 3.0, num_frames=161, fps=25, output_ext="mp4"),

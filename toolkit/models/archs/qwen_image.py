@@ -6,7 +6,7 @@ The tiny Qwen2.5-VL encoder (with its vision tower), tokenizer and VAE are defin
 with qwen_image_edit (the Edit models ship the very same encoder, tokenizer and VAE files)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, Task, Tiny, pick_linears)
+                                 SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
 
@@ -118,7 +118,9 @@ COMPONENTS = (
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
     Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
     Component("vae", "AutoencoderKLQwenImage", VAE),
-    Component("transformer", "QwenImageTransformer2DModel", DENOISER),
+    # ComfyUI's Qwen-Image files use diffusers' names (under model.diffusion_model.): nothing to convert
+    Component("transformer", "QwenImageTransformer2DModel", DENOISER, single_file=SingleFile(
+        None, anchors=("img_in.weight", "txt_norm.weight", "transformer_blocks.0.img_mod.1.weight"))),
 )
 
 SPEC = ArchSpec(

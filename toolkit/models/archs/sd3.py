@@ -4,8 +4,47 @@ projections concatenated), the 16-channel VAE with shift and scale, flow-match E
 One arch for the 3.5 Large / Large Turbo / Medium and 3 Medium checkpoints (variants)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
-                                 SampleDefaults, Task, Tiny, Variant)
+                                 SampleDefaults, SingleFile, Task, Tiny, Variant)
 from toolkit.models.tiny import kit
+
+# diffusers -> SAI's original MMDiT names (the inverse of diffusers' converter; formats/original_layout.py)
+_B = r"^transformer_blocks\.(\d+)\."
+FUSED = ((_B, ("attn.to_q", "attn.to_k", "attn.to_v"), r"joint_blocks.\1.x_block.attn.qkv"),
+         (_B, ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"), r"joint_blocks.\1.context_block.attn.qkv"),
+         (_B, ("attn2.to_q", "attn2.to_k", "attn2.to_v"), r"joint_blocks.\1.x_block.attn2.qkv"))
+RENAMES = (
+    (r"^pos_embed\.pos_embed$", "pos_embed"), (r"^pos_embed\.proj", "x_embedder.proj"),
+    (r"^time_text_embed\.timestep_embedder\.linear_1", "t_embedder.mlp.0"),
+    (r"^time_text_embed\.timestep_embedder\.linear_2", "t_embedder.mlp.2"),
+    (r"^time_text_embed\.text_embedder\.linear_1", "y_embedder.mlp.0"),
+    (r"^time_text_embed\.text_embedder\.linear_2", "y_embedder.mlp.2"),
+    (r"^proj_out", "final_layer.linear"), (r"^norm_out\.linear", "final_layer.adaLN_modulation.1"),
+    (_B + r"attn\.norm_q", r"joint_blocks.\1.x_block.attn.ln_q"),
+    (_B + r"attn\.norm_k", r"joint_blocks.\1.x_block.attn.ln_k"),
+    (_B + r"attn\.norm_added_q", r"joint_blocks.\1.context_block.attn.ln_q"),
+    (_B + r"attn\.norm_added_k", r"joint_blocks.\1.context_block.attn.ln_k"),
+    (_B + r"attn2\.norm_q", r"joint_blocks.\1.x_block.attn2.ln_q"),
+    (_B + r"attn2\.norm_k", r"joint_blocks.\1.x_block.attn2.ln_k"),
+    (_B + r"attn\.to_out\.0", r"joint_blocks.\1.x_block.attn.proj"),
+    (_B + r"attn\.to_add_out", r"joint_blocks.\1.context_block.attn.proj"),
+    (_B + r"attn2\.to_out\.0", r"joint_blocks.\1.x_block.attn2.proj"),
+    (_B + r"norm1\.linear", r"joint_blocks.\1.x_block.adaLN_modulation.1"),
+    (_B + r"norm1_context\.linear", r"joint_blocks.\1.context_block.adaLN_modulation.1"),
+    (_B + r"ff\.net\.0\.proj", r"joint_blocks.\1.x_block.mlp.fc1"),
+    (_B + r"ff\.net\.2", r"joint_blocks.\1.x_block.mlp.fc2"),
+    (_B + r"ff_context\.net\.0\.proj", r"joint_blocks.\1.context_block.mlp.fc1"),
+    (_B + r"ff_context\.net\.2", r"joint_blocks.\1.context_block.mlp.fc2"),
+)
+
+
+def to_original(state: dict) -> dict:
+    """A diffusers SD3Transformer2DModel state dict in SAI's MMDiT layout (fused qkv; the final and the
+    last block's context modulation in shift/scale order), as ComfyUI's SD3.5 files have it."""
+    from toolkit.models.formats.original_layout import to_original as remap
+    last = max(int(k.split(".")[1]) for k in state if k.startswith("transformer_blocks."))
+    swapped = (r"^norm_out\.linear\.", rf"^transformer_blocks\.{last}\.norm1_context\.linear\.")
+    return remap(state, RENAMES, FUSED, swapped)
+
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0)     # every SD3/3.5 repo's scheduler_config.json
 PIPELINE_KWARGS = {"image_encoder": None, "feature_extractor": None}
@@ -65,7 +104,10 @@ SPEC = ArchSpec(
         Component("text_encoder_2", "CLIPTextModelWithProjection", TEXT_ENCODER),
         Component("text_encoder_3", "T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKL", VAE),
-        Component("transformer", "SD3Transformer2DModel", DENOISER),
+        # ComfyUI's SD3/3.5 files (SAI's MMDiT keys)
+        Component("transformer", "SD3Transformer2DModel", DENOISER, single_file=SingleFile(
+            "convert_sd3_transformer_checkpoint_to_diffusers", "toolkit.models.archs.sd3:to_original",
+            anchors=("joint_blocks.0.x_block.attn.qkv.weight",))),
     ),
     pipeline_init_kwargs=PIPELINE_KWARGS,
     defaults=SampleDefaults(1024, 1024, 28, 3.5), size_divisor=16,      # VAE 8x, 2x2 patches

@@ -4,7 +4,7 @@ import re
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, Tiny, pick_linears)
+                                 SampleDefaults, SingleFile, Tiny, pick_linears)
 from toolkit.models.tiny import kit
 
 COMPONENTS = (
@@ -12,8 +12,36 @@ COMPONENTS = (
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
     Component("text_encoder", "UMT5EncoderModel", TEXT_ENCODER),
     Component("vae", "AutoencoderKLWan", VAE),
-    Component("transformer", "WanTransformer3DModel", DENOISER),
+    Component("transformer", "WanTransformer3DModel", DENOISER, single_file=SingleFile(
+        "convert_wan_transformer_to_diffusers", "toolkit.models.archs.wan21:to_original",
+        anchors=("blocks.0.self_attn.q.weight", "patch_embedding.weight"))),
 )
+
+# diffusers name -> original (Wan/ComfyUI) name, applied in order: the inverse of diffusers' rename table
+TO_ORIGINAL = (("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+               ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
+               ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
+               ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
+               ("condition_embedder.time_proj", "time_projection.1"), ("attn1", "self_attn"), ("attn2", "cross_attn"),
+               (".to_out.0.", ".o."), (".to_q.", ".q."), (".to_k.", ".k."), (".to_v.", ".v."),
+               ("ffn.net.0.proj", "ffn.0"), ("ffn.net.2", "ffn.2"),
+               ("norm2", "norm__swap"), ("norm3", "norm2"), ("norm__swap", "norm3"))
+
+
+def to_original(state: dict) -> dict:
+    """A diffusers WanTransformer3DModel state dict in the original Wan layout ComfyUI files use."""
+    out = {}
+    for key, t in state.items():
+        if key == "scale_shift_table":
+            key = "head.modulation"
+        elif key.startswith("proj_out."):
+            key = "head.head." + key[len("proj_out."):]
+        else:
+            key = key.replace("scale_shift_table", "modulation")
+            for a, b in TO_ORIGINAL:
+                key = key.replace(a, b)
+        out[key] = t
+    return out
 
 
 ORIGINAL_ATTENTION = {"attn1": "self_attn", "attn2": "cross_attn"}

@@ -32,7 +32,8 @@ def _tiny(b):
 SPEC = ArchSpec(
     name="wan22_a14b", modality="video", default_name_or_path="Wan-AI/Wan2.2-T2V-A14B-Diffusers",
     pipeline="WanPipeline", holder=Wan22A14BModel, output_type="np",
-    components=COMPONENTS + (Component("transformer_2", "WanTransformer3DModel", DENOISER),),
+    components=COMPONENTS + (Component("transformer_2", "WanTransformer3DModel", DENOISER,
+                                       single_file=COMPONENTS[-1].single_file),),
     # model card: 720P (1280x720), 81 frames at 16 fps, 40 steps, CFG 4.0 (high noise) / 3.0 (low noise)
     defaults=SampleDefaults(1280, 720, 40, 4.0, num_frames=81, fps=16, output_ext="mp4"),
     sample_extras={"guidance_scale_2": Extra("float", 3.0)},

@@ -3,8 +3,30 @@ import re
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, Task, Tiny, pick_linears)
+                                 SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.tiny import kit
+
+
+TO_ORIGINAL = (("all_final_layer.2-1.", "final_layer."), ("all_x_embedder.2-1.", "x_embedder."),
+               (".attention.to_out.0.", ".attention.out."), (".attention.norm_k.", ".attention.k_norm."),
+               (".attention.norm_q.", ".attention.q_norm."))
+
+
+def to_original(state: dict) -> dict:
+    """A diffusers ZImageTransformer2DModel state dict in the original Z-Image layout (fused qkv)."""
+    import torch
+    out = {}
+    for key, t in state.items():
+        if ".attention.to_k." in key or ".attention.to_v." in key:
+            continue
+        if ".attention.to_q." in key:
+            qkv = [state[key.replace("to_q", n)] for n in ("to_q", "to_k", "to_v")]
+            out[key.replace(".to_q.", ".qkv.")] = torch.cat(qkv, 0)
+            continue
+        for a, b in TO_ORIGINAL:
+            key = key.replace(a, b)
+        out[key] = t
+    return out
 
 
 def _tiny(b):
@@ -41,7 +63,9 @@ SPEC = ArchSpec(
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
         Component("text_encoder", "Qwen3Model", TEXT_ENCODER),
         Component("vae", "AutoencoderKL", VAE),
-        Component("transformer", "ZImageTransformer2DModel", DENOISER),
+        Component("transformer", "ZImageTransformer2DModel", DENOISER, single_file=SingleFile(
+            "convert_z_image_transformer_checkpoint_to_diffusers", "toolkit.models.archs.zimage:to_original",
+            anchors=("layers.0.attention.qkv.weight", "cap_embedder.0.weight"))),
     ),
     defaults=SampleDefaults(1024, 1024, 8, 0.0),      # the model card: 8 steps, no CFG (distilled)
     latents=Latents("BCHW", 16, format=latent_formats.FLUX),

@@ -37,6 +37,14 @@ FOREIGN_QUANT_SUFFIXES = (".weight_scale_2", ".bias_scale", ".weight_zero_point"
                           ".weight_global_scale", ".block_scale", ".convrot")
 LEGACY_SUFFIXES = (".scale_weight", ".scale_input")     # ComfyUI's older "scaled_fp8" layout
 
+# Formats of the Krea 2 release (and others) refused by name: their exact definitions (block sizes,
+# scale dtypes and swizzled layouts, the rotation of convrot) live in ComfyUI's comfy_kitchen kernels and
+# could not be established from public sources here, so they are never guessed (README: formats).
+_UNESTABLISHED = "its exact layout could not be established from public sources, so it is not read"
+REFUSED_FORMATS = {"nvfp4": "NVFP4: " + _UNESTABLISHED, "mxfp8": "MXFP8: " + _UNESTABLISHED,
+                   "int8_tensorwise": "INT8 (Krea 2 int8_convrot): " + _UNESTABLISHED,
+                   "int8_convrot": "INT8 convrot: " + _UNESTABLISHED}
+
 STORAGE_NAMES = {"I8": "INT8", "U8": "UINT8 (packed INT4/FP4)", "I16": "INT16", "U16": "UINT16", "I32": "INT32",
                  "U32": "UINT32 (packed)", "I64": "INT64", "U64": "UINT64", "BOOL": "BOOL", "F4": "FP4",
                  "F6_E2M3": "FP6", "F6_E3M2": "FP6", "F8_E8M0": "FP8 E8M0 block scales"}
@@ -267,8 +275,9 @@ def audit(header: SafetensorsHeader, manifest: QuantizationManifest, *, prefix: 
             # the layer is rejected as a whole: its own tensors are not reported again one by one
             out.consumed.update(k for k in (layer + s for s in (".weight", ".bias", *FOREIGN_QUANT_SUFFIXES))
                                 if k in tensors)
+            why = "".join(f"; {r}" for r in [REFUSED_FORMATS.get(spec.format)] if r)
             bad(UNSUPPORTED_FORMAT, layer, f"unsupported quantization format in layer {layer}: {spec.format} "
-                f"(only {SUPPORTED_FORMAT} with a scalar weight_scale is supported)", spec.format)
+                f"(only {SUPPORTED_FORMAT} with a scalar weight_scale is supported{why})", spec.format)
             continue
         if spec.options:
             out.consumed.update(k for k in (layer + ".weight",) if k in tensors)

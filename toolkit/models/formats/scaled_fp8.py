@@ -12,8 +12,9 @@ Two forward paths:
   weight_scale.to(x.dtype), bias)`. Only this layer's weight is expanded, and only for the duration
   of the call, so at most one expanded weight exists at a time.
 - `torch._scaled_mm` path (opt-in per layer, `enable_scaled_mm`): the activation is quantized to
-  e4m3 with a per-tensor scale (the checkpoint's `input_scale` when it has one, else the dynamic
-  amax/448 of the call's input) and multiplied in FP8 with the FP8 weight, result in x.dtype. It
+  e4m3 with a per-tensor scale (the checkpoint's `input_scale` when it has one, else ComfyUI's fixed
+  1.0 with the input clamped to +-448, or with `activation_scale = "dynamic"` the amax/448 of the
+  call's input) and multiplied in FP8 with the FP8 weight, result in x.dtype. It
   is switched on for a layer only when every gate passes: the API exists; the device can run it
   (the CPU in torch >= 2.13, CUDA with compute capability >= 8.9); in_features and out_features
   are multiples of 16; the activation dtype is bf16/fp16/fp32; the layer is not marked
@@ -48,6 +49,11 @@ PARITY_RTOL = 0.05
 PARITY_ROWS = 32
 PARITY_SEED = 20260
 _MIN_SCALE = 1e-12
+# The `_scaled_mm` path's activation scale when a layer has no input_scale: "comfy" (ComfyUI's
+# arithmetic: 1.0, input clamped to +-448; the default, same bits as ComfyUI) or "dynamic" (amax/448
+# of each call's input: at least as accurate, other bits). Per layer: `layer.activation_scale`.
+ACTIVATION_SCALES = ("comfy", "dynamic")
+ACTIVATION_SCALE = "comfy"
 
 
 def quantize_fp8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,6 +89,7 @@ class ScaledFp8Linear(nn.Linear):
             self.register_parameter("bias", None)
         self._scaled_mm_on = False
         self._scaled_mm_checks: dict = {}      # (device str, dtype) -> (ok, detail)
+        self.activation_scale = ACTIVATION_SCALE
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, *, full_precision_matrix_mult: bool = False) -> "ScaledFp8Linear":
@@ -129,8 +136,10 @@ class ScaledFp8Linear(nn.Linear):
             return self._forward_dequant(x)
         if self.input_scale is not None:
             xs = self.input_scale.to(device=x.device, dtype=torch.float32)
-        else:
+        elif self.activation_scale == "dynamic":
             xs = (x2.detach().abs().amax().float() / FP8_MAX).clamp_min(_MIN_SCALE)
+        else:               # ComfyUI: a fixed 1.0, the input clamped to the FP8 range
+            xs = torch.ones((), dtype=torch.float32, device=x.device)
         xq = (x2.float() / xs).clamp_(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
         y = torch._scaled_mm(xq, self.weight.t(), scale_a=xs, scale_b=self.weight_scale, bias=self._bias_for(x),
                              out_dtype=x.dtype)

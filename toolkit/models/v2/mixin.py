@@ -15,6 +15,7 @@ import threading
 
 import torch
 
+from toolkit.models.formats.dispatch import detect_format, read_format
 from toolkit.models.v2.identity import ComponentIdentity, content_fingerprint, fingerprint_files, weight_files_in
 from toolkit.models.v2.policy import LoadPolicy
 from toolkit.models.v2.sources import (ResolvedSource, SourceError, component_config_class, model_index_class,
@@ -69,12 +70,14 @@ class OstrisModelMixin:
 
     @classmethod
     def load(cls, source: str, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
-             config_source: str | None = None, status=None, allow_hub: bool = True, reader=None, **kwargs):
+             config_source: str | None = None, status=None, allow_hub: bool = True, reader=None,
+             converter: str | None = None, **kwargs):
         """Load one component. `config_source` is the folder/repo whose `subfolder` holds the config
         when `source` is a single weights file. `reader(path, component=role, policy=policy) -> module`
         reads a single file stored in a format the libraries do not (e.g. ComfyUI scaled FP8); its
         `format_name` joins the identity. LoRAs are no part of a component: toolkit/models/lora.py
-        switches them on the resident module."""
+        switches them on the resident module. `converter` names the arch's diffusers single-file
+        converter, used for a quantized single file (formats/dispatch.py)."""
         if isinstance(source, dict):
             return cls._from_code_config(source, role, policy)
         src, load_cls, identity = cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader)
@@ -91,7 +94,8 @@ class OstrisModelMixin:
             if src.kind == "file" and reader is not None:
                 module = reader(src.path, component=role, policy=policy)
             elif src.kind == "file":
-                module = load_cls._read_single_file(src, role, subfolder, config_source, policy, allow_hub, kwargs)
+                module = load_cls._read_single_file(src, role, subfolder, config_source, policy, allow_hub, kwargs,
+                                                    converter, identity.fmt)
             else:
                 module = load_cls._read_folder(src, policy, kwargs)
         except (SourceError, ComponentLoadError) as e:
@@ -134,7 +138,8 @@ class OstrisModelMixin:
                      if files else content_fingerprint(src.component_dir)),
             dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
             qtype=policy.qtype if _is_module_class(load_cls) else None,
-            fmt=getattr(reader, "format_name", "native") if src.kind == "file" else "native",
+            fmt=(getattr(reader, "format_name", None) or detect_format(src.path) or "native")
+            if src.kind == "file" else "native",
         )
         return src, load_cls, identity
 
@@ -242,13 +247,16 @@ class OstrisModelMixin:
         return cls.from_pretrained(src.path, local_files_only=True, **sub, **kwargs)
 
     @classmethod
-    def _read_single_file(cls, src, role, subfolder, config_source, policy, allow_hub, kwargs):
+    def _read_single_file(cls, src, role, subfolder, config_source, policy, allow_hub, kwargs, converter=None,
+                          fmt="native"):
         if not _is_module_class(cls):
             raise ComponentLoadError(f"a {cls.__name__} cannot be read from a single weights file ({src.label})")
         if not config_source:
             raise ComponentLoadError(f"{src.label} is a single file: its config folder is needed "
                                      f"(set extras_name_or_path)")
         cfg = resolve_source(config_source, subfolder, allow_hub=allow_hub)
+        if fmt != "native":          # a quantized file (formats/dispatch.py): its format's reader
+            return read_format(fmt, src.path, cls, cfg.component_dir, converter, component=role, policy=policy)
         from safetensors import safe_open
         if not src.path.endswith(".safetensors"):
             raise ComponentLoadError(f"{src.label}: only .safetensors single files are read")
