@@ -134,7 +134,7 @@ class OstrisModelMixin:
                      if files else content_fingerprint(src.component_dir)),
             dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
             qtype=policy.qtype if _is_module_class(load_cls) else None,
-            fmt=getattr(reader, "format_name", "native") if src.kind == "file" else "native",
+            fmt=_single_file_format(src, reader, role),
         )
         return src, load_cls, identity
 
@@ -181,8 +181,8 @@ class OstrisModelMixin:
         if previous is None:
             self.eval()
             self.requires_grad_(False)
-            if _has_fp8_storage(self):
-                pass   # its reader set every tensor's dtype: a whole-module cast would expand the FP8 weights
+            if _has_fp8_storage(self) or getattr(self, "_aitk_keep_dtypes", False):
+                pass   # its reader set every tensor's dtype: a whole-module cast would expand FP8/GGUF weights
             elif policy.qtype is None and _float_dtype(self) not in (None, policy.dtype):
                 self.to(policy.dtype)
             if policy.qtype:
@@ -249,6 +249,10 @@ class OstrisModelMixin:
             raise ComponentLoadError(f"{src.label} is a single file: its config folder is needed "
                                      f"(set extras_name_or_path)")
         cfg = resolve_source(config_source, subfolder, allow_hub=allow_hub)
+        if src.path.lower().endswith(".gguf"):     # config from the role's subfolder (a components path has none)
+            from toolkit.models.formats.gguf import read_gguf_denoiser
+            cfg = resolve_source(config_source, subfolder or role, allow_hub=allow_hub)
+            return read_gguf_denoiser(cls, src.path, cfg.component_dir, cfg.path, subfolder or role, policy)
         from safetensors import safe_open
         if not src.path.endswith(".safetensors"):
             raise ComponentLoadError(f"{src.label}: only .safetensors single files are read")
@@ -330,6 +334,20 @@ def _config_dir(src: ResolvedSource, config_source, subfolder) -> str:
     if config_source and os.path.isdir(os.path.expanduser(config_source)):
         return os.path.join(os.path.expanduser(config_source), subfolder or "")
     return ""
+
+
+def _single_file_format(src: ResolvedSource, reader, role: str) -> str:
+    """A single file's storage format (part of the identity): a reader's, a GGUF file's quantization
+    ("gguf-Q4_K": two quantizations of one model are two components), else native."""
+    if src.kind != "file":
+        return "native"
+    if reader is None and src.path.lower().endswith(".gguf"):
+        from toolkit.models.formats.gguf_header import GGUFHeaderError, format_name
+        try:
+            return format_name(src.path)
+        except GGUFHeaderError as e:
+            raise ComponentLoadError(f"{role}: {e}") from None
+    return getattr(reader, "format_name", "native")
 
 
 def _is_file(source) -> bool:
