@@ -43,8 +43,8 @@ def _model(double, single):
 def _inputs(tokens):
     g = torch.Generator().manual_seed(1)
     side = int(tokens ** 0.5)
-    img_ids = torch.stack(torch.meshgrid(torch.zeros(1), torch.arange(side), torch.arange(side), indexing="ij"),
-                          -1).reshape(-1, 3)
+    axes = (torch.zeros(1), torch.arange(side, dtype=torch.float32), torch.arange(side, dtype=torch.float32))
+    img_ids = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
     return dict(hidden_states=torch.randn(1, side * side, 64, generator=g).bfloat16(),
                 encoder_hidden_states=torch.randn(1, 64, 4096, generator=g).bfloat16(),
                 pooled_projections=torch.randn(1, 768, generator=g).bfloat16(),
@@ -71,15 +71,14 @@ def gguf_rows(double=0, single=1, tokens=256, repeat=3, qtypes=QUANT_TYPES, work
     from toolkit.models.v2 import LoadPolicy, aitk
 
     work = workdir or tempfile.mkdtemp(prefix="bench_gguf_")
-    model = _model(double, single)
     folder = os.path.join(work, "flux")
-    model.save_pretrained(os.path.join(folder, "transformer"))
-    files = {}
-    for q in qtypes:
-        files[q] = os.path.join(work, f"flux-{q}.gguf")
-        if not os.path.isfile(files[q]):
+    files = {q: os.path.join(work, f"flux-{q}.gguf") for q in qtypes}
+    if not all(os.path.isfile(f) for f in files.values()):
+        model = _model(double, single)
+        model.save_pretrained(os.path.join(folder, "transformer"))
+        for q in qtypes:
             write_gguf(model, files[q], q)
-    del model
+        del model
     inputs = _inputs(tokens)
     cls, policy = aitk(FluxTransformer2DModel), LoadPolicy(torch.bfloat16, "cpu")
     rows = []
@@ -102,10 +101,11 @@ def main(argv=None):
     ap.add_argument("--single", type=int, default=1, help="single-stream blocks (each ~142M parameters)")
     ap.add_argument("--tokens", type=int, default=256, help="image tokens per step (a square number)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", help="where the files go (reused when complete; default: a new temp folder)")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_gguf.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    rows = gguf_rows(args.double, args.single, args.tokens, args.repeat)
+    rows = gguf_rows(args.double, args.single, args.tokens, args.repeat, workdir=args.workdir)
     base = rows[0]
     print(f"Flux width 3072, {args.double} double + {args.single} single blocks, {args.tokens} image tokens, CPU")
     print(f"{'format':<10} {'file MB':>9} {'resident MB':>12} {'vs bf16':>8} {'load s':>7} {'step s':>7} {'vs bf16':>8}")

@@ -59,7 +59,7 @@ def test_layouts_round_trip_and_match_diffusers_converters(arch, tiny):
     name = type(t).__name__
     sd = {k: v.clone() for k, v in t.state_dict().items()}
     original = to_original(name, sd)
-    assert not set(original) & {"transformer_blocks.0.attn.to_k.weight"} or name == "QwenImageTransformer2DModel"
+    assert (set(original) == set(sd)) == (name == "QwenImageTransformer2DModel"), "original names, not diffusers'"
     back = to_diffusers(name, original, {k: tuple(v.shape) for k, v in sd.items()}, dict(t.config))
     assert set(back) == set(sd) and all(torch.equal(back[k], sd[k]) for k in sd)
     if name != "FluxTransformer2DModel":   # diffusers' Flux converter splits at FLUX.1's width only
@@ -131,9 +131,9 @@ def test_every_type_generates_within_its_bound_of_the_float32_model(arch, made):
 
 
 def test_quant_type_is_part_of_the_pool_identity(made, tmp_path):
-    from toolkit.models.v2 import LoadPolicy, aitk
-    from toolkit.models.v2.pool import ComponentPool  # noqa: F401  (the pool keys on identity.key)
     from diffusers import FluxTransformer2DModel
+
+    from toolkit.models.v2 import LoadPolicy, aitk
 
     files, folder = made["flux"]["files"], str(made["flux"]["folder"])
     cls = aitk(FluxTransformer2DModel)
@@ -254,11 +254,14 @@ def test_inspect_and_library_describe_gguf_files_without_torch(made, tmp_path):
                           "extras_name_or_path": str(root / "pipes" / "flux-tiny")}
 
 
-def test_a_components_path_is_a_gguf_denoiser_too(made):
-    """`components.transformer` naming the file (as a profile does): the config comes from the role's
-    folder of the extras, the rest from the extras."""
-    folder = str(made["flux"]["folder"])
-    holder = get_model_class("flux")({"arch": "flux", "name_or_path": folder, "extras_name_or_path": folder, "local_only": True,
-                                      "components": {"transformer": str(made["flux"]["files"]["Q5_K"])}},
-                                     device="cpu").load_model()
+def test_a_profile_names_a_gguf_denoiser_beside_a_diffusers_checkpoint(made, tmp_path):
+    """A profile's `diffusion_model` (components.transformer) is the GGUF file, its `checkpoint` the diffusers
+    folder: the transformer's config and every other component come from that folder."""
+    from toolkit.profiles import load_profiles
+    folder, q5 = made["flux"]["folder"], made["flux"]["files"]["Q5_K"]
+    (tmp_path / "p.toml").write_text(f'[model_profiles.flux-q5]\narchitecture = "flux"\ncheckpoint = "{folder}"\n'
+                                     f'diffusion_model = "{q5}"\n')
+    model = load_profiles(str(tmp_path / "p.toml")).get("flux-q5").model_config()
+    holder = get_model_class("flux")(model, device="cpu").load_model()
     assert holder.loaded["transformer"]._aitk_identity.fmt == "gguf-Q5_K"
+    assert holder.loaded["vae"]._aitk_identity.source == str(folder)

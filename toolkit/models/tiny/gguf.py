@@ -34,16 +34,16 @@ WIDE = {
 }
 SMALL = 1024                 # convert.py's QUANTIZATION_THRESHOLD: tensors this small stay F32
 MAX_DIMS = 4
-HIPREC = (".modulation",)    # convert.py's keys_hiprec (Wan's modulation tables stay F32)
+HIPREC = {"wan": (".modulation",)}   # convert.py's keys_hiprec per architecture (Wan's modulation tables: F32)
 FILE_TYPES = {"F16": 1, "Q4_0": 2, "Q8_0": 7, "Q4_K": 15, "Q5_K": 17, "Q6_K": 18}   # gguf.LlamaFileType (_M)
 
 
-def tensor_type(name: str, shape: tuple, qtype: str) -> str:
-    """The GGML type a real conversion gives this tensor."""
+def tensor_type(name: str, shape: tuple, qtype: str, hiprec: tuple = ()) -> str:
+    """The GGML type a real conversion gives this tensor (`hiprec`: the architecture's F32 keys)."""
     n = 1
     for s in shape:
         n *= s
-    if len(shape) == 1 or len(shape) > MAX_DIMS or n <= SMALL or any(k in name for k in HIPREC):
+    if len(shape) == 1 or len(shape) > MAX_DIMS or n <= SMALL or any(k in name for k in hiprec):
         return "F32"
     if qtype in ("F16", "F32"):
         return qtype
@@ -67,7 +67,7 @@ def write_gguf(transformer, path, qtype: str) -> pathlib.Path:
     writer.add_file_type(FILE_TYPES.get(qtype, 1))
     for name in sorted(original):
         data = original[name].numpy().astype(np.float32)
-        ttype = tensor_type(name, data.shape, qtype)
+        ttype = tensor_type(name, data.shape, qtype, HIPREC.get(GGUF_ARCH[cls_name], ()))
         writer.add_tensor(name, quantize(data, ttype), raw_dtype=gguf.GGMLQuantizationType[ttype])
     writer.write_header_to_file(path=str(tmp))
     writer.write_kv_data_to_file()
@@ -98,7 +98,8 @@ def wide_transformer(transformer, seed: int = 0):
 
 def make_tiny_gguf(arch: str, folder, qtypes=QUANT_TYPES, seed: int = 0) -> dict:
     """The arch's tiny pipeline with a WIDE float32 transformer in `folder`, and one GGUF file of its
-    transformer per type in `folder/gguf/` (named as real ones are: <arch>-tiny-<TYPE>.gguf)."""
+    transformer per type in `folder/gguf/` (named as real ones are: <arch>-tiny-<TYPE>.gguf). Reused
+    when every file is there; the GGUF files are written last, each atomically."""
     from toolkit.models.tiny import build_pipeline
 
     folder = pathlib.Path(folder).expanduser().absolute()
@@ -117,7 +118,6 @@ def make_tiny_gguf(arch: str, folder, qtypes=QUANT_TYPES, seed: int = 0) -> dict
 
 
 def main(argv=None) -> int:
-    from toolkit.models.formats.gguf_layouts import GGUF_ARCH
     from toolkit.models.tiny import tiny_archs
 
     p = argparse.ArgumentParser(prog="python -m toolkit.models.tiny.gguf",
@@ -131,7 +131,6 @@ def main(argv=None) -> int:
     print(made["folder"])
     for f in made["files"].values():
         print(f)
-    assert GGUF_ARCH
     return 0
 
 
