@@ -110,7 +110,22 @@ def test_files_carry_the_real_layout_and_types(made):
     wan = open_reader(str(made["wan21"]["files"]["Q8_0"]))
     patch = next(t for t in wan.tensors if t.name == "patch_embedding.weight")
     assert len(patch.shape) == 5 and patch.tensor_type.name == "F32", "5-D tensors as fix_5d_tensors.py adds them"
-    assert describe(str(made["zimage"]["files"]["Q8_0"]))["gguf_architecture"] == "lumina2"
+    z = describe(str(made["zimage"]["files"]["Q8_0"]))
+    assert (z["gguf_architecture"], z["archs"]) == ("lumina2", ["zimage"])
+
+
+def test_a_lumina2_file_without_z_image_keys_is_not_taken_for_z_image(tmp_path):
+    import gguf
+
+    from toolkit.inspect import inspect_file
+    w = gguf.GGUFWriter(path=None, arch="lumina2")
+    w.add_tensor("cap_embedder.1.weight", np.zeros((8, 8), np.float32))
+    w.write_header_to_file(path=str(tmp_path / "lumina.gguf"))
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = inspect_file(str(tmp_path / "lumina.gguf"))
+    assert r["archs"] == [] and r["summary"].startswith("lumina2 model (no arch reads it), GGUF F32")
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -221,6 +236,9 @@ def test_bad_files_are_refused_naming_the_file(made, tmp_path):
     w.close()
     with pytest.raises(ComponentLoadError, match=r"extra\.gguf.*not consumed.*double_blocks\.0\.stray\.weight"):
         _run("flux", {"name_or_path": str(extra), "extras_name_or_path": folder})
+
+    with pytest.raises(ComponentLoadError, match=r"sd3-tiny-Q8_0\.gguf: a sd3 GGUF file, not a FluxTransformer2DModel"):
+        _run("flux", {"name_or_path": str(made["sd3"]["files"]["Q8_0"]), "extras_name_or_path": folder})
 
     with pytest.raises(ComponentLoadError, match="has no subfolder 'scheduler'"):   # extras that are not the arch's
         get_model_class("flux")({"arch": "flux", "name_or_path": str(good), "extras_name_or_path": str(tmp_path),

@@ -67,7 +67,7 @@ def read_gguf_denoiser(cls, path: str, config_dir: str, config_root: str, subfol
     if policy.qtype:
         raise LayoutError(f"{os.path.basename(path)} is already quantized (GGUF); turn model.quantize off for it")
     info = describe(path)
-    if info["cls"] not in (None, name):
+    if info["cls"] != name and info["gguf_architecture"] is not None:   # (files without the key: by their keys)
         raise LayoutError(f"{os.path.basename(path)}: a {info['gguf_architecture']} GGUF file, not a {name}")
     tensors = read_tensors(path)
     config = cls.load_config(config_dir)

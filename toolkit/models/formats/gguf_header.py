@@ -4,7 +4,7 @@ that read it, tensor types and the quantization type that names it ("Q4_K"), for
 identity, `python -m toolkit.inspect` and GET /library."""
 import os
 
-from toolkit.models.formats.gguf_layouts import GGUF_ARCH, PREFIXES
+from toolkit.models.formats.gguf_layouts import ANCHOR, GGUF_ARCH, PREFIXES
 
 # the types the reader accepts: plain floats, and what diffusers' GGUF dequantizers implement
 FLOAT_TYPES = ("F32", "F16", "BF16")
@@ -51,7 +51,8 @@ def describe(path: str) -> dict:
     qtype = max(pool, key=pool.get) if pool else None
     names = [t.name for t in reader.tensors]
     prefix = next((p for p in PREFIXES if names and all(n.startswith(p) for n in names)), "")
-    cls = next((c for c, a in GGUF_ARCH.items() if a == arch), None)
+    cls = next((c for c, a in GGUF_ARCH.items() if a == arch and (c not in ANCHOR or prefix + ANCHOR[c] in names)),
+               None)
     return {"path": os.path.abspath(path), "size_bytes": os.path.getsize(path), "gguf_architecture": arch,
             "cls": cls, "archs": archs_for_class(cls) if cls else [], "prefix": prefix, "tensor_count": len(names),
             "tensor_types": dict(sorted(counts.items())), "qtype": qtype,

@@ -22,6 +22,9 @@ import re
 GGUF_ARCH = {"FluxTransformer2DModel": "flux", "SD3Transformer2DModel": "sd3", "WanTransformer3DModel": "wan",
              "ZImageTransformer2DModel": "lumina2", "QwenImageTransformer2DModel": "qwen_image"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.")
+# a key a class's files always carry, where one `general.architecture` covers several models
+# (ComfyUI-GGUF names Lumina-Image-2.0 and Z-Image both lumina2; only Z-Image has pad tokens)
+ANCHOR = {"ZImageTransformer2DModel": "x_pad_token"}
 
 
 class LayoutError(ValueError):
