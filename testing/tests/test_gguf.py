@@ -255,8 +255,9 @@ def test_inspect_and_library_describe_gguf_files_without_torch(made, tmp_path):
             f"r = inspect_file({str(root / 'diffusion_models' / 'flux1-tiny-Q4_K.gguf')!r});"
             f"e = scan_folder({str(root)!r});"
             "print(json.dumps([r['summary'], e[0]['arch'], e[0]['format'], e[0]['role'], 'torch' in sys.modules]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=os.getcwd(),
-                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    root_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root_dir,
+                         env={**os.environ, "PYTHONPATH": root_dir})
     assert out.returncode == 0, out.stderr
     import json
     summary, arch, fmt, role, torch_loaded = json.loads(out.stdout.strip().splitlines()[-1])
