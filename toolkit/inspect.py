@@ -87,6 +87,9 @@ def _sizes(header, det) -> dict:
 def inspect_file(path: str) -> dict:
     """Everything `python -m toolkit.inspect` reports about one safetensors file (see module doc)."""
     path = os.path.expanduser(str(path))
+    if path.lower().endswith(".gguf"):
+        from toolkit.models.formats.gguf_header import inspect_gguf
+        return inspect_gguf(path)
     out = {"path": os.path.abspath(path), "kind": "safetensors"}
     if not os.path.isfile(path):
         out["error"] = "no such file"
@@ -188,7 +191,7 @@ def _inspect_dir_contents(path: str) -> dict:
     names = sorted(os.listdir(path))
     if set(names) & set(TOKENIZER_FILES + ("tokenizer.json",)):
         return inspect_tokenizer(path)
-    files = [inspect_file(os.path.join(path, n)) for n in names if n.endswith(".safetensors")]
+    files = [inspect_file(os.path.join(path, n)) for n in names if n.endswith((".safetensors", ".gguf"))]
     return {"path": os.path.abspath(path), "kind": "folder", "files": files,
             "configs": [n for n in names if n.endswith(".json")]}
 
@@ -320,6 +323,10 @@ def _format_report(r: dict, indent: str = "") -> list:
             lines.append(f"{ind}{name}:")
             for sub in ([comp] if comp.get("kind") == "tokenizer" else comp.get("files", [])):
                 lines += _format_report(sub, ind + "  ")
+    elif r["kind"] == "gguf":
+        lines.append(f"{ind}{r['summary']}")
+        types = ", ".join(f"{k} {v}" for k, v in r["tensor_types"].items())
+        lines.append(f"{ind}general.architecture: {r['gguf_architecture']}; tensors: {r['tensor_count']} ({types})")
     elif r["kind"] == "folder":
         for sub in r["files"]:
             lines += _format_report(sub, ind)

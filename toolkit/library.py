@@ -243,6 +243,43 @@ def _file_entry(path: str, root: str, kind_hint: str | None) -> dict:
     return entry
 
 
+def _gguf_entry(path: str, root: str) -> dict:
+    """A GGUF denoiser (toolkit/models/formats/gguf_header.py): arch from its tensor layout, format
+    "GGUF Q4_K". Its text encoders and VAE come from a diffusers folder or repo of the arch
+    (`extras_name_or_path`), attached by _attach_extras."""
+    from toolkit.models.formats.gguf_header import inspect_gguf
+    from toolkit.models.registry import ARCHS
+    r = inspect_gguf(path)
+    arch = r.get("arch")
+    entry = {"name": os.path.relpath(path, root).replace(os.sep, "/"), "source": "folder",
+             "path": os.path.abspath(path), "repo": None, "kind": "single_file", "arch": arch,
+             "variant": ARCHS[arch].default_variant if arch else None,
+             "role": ARCHS[arch].denoiser_roles[0] if arch else None, "dtype": None, "format": r.get("format"),
+             "summary": r.get("summary"), "bytes": _bytes(path), "complete": not r.get("error") and bool(arch),
+             "missing": [r["error"]] if r.get("error") else ([] if arch else [r.get("summary")]), "model": None,
+             "_extras": True}
+    return entry
+
+
+def _attach_extras(entries: list):
+    """A GGUF denoiser loads with a diffusers folder or repo of its arch for everything else: the first
+    complete one listed, else the arch's default repo when it is here; without one, no `model`."""
+    from toolkit.local_weights import weights_here
+    from toolkit.models.registry import ARCHS
+    for e in entries:
+        if not e.pop("_extras", False) or not e["complete"]:
+            continue
+        spec = ARCHS[e["arch"]]
+        local = next((o for o in entries if o["kind"] == "pipeline" and o["arch"] == e["arch"] and o["complete"]), None)
+        extras = (local["repo"] or local["path"]) if local else \
+            spec.default_source(e["variant"]) if weights_here(spec, e["variant"]) else None
+        if extras is None:
+            e["missing"] = [f"no diffusers folder or repo of {e['arch']} here for its text encoders and VAE "
+                            f"(extras_name_or_path, e.g. {spec.default_source(e['variant'])})"]
+            continue
+        e["model"] = {"arch": e["arch"], "name_or_path": e["path"], "extras_name_or_path": extras}
+
+
 def _tokenizer_entry(path: str, root: str) -> dict:
     from toolkit.inspect import inspect_tokenizer
     report = inspect_tokenizer(path)
@@ -293,6 +330,8 @@ def _walk(folder: str, root: str, kind_hint: str | None, depth: int = 0, comfy: 
                 yield from _walk(p, root, _hint(n) if comfy else kind_hint, depth + 1)
         elif n.lower().endswith(".safetensors"):
             yield _lora_entry(p, root) if kind_hint == "lora" else _file_entry(p, root, kind_hint)
+        elif n.lower().endswith(".gguf"):
+            yield _gguf_entry(p, root)
 
 
 def scan_folder(folder: str) -> list:
@@ -310,7 +349,7 @@ def _attach_components(entries: list):
     the entry has no `model` and says what is missing."""
     from toolkit.models.registry import ARCHS
     for e in entries:
-        if e["kind"] != "single_file" or not e["arch"] or not e["complete"]:
+        if e["kind"] != "single_file" or not e["arch"] or not e["complete"] or e.get("_extras"):
             continue
         spec = ARCHS[e["arch"]]
         comps = {e["role"]: e["path"]}
@@ -399,4 +438,5 @@ def scan(folders=(), profiles=None, hub_cache: str | None = None) -> dict:
             e.pop("_root", None)
         entries.extend(found)
     entries.extend(scan_profiles(profiles))
+    _attach_extras(entries)
     return {"entries": entries, "archs": archs}

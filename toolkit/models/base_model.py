@@ -73,8 +73,9 @@ class BaseModel:
         mc = self.model_config
         base = mc.extras_name_or_path or self.spec.default_source(mc.variant)
         main = mc.name_or_path
-        if spec.role in mc.components:
-            return mc.components[spec.role], base
+        if spec.role in mc.components:      # an explicit file: its config from the extras, else the model folder
+            folder = not mc.extras_name_or_path and main and os.path.isdir(os.path.expanduser(main))
+            return mc.components[spec.role], (main if folder else base)
         if os.path.isfile(os.path.expanduser(main)):
             return (main, base) if spec.kind == DENOISER else (base, base)
         if mc.extras_name_or_path and os.path.isdir(main) and not os.path.isdir(os.path.join(main, spec.folder)):

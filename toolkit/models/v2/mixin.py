@@ -138,8 +138,7 @@ class OstrisModelMixin:
                      if files else content_fingerprint(src.component_dir)),
             dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
             qtype=policy.qtype if _is_module_class(load_cls) else None,
-            fmt=(getattr(reader, "format_name", None) or detect_format(src.path) or "native")
-            if src.kind == "file" else "native",
+            fmt=_single_file_format(src, reader, role),
         )
         return src, load_cls, identity
 
@@ -186,8 +185,8 @@ class OstrisModelMixin:
         if previous is None:
             self.eval()
             self.requires_grad_(False)
-            if _has_fp8_storage(self):
-                pass   # its reader set every tensor's dtype: a whole-module cast would expand the FP8 weights
+            if _has_fp8_storage(self) or getattr(self, "_aitk_keep_dtypes", False):
+                pass   # its reader set every tensor's dtype: a whole-module cast would expand FP8/GGUF weights
             elif policy.qtype is None and _float_dtype(self) not in (None, policy.dtype):
                 self.to(policy.dtype)
             if policy.qtype:
@@ -338,6 +337,20 @@ def _config_dir(src: ResolvedSource, config_source, subfolder) -> str:
     if config_source and os.path.isdir(os.path.expanduser(config_source)):
         return os.path.join(os.path.expanduser(config_source), subfolder or "")
     return ""
+
+
+def _single_file_format(src: ResolvedSource, reader, role: str) -> str:
+    """A single file's storage format (part of the identity): an arch reader's, else the format table's
+    (formats/dispatch.py; a GGUF file's names its quantization, "gguf-Q4_K": two quantizations of one
+    model are two components), else native. A file its format cannot parse is an error naming it."""
+    if src.kind != "file":
+        return "native"
+    if reader is not None:
+        return getattr(reader, "format_name", "native")
+    try:
+        return detect_format(src.path) or "native"
+    except ValueError as e:
+        raise ComponentLoadError(f"{role}: {e}") from None
 
 
 def _is_file(source) -> bool:
