@@ -198,8 +198,8 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
 
     @app.post("/generate", dependencies=[Depends(require_token)], responses=errors(503))
     async def generate(body: GenerateBody, request: HttpRequest):
-        try:
-            req = engine.submit(body.model, body.sample, body.stream, body.request_id)
+        try:      # off the event loop: validation may read files (LoRA headers, a data URL's image)
+            req = await asyncio.to_thread(engine.submit, body.model, body.sample, body.stream, body.request_id)
         except EngineBusy as e:
             raise ApiError(503, "body", str(e))
         headers = {"X-Request-Id": req.request_id}
