@@ -35,3 +35,17 @@ export async function galleryItems(page: Page, query = ''): Promise<HistoryItem[
   expect(res.ok()).toBe(true);
   return (await res.json()).items;
 }
+
+/** Elements reaching past the window's right edge (and the document, when it scrolls sideways). */
+export async function widerThanWindow(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const w = document.documentElement.clientWidth;
+    const out: string[] = [];
+    if (document.documentElement.scrollWidth > w) out.push(`document ${document.documentElement.scrollWidth} > ${w}`);
+    for (const el of Array.from(document.querySelectorAll('body *'))) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.right > w + 1 && getComputedStyle(el).position !== 'fixed') out.push(`${el.tagName.toLowerCase()}.${el.className} right=${Math.round(r.right)} > ${w}`);
+    }
+    return out.slice(0, 10);
+  });
+}

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { encodePng } from '../src/components/generate/maskPng';
 import { SCREENSHOTS, TRAINING_FOLDER } from './env';
+import { widerThanWindow } from './helpers';
 
 const ENGINE_START_MS = 90_000;
 
@@ -37,21 +38,6 @@ async function tallResult(page: Page) {
   await page.goto('/generate');
   await page.evaluate((it) => window.localStorage.setItem('aitk.gallery', JSON.stringify([it])), item);
   await page.reload();
-}
-
-async function widerThanWindow(page: Page): Promise<string[]> {
-  return page.evaluate(() => {
-    const w = document.documentElement.clientWidth;
-    const out: string[] = [];
-    if (document.documentElement.scrollWidth > w) out.push(`document ${document.documentElement.scrollWidth} > ${w}`);
-    for (const el of Array.from(document.querySelectorAll('body *'))) {
-      const r = el.getBoundingClientRect();
-      if (r.width > 0 && r.right > w + 1 && getComputedStyle(el).position !== 'fixed') {
-        out.push(`${el.tagName.toLowerCase()}.${el.className} right=${Math.round(r.right)} > ${w}`);
-      }
-    }
-    return out.slice(0, 10);
-  });
 }
 
 test('a 16×1024 result stays in a bounded card; one state word; the checkbox in a card; 1280×720 and phone', async ({ page }) => {

@@ -2,10 +2,8 @@
 // screen reader can say (a <label>, aria-label/-labelledby, a title, or a button's text), and a
 // screenshot of each under test-results/screenshots/. Then the keyboard alone: Ctrl+Enter in the
 // prompt generates, Tab reaches Cancel and Enter cancels.
-import fs from 'node:fs';
-import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
-import { SCREENSHOTS } from './env';
+import { shot, widerThanWindow } from './helpers';
 
 const ENGINE_JOB = 'inference_engine_cpu';
 const VIEWPORTS = [
@@ -13,10 +11,6 @@ const VIEWPORTS = [
   ['phone', { width: 390, height: 844 }],
 ] as const;
 
-async function shot(page: Page, name: string) {
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-}
 
 /** Visible controls with no accessible name, as short HTML snippets. */
 async function unlabelled(page: Page): Promise<string[]> {
@@ -42,19 +36,6 @@ async function unlabelled(page: Page): Promise<string[]> {
   });
 }
 
-async function widerThanWindow(page: Page): Promise<string[]> {
-  return page.evaluate(() => {
-    const w = document.documentElement.clientWidth;
-    const out: string[] = [];
-    if (document.documentElement.scrollWidth > w) out.push(`document ${document.documentElement.scrollWidth} > ${w}`);
-    for (const el of Array.from(document.querySelectorAll('body *'))) {
-      const r = el.getBoundingClientRect();
-      if (r.width > 0 && r.right > w + 1 && getComputedStyle(el).position !== 'fixed') out.push(`${el.tagName.toLowerCase()}.${el.className} right=${Math.round(r.right)} > ${w}`);
-    }
-    return out.slice(0, 10);
-  });
-}
-
 async function engineReady(page: Page): Promise<string> {
   await page.goto('/generate');
   const strip = page.getByTestId('engine-strip');
@@ -71,6 +52,13 @@ async function engineReady(page: Page): Promise<string> {
 test('every page at 1280×720 and phone size: fits, every control labelled, screenshots', async ({ page }) => {
   test.setTimeout(300_000);
   const jobId = await engineReady(page);
+  // a second engine job (not started): the Generate page lists the engines and where requests go
+  const second = await page.request.post('/api/jobs', {
+    data: { name: 'inference_engine_pages_second', gpu_ids: 'cpu', job_type: 'inference', job_config: { job: 'extension', config: { process: [{ type: 'InferenceEngine' }] } } },
+  });
+  expect([201, 409]).toContain(second.status());
+  await page.reload();
+  await expect(page.getByTestId('engines-list')).toBeVisible();
   // the forms filled (a tiny model), so the Generate page shows every panel it has for an image arch
   await page.getByTestId('arch-select').selectOption('sd1');
   await page.getByTestId('name-or-path').fill('tiny:sd1');

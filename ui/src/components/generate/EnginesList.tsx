@@ -23,7 +23,7 @@ export default function EnginesList({ engines, target, onTarget }: { engines: En
           Send requests to{' '}
           <select value={target} onChange={(e) => onTarget(e.target.value)} aria-label="Send requests to" data-testid="engine-target">
             <option value="here">the engine above</option>
-            <option value="auto">auto: the engine holding the model, else the least busy</option>
+            <option value="auto">auto (the one holding the model)</option>
             {ready.map((e) => (
               <option key={e.job.id} value={e.job.id}>
                 {e.job.name}
