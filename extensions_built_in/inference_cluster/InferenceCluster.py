@@ -76,6 +76,8 @@ class InferenceCluster(BaseProcess):
         from extensions_built_in.inference_cluster.app import build
 
         env = {"PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
+        # Serve's HTTP proxy takes its middlewares from here only (app.proxy_middlewares)
+        env["RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"] = "extensions_built_in.inference_cluster.app.proxy_middlewares"
         for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "AITK_TINY_CACHE", "HF_HOME"):
             if k in os.environ:
                 env[k] = os.environ[k]

@@ -21,3 +21,32 @@ def build(*, replica_config: dict, job_name: str, replicas: int, num_cpus: float
             request_router_class=ROUTERS[router], request_router_kwargs={"max_imbalance": max_imbalance},
             request_routing_stats_period_s=0.5, request_routing_stats_timeout_s=5))
     return Ingress.bind(engines.bind(replica_config, job_name), DEPLOYMENT, planner)
+
+
+class OneRequestId:
+    """Serve's HTTP proxy adds its own X-Request-Id to every response, after the engine's (which for
+    /generate is the request's id, what clients read): keep the first. An ASGI middleware for the
+    proxy (proxy_middlewares), outside Serve's own."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        async def send_one(message):
+            if message["type"] == "http.response.start":
+                seen, headers = False, []
+                for key, value in message.get("headers", []):
+                    if key.lower() == b"x-request-id":
+                        if seen:
+                            continue
+                        seen = True
+                    headers.append((key, value))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_one)
+
+
+def proxy_middlewares() -> list:
+    from starlette.middleware import Middleware
+    return [Middleware(OneRequestId)]

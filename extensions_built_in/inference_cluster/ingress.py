@@ -137,12 +137,15 @@ class Ingress:
             request_id = path.split("/", 1)[1]
             target = self.owners.get(request_id)
         try:
-            head, chunks = await self._open(request.method, path, request.url.query, headers, body,
+            # the path as the client sent it (percent-escapes kept): the engine answers a bad one itself
+            raw = (request.scope.get("raw_path") or b"").decode("latin-1").split("?", 1)[0].lstrip("/") or path
+            head, chunks = await self._open(request.method, raw, request.url.query, headers, body,
                                             target=target, components=components, retry=target is None)
         except ReplicaLost as e:
             return JSONResponse({"detail": f"no engine replica answered: {e}", "field": "body"}, status_code=503)
         if path == "generate" and head["status"] == 200 and request_id:
             self._remember(request_id, head["replica"])
+        head["headers"]["x-engine-replica"] = head["replica"]     # which replica answered (logs, tests)
         media = head["headers"].get("content-type", "")
         if head["status"] == 200 and media.startswith("application/octet-stream") and request_id:
             return StreamingResponse(_frames(chunks, request_id), status_code=200, headers=head["headers"])

@@ -40,8 +40,9 @@ class AffinityRouter(RequestRouter):
             stats = r.routing_stats or {}
             queue = self.replica_queue_len_cache.get(r.replica_id)
             queue = stats.get("queue", 0) if queue is None else queue
-            # a replica with work queued will hold the last model routed there once it gets to ours
-            resident = set(stats.get("resident", ())) | (self.expected.get(rid, set()) if queue else set())
+            # a replica holds the last model routed there once it gets to it: the stats, polled every
+            # request_routing_stats_period_s, lag behind a burst or a just-finished load
+            resident = set(stats.get("resident", ())) | self.expected.get(rid, set())
             views.append(ReplicaView(rid, frozenset(resident), queue))
         return [[by_id[i] for i in ids] for ids in rank(components, views, self.max_imbalance)]
 
