@@ -172,7 +172,7 @@ class Ingress:
                 last = e
                 continue
             return head, _rest(gen)
-        raise ReplicaLost(f"{type(last).__name__}: {last}")
+        raise ReplicaLost(type(last).__name__)        # the message (a remote traceback) stays in the log
 
     async def _everyone(self, method: str, path: str, request: Request):
         """Each replica's JSON answer (with `replica` and `pid`), or the first non-200 response."""

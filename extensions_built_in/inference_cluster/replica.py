@@ -52,10 +52,12 @@ class EngineReplica:
             await response.aclose()      # a caller gone away: the engine sees the disconnect (and cancels)
 
     def record_routing_stats(self) -> dict:
-        """What the router ranks by: the pool's resident components and the queue."""
+        """What the router ranks by: the pool's resident components, the queue, and whether the pool
+        keeps components beyond the current model's (else a new model replaces what it holds)."""
         pool = (self.engine.worker_state.pool if self.engine.worker_state else None) or {}
         return {"resident": {e["key"]: e["bytes"] for e in pool.get("entries", [])},
-                "queue": self.engine.queue_length() + (self.engine.current is not None)}
+                "queue": self.engine.queue_length() + (self.engine.current is not None),
+                "keeps_warm": bool(self.engine.worker_options.get("keep_resident_gb"))}
 
     def check_health(self):
         """Serve's health check: a dead engine loop makes Serve replace this replica."""

@@ -6,10 +6,14 @@ that holds the request); a target that is gone falls back to any replica, which 
   components each replica reports in record_routing_stats(), then by queue length.
 - DefaultRouter: Serve's own power-of-two-choices router (the baseline the benchmark compares).
 """
+import collections
+import random
+
 from ray.serve._private.request_router.pow_2_router import PowerOfTwoChoicesRequestRouter
 from ray.serve.request_router import RequestRouter
 
 from extensions_built_in.inference_cluster.affinity import ReplicaView, rank
+
 
 def _routing_kwargs(pending_request) -> tuple:
     kw = pending_request.kwargs if pending_request is not None else {}
@@ -27,6 +31,7 @@ class AffinityRouter(RequestRouter):
     def initialize_state(self, max_imbalance: int = 2, **_):
         self.max_imbalance = max_imbalance
         self.expected: dict = {}          # replica id -> the keys of the last request routed there
+        self.inflight = collections.Counter()   # replica id -> calls sent and not completed
 
     async def choose_replicas(self, candidate_replicas, pending_request=None):
         target, components = _routing_kwargs(pending_request)
@@ -38,22 +43,34 @@ class AffinityRouter(RequestRouter):
             rid = r.replica_id.unique_id
             by_id[rid] = r
             stats = r.routing_stats or {}
-            queue = self.replica_queue_len_cache.get(r.replica_id)
-            queue = stats.get("queue", 0) if queue is None else queue
-            # a replica holds the last model routed there once it gets to it: the stats, polled every
-            # request_routing_stats_period_s, lag behind a burst or a just-finished load
-            resident = set(stats.get("resident", ())) | self.expected.get(rid, set())
+            # the stats are polled (request_routing_stats_period_s): they lag behind a burst and a
+            # just-finished load, so what this router sent counts too. A replica holds the last model
+            # routed there once it gets to it; what it holds now stays only when it keeps components
+            # warm (engine.keep_resident_gb), else the new model replaces it.
+            queue = max(self.inflight[rid], stats.get("queue", 0))
+            now, last = set(stats.get("resident", ())), self.expected.get(rid)
+            resident = now if last is None else (now | last if stats.get("keeps_warm") else last)
             views.append(ReplicaView(rid, frozenset(resident), queue))
-        return [[by_id[i] for i in ids] for ids in rank(components, views, self.max_imbalance)]
+        # one replica per rank, ties in random order: the first is the one Serve sends to (unless it
+        # is full), so this router knows where the request's model is going
+        order = [rid for group in rank(components, views, self.max_imbalance)
+                 for rid in random.sample(group, len(group))]
+        if order and components:
+            self.expected[order[0]] = set(components)
+        return [[by_id[rid]] for rid in order]
 
-    def on_request_routed(self, pending_request, replica_id, result):
-        _target, components = _routing_kwargs(pending_request)
-        if components:
-            self.expected[replica_id.unique_id] = set(components)
+    def on_send_request(self, replica_id):
+        super().on_send_request(replica_id)
+        self.inflight[replica_id.unique_id] += 1
+
+    def on_request_completed(self, replica_id, internal_request_id):
+        super().on_request_completed(replica_id, internal_request_id)
+        self.inflight[replica_id.unique_id] -= 1
 
     def on_replica_actor_died(self, replica_id):
         super().on_replica_actor_died(replica_id)
         self.expected.pop(replica_id.unique_id, None)
+        self.inflight.pop(replica_id.unique_id, None)
 
 
 class DefaultRouter(PowerOfTwoChoicesRequestRouter):

@@ -108,6 +108,15 @@ def test_detach_and_reattach_through_the_ingress(eng):
     assert t[0] == "start" and t[-1] == "end" and again[-1][0]["status"] == "ok" and "result" in t
 
 
+def test_a_client_that_goes_away_cancels_its_request(eng):
+    """The ingress closes its call to the replica, whose engine sees the disconnect; re-attaching
+    (which waits for the end) shows how it ended."""
+    stream(eng, body(eng, steps=400, request_id="cl-drop-1"), on_frame=lambda h: h["type"] == "progress")
+    frames, _ = stream(eng, None, path="/stream/cl-drop-1", method="GET")
+    assert frames[-1][0]["status"] == "cancelled"
+    assert max(h["step"] for h, _ in frames if h["type"] == "progress") < 400
+
+
 def test_the_routes_the_ui_proxy_calls_answer_with_the_token(eng, tmp_path):
     """The UI proxy reads engine.json (host, port, token) and forwards to these paths with
     X-Engine-Token and accept-encoding: identity; the cluster writes the same file."""
