@@ -1,12 +1,12 @@
 """Cluster benchmark: a local InferenceCluster (2 CPU replicas on a Ray head on loopback) serving a
-seeded mixed trace over 3 tiny models, once with Serve's default router (power of two choices)
-and once with the affinity router, each on a fresh cluster; then one warm request's latency
+seeded mixed trace over 3 tiny models with Serve's default router (power of two choices) and with
+the affinity router, alternately (--repeats each, medians), each run on a fresh cluster; and one warm request's latency
 through the cluster against a single engine started as run.py starts it.
 
 Reports the bytes the replicas' pools loaded (each replica's pool counter `loaded_bytes`, summed),
 the loads, the trace's wall time and where each model went.
 
-    python testing/bench_cluster.py [--requests 40] [--clients 4] [--seed 0] [--steps 2] [--shared] [--keep-resident-gb 0]
+    python testing/bench_cluster.py [--requests 40] [--clients 4] [--seed 0] [--steps 2] [--repeats 3] [--shared] [--keep-resident-gb 0]
 
 Writes testing/.bench/bench_cluster.json."""
 import argparse
@@ -37,6 +37,7 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3, help="runs per router, alternating (medians reported)")
     ap.add_argument("--warm", type=int, default=10, help="warm requests timed for the overhead figure")
     ap.add_argument("--keep-resident-gb", type=float, default=0.0,
                     help="each replica's engine.keep_resident_gb (0: a replica holds one model at a time)")
@@ -60,9 +61,9 @@ def body(args, model, seed) -> dict:
                                                      "num_inference_steps": args.steps, "seed": seed}}
 
 
-def trace_run(router: str, trace: list, ms: list, args, root: str) -> dict:
+def trace_run(router: str, trace: list, ms: list, args, root: str, overhead_too: bool = False) -> dict:
     from testing.local_cluster import LocalCluster
-    cluster = LocalCluster(os.path.join(root, f"cluster_{router}"), replicas=2, num_cpus=NUM_CPUS, router=router,
+    cluster = LocalCluster(tempfile.mkdtemp(prefix=f"cluster_{router}_", dir=root), replicas=2, num_cpus=NUM_CPUS, router=router,
                            token="bench-token-123", engine_extra={"keep_resident_gb": args.keep_resident_gb})
     try:
         where = collections.defaultdict(collections.Counter)
@@ -82,7 +83,7 @@ def trace_run(router: str, trace: list, ms: list, args, root: str) -> dict:
                "loads": sum(p["loads"] for p in pools.values()),
                "per_replica": {rid: {"loaded_bytes": p["loaded_bytes"], "loads": p["loads"]} for rid, p in pools.items()},
                "placement": {m: dict(c) for m, c in sorted(where.items())}}
-        if router == "affinity":
+        if overhead_too:
             out["warm_request_s"] = overhead(cluster, ms[0], args, root)
         return out
     finally:
@@ -120,17 +121,24 @@ def main(argv=None):
     os.environ["AITK_TINY_CACHE"] = os.path.join(root, "tiny")       # the replicas may read these folders
     ms = models(args, root)
     trace = random.Random(args.seed).choices(range(3), weights=WEIGHTS, k=args.requests)
-    runs = [trace_run(router, trace, ms, args, root) for router in ("default", "affinity")]
-    default, affinity = runs
+    runs = []
+    for i in range(args.repeats):           # alternating, so both see the machine's load alike
+        for router in ("default", "affinity"):
+            runs.append(trace_run(router, trace, ms, args, root, overhead_too=(i == 0 and router == "affinity")))
+    median = {router: {k: statistics.median(r[k] for r in runs if r["router"] == router)
+                       for k in ("bytes_loaded", "loads", "wall_s")} for router in ("default", "affinity")}
     result = {"requests": args.requests, "clients": args.clients, "seed": args.seed, "steps": args.steps,
-              "shared_components": args.shared,
-              "keep_resident_gb": args.keep_resident_gb, "trace_counts": dict(collections.Counter(f"model{m}" for m in trace)),
-              "runs": runs, "bytes_ratio_affinity_vs_default": round(affinity["bytes_loaded"] / max(default["bytes_loaded"], 1), 3),
-              "warm_request_s": affinity.pop("warm_request_s")}
+              "repeats": args.repeats, "shared_components": args.shared, "keep_resident_gb": args.keep_resident_gb,
+              "trace_counts": dict(collections.Counter(f"model{m}" for m in trace)), "median": median,
+              "bytes_ratio_affinity_vs_default": round(median["affinity"]["bytes_loaded"]
+                                                       / max(median["default"]["bytes_loaded"], 1), 3),
+              "warm_request_s": next(r.pop("warm_request_s") for r in runs if "warm_request_s" in r), "runs": runs}
     for r in runs:
         print(f"{r['router']:>8}: {r['bytes_loaded'] / 1e6:8.2f} MB loaded in {r['loads']:3d} loads, "
               f"wall {r['wall_s']:6.1f} s, placement {r['placement']}")
-    print(f"affinity / default bytes: {result['bytes_ratio_affinity_vs_default']}")
+    for router, m in median.items():
+        print(f"median {router:>8}: {m['bytes_loaded'] / 1e6:8.2f} MB, {m['loads']} loads, wall {m['wall_s']:.1f} s")
+    print(f"affinity / default bytes (medians): {result['bytes_ratio_affinity_vs_default']}")
     w = result["warm_request_s"]
     print(f"one warm request: cluster {w['cluster']:.3f} s, single engine {w['single_engine']:.3f} s, "
           f"overhead {w['overhead_s'] * 1000:.0f} ms")

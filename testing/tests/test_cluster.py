@@ -82,6 +82,14 @@ def test_the_router_names_components_as_the_pool_does(eng):
     assert sum(wanted.values()) > 0
 
 
+def test_the_ingress_plans_gpu_replicas_without_a_gpu(eng):
+    """The ingress runs where no GPU is (Ray hides them from it): planning for `cuda` replicas needs
+    none, and names the dtype those replicas load (bfloat16 under `auto`), so the keys differ from CPU's."""
+    m = model(eng, 13)
+    gpu, cpu = Planner(None, "auto", "cuda").components(m), Planner(None, "auto", "cpu").components(m)
+    assert gpu and set(gpu) != set(cpu) and sum(gpu.values()) == sum(cpu.values())
+
+
 def test_cancel_reaches_the_replica_holding_the_request(eng):
     running = threading.Event()
     out = {}
