@@ -8,7 +8,9 @@ and frame is the single engine's own code; the cluster only chooses the replica.
 import os
 import threading
 
-HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "te", "upgrade"}
+# hop-by-hop headers, and those Serve's own HTTP server writes again (a second Date or Server)
+HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "te", "upgrade",
+               "date", "server"}
 
 
 class _Job:

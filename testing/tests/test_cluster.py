@@ -137,6 +137,8 @@ def test_the_routes_the_ui_proxy_calls_answer_with_the_token(eng, tmp_path):
     r = httpx.post(base + "/generate", headers=headers, timeout=120,
                    json={**body(eng, steps=2, request_id="cl-ui-1"), "wait": True})
     assert r.status_code == 200 and r.json()["status"] == "ok"
+    for name in ("date", "server", "x-request-id"):          # once each, as from one server
+        assert len(r.headers.get_list(name)) == 1, (name, r.headers.get_list(name))
     assert httpx.post(base + "/cancel/cl-ui-1", headers=headers).status_code == 200
     assert httpx.get(base + "/stream/cl-ui-1", headers=headers).status_code == 200
     assert httpx.post(base + "/unload", headers=headers, timeout=60).json() == {"unloaded": True}
