@@ -95,7 +95,6 @@ class InferenceEngine(BaseProcess):
 
     def run(self):
         from extensions_built_in.inference_engine.compat import compat_routes, serve_compat_on_port
-        from extensions_built_in.inference_engine.engine import Engine
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
 
         status = self.job_status
@@ -103,15 +102,8 @@ class InferenceEngine(BaseProcess):
         self._lock = lock_job_folder(self.job_folder)      # held until this process exits
         if status:
             status.update(status="running", info="Starting server", pid=os.getpid(), step=0)
-        engine = Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
-                        dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
-                        idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
-                        grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
-                        limits=self.limits, lora_folder=self.lora_folder, cond_cache_mb=self.cond_cache_mb,
-                        prefetch=self.prefetch, max_batch=self.max_batch, queue_policy=self.queue_policy,
-                        max_overtake=self.max_overtake, metrics_open=self.metrics_open,
-                        model_folders=self.model_folders,
-                        on_info=(lambda info, step=None: status.update(info=info, step=step)) if status else None)
+        engine = self.make_engine(on_info=(lambda info, step=None: status.update(info=info, step=step))
+                                  if status else None)
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)
         server = ServerThread(create_app(engine, self.token, extra_routes=[compat], docs=self.docs),
@@ -148,6 +140,19 @@ class InferenceEngine(BaseProcess):
                 status.close()
                 status.update(status="error" if failed else "stopped", info=failed or "Stopped", force=True)
             print("inference engine stopped", flush=True)
+
+    def make_engine(self, on_info=None):
+        """The Engine this config describes (its worker not started yet): what run() serves, and what
+        each replica of an InferenceCluster wraps."""
+        from extensions_built_in.inference_engine.engine import Engine
+        return Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
+                      dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
+                      idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
+                      grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
+                      limits=self.limits, lora_folder=self.lora_folder, cond_cache_mb=self.cond_cache_mb,
+                      prefetch=self.prefetch, max_batch=self.max_batch, queue_policy=self.queue_policy,
+                      max_overtake=self.max_overtake, metrics_open=self.metrics_open,
+                      model_folders=self.model_folders, on_info=on_info)
 
     def _model_roots(self, eng: dict) -> list:
         """Where requests may name local model files: the job folder, the hub cache, the tiny-model

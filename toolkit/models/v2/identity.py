@@ -25,6 +25,13 @@ class ComponentIdentity:
         and Chroma's `text_encoder` are one T5 when their files are one."""
         return repr((self.cls, self.weights, self.dtype, self.qtype, self.fmt))
 
+    @property
+    def public_key(self) -> str:
+        """A short stable id of `key` that reveals no path: what /health's pool entries and a cluster
+        replica's routing stats name a component by."""
+        import hashlib
+        return hashlib.sha1(self.key.encode()).hexdigest()[:12]
+
 
 HUB_BLOB = re.compile(r"[/\\]blobs[/\\]([0-9a-f]{40}|[0-9a-f]{64})$")
 

@@ -11,7 +11,6 @@ which are active) and says which inactive ones stay warm within the same keep_re
 """
 import contextlib
 import gc
-import hashlib
 import threading
 import time
 import weakref
@@ -35,8 +34,8 @@ class PoolEntry:
 
     @property
     def public_key(self) -> str:
-        """A short stable id that reveals no path."""
-        return hashlib.sha1(self.identity.key.encode()).hexdigest()[:12]
+        """A short stable id that reveals no path (ComponentIdentity.public_key)."""
+        return self.identity.public_key
 
     def describe(self) -> dict:
         return {"key": self.public_key, "role": self.role or self.identity.role, "roles": sorted(self.roles), "class": self.identity.cls.rsplit(".", 1)[-1],
@@ -269,7 +268,7 @@ class ComponentPool:
             entries = [e.describe() for e in self.entries.values()]
             adapters = [e.describe() for e in self.adapters.values() if e.alive()]
             return {"hits": self.hits, "misses": self.misses, "evictions": self.evictions, "loads": self.loads,
-                    "resident_bytes": sum(e["bytes"] for e in entries), "entries": entries,
+                    "loaded_bytes": self.loaded_bytes, "resident_bytes": sum(e["bytes"] for e in entries), "entries": entries,
                     "adapters": adapters, "adapter_loads": self.adapter_loads, "adapter_hits": self.adapter_hits}
 
     def holds(self, role: str) -> list:
