@@ -20,23 +20,29 @@ def bytes_to_load(components: dict, resident) -> int:
     return sum(size for key, size in components.items() if key not in resident)
 
 
-def rank(components: dict | None, replicas: list, max_imbalance: int = 2) -> list[list[str]]:
-    """Replica ids in ranks, best first: within the imbalance bound by (bytes to load, queue), then
-    the rest by queue. Replicas tied on both share a rank (the caller picks among them)."""
-    if not replicas:
+def ranked(costs: list, max_imbalance: int = 2) -> list[list[int]]:
+    """Indices of `costs` ((bytes to load, queue length) per replica) in ranks, best first: those whose
+    queue is at most `max_imbalance` longer than the shortest by (bytes, queue), then the rest by queue;
+    ties share a rank, in index order. The one ranking the router and testing/sim_routing.py use."""
+    if not costs:
         return []
-    components = components or {}
-    shortest = min(r.queue for r in replicas)
-    fair = sorted((r for r in replicas if r.queue - shortest <= max_imbalance),
-                  key=lambda r: (bytes_to_load(components, r.resident), r.queue))
-    over = sorted((r for r in replicas if r.queue - shortest > max_imbalance), key=lambda r: r.queue)
+    shortest = min(q for _b, q in costs)
+    fair = sorted((i for i, (_b, q) in enumerate(costs) if q - shortest <= max_imbalance), key=lambda i: costs[i])
+    over = sorted((i for i, (_b, q) in enumerate(costs) if q - shortest > max_imbalance), key=lambda i: costs[i][1])
     ranks, last = [], None
-    for r in fair:
-        key = (bytes_to_load(components, r.resident), r.queue)
-        if key != last:
+    for i in fair:
+        if costs[i] != last:
             ranks.append([])
-            last = key
-        ranks[-1].append(r.replica_id)
+            last = costs[i]
+        ranks[-1].append(i)
     if over:
-        ranks.append([r.replica_id for r in over])
+        ranks.append(over)
     return ranks
+
+
+def rank(components: dict | None, replicas: list, max_imbalance: int = 2) -> list[list[str]]:
+    """Replica ids in ranks, best first (ranked() over each replica's bytes to load and queue).
+    Replicas tied on both share a rank (the caller picks among them)."""
+    components = components or {}
+    costs = [(bytes_to_load(components, r.resident), r.queue) for r in replicas]
+    return [[replicas[i].replica_id for i in group] for group in ranked(costs, max_imbalance)]

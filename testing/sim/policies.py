@@ -1,21 +1,13 @@
 """Routing policies: which replica a new request goes to. Each takes (replicas, model, rng, params, t)."""
 
+from extensions_built_in.inference_cluster.affinity import ranked
+
 
 def affinity_choice(costs: list, max_imbalance: int) -> int:
-    """The index in `costs` ((bytes to load, queue length) per replica) of the replica to send to:
-    among those whose queue is at most `max_imbalance` longer than the shortest, the fewest bytes to
-    load, then the shortest queue, then the first. The bound keeps a hot model from piling onto the
-    replica that holds it while others idle: past it, the request goes where loading is cheapest
-    among the idle ones, and the model spreads.
-
-    Mirrors the ranking of the Ray Serve affinity router (issue 14); the two are to share one
-    function."""
-    shortest = min(q for _b, q in costs)
-    best = None
-    for i, (b, q) in enumerate(costs):
-        if q <= shortest + max_imbalance and (best is None or (b, q) < costs[best]):
-            best = i
-    return best
+    """The index in `costs` ((bytes to load, queue length) per replica) of the replica to send to: the
+    first of the best rank of the Ray Serve affinity router's own ranking (fewest bytes to load, then
+    the shortest queue, among replicas at most `max_imbalance` longer than the shortest queue)."""
+    return ranked(costs, max_imbalance)[0][0]
 
 
 def _rotated(n: int, rng) -> list:

@@ -135,15 +135,17 @@ def test_bad_arguments_name_the_flag(capsys, argv, flag):
 
 
 def test_the_simulator_imports_only_the_standard_library_and_numpy():
-    """matplotlib only inside the plot function; never torch."""
+    """matplotlib only inside the plot function; never torch. The router's ranking it shares
+    (extensions_built_in/inference_cluster/affinity.py) is held to the same."""
+    import extensions_built_in.inference_cluster.affinity as affinity_module
     folder = os.path.dirname(os.path.abspath(sim_routing.__file__))
-    files = [os.path.join(folder, "sim_routing.py")] + [os.path.join(folder, "sim", f)
-                                                        for f in os.listdir(os.path.join(folder, "sim")) if f.endswith(".py")]
+    files = [os.path.join(folder, "sim_routing.py"), affinity_module.__file__] + [
+        os.path.join(folder, "sim", f) for f in os.listdir(os.path.join(folder, "sim")) if f.endswith(".py")]
     for path in files:
         tree = ast.parse(open(path, encoding="utf-8").read())
         top = {a.name.split(".")[0] for n in tree.body if isinstance(n, ast.Import) for a in n.names}
         top |= {n.module.split(".")[0] for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
-        assert top <= set(sys.stdlib_module_names) | {"numpy", "testing"}, path
+        assert top <= set(sys.stdlib_module_names) | {"numpy", "testing", "extensions_built_in"}, path
         every = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert "torch" not in every and ("matplotlib" not in every or path.endswith("plot.py")), path
 
