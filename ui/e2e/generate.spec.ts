@@ -10,7 +10,9 @@ import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { encodePng } from '../src/components/generate/maskPng';
 import { E2E_DIR, TRAINING_FOLDER } from './env';
-import { ENGINE_START_MS, fillNumber, galleryItems, shot, type HistoryItem as StoredItem, widerThanWindow } from './helpers';
+import { ENGINE_START_MS, fillNumber, galleryItems, shot, type HistoryItem as StoredItem, widerThanWindow, stopEnginesAfterFailure } from './helpers';
+
+test.afterEach(stopEnginesAfterFailure);
 
 const ENGINE_JOB = 'inference_engine_cpu';
 // long runs (to cancel, to block, to kill) must still be sampling seconds later, on any machine

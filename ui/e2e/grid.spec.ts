@@ -8,8 +8,10 @@ import path from 'node:path';
 import { expect, test } from '@playwright/test';
 import { pngSize } from '../src/server/pngInfo';
 import { SCREENSHOTS, TRAINING_FOLDER } from './env';
+import { stopEnginesAfterFailure } from './helpers';
 
-const ENGINE_JOB = 'inference_engine_cpu';
+test.afterEach(stopEnginesAfterFailure);
+
 const CELL = 64;
 
 test('a 2×2 grid (seed × steps) completes and its labelled PNG exists; a refused cell; Cancel grid', async ({ page }) => {
@@ -31,6 +33,12 @@ test('a 2×2 grid (seed × steps) completes and its labelled PNG exists; a refus
 
   await page.getByTestId('make-grid').click();
   await expect(page).toHaveURL(/\/grid\?job=/);
+  // the engine the page uses: the device's newest job (an earlier spec may have made another than the
+  // default one); its folder holds the grid's PNG
+  const jobId = new URL(page.url()).searchParams.get('job');
+  const jobs = (await (await page.request.get('/api/jobs?job_type=inference')).json()).jobs as { id: string; name: string }[];
+  const ENGINE_JOB = jobs.find((j) => j.id === jobId)?.name as string;
+  expect(ENGINE_JOB).toBeTruthy();
   await expect(page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Grid' })).toHaveClass(/active/);
   const baseSummary = page.getByTestId('grid-base');
   await expect(baseSummary).toContainText('zimage: tiny:zimage');
@@ -63,7 +71,7 @@ test('a 2×2 grid (seed × steps) completes and its labelled PNG exists; a refus
 
   // they ran as ordinary requests on the engine's queue, each with its own settings
   const ids = await page.getByTestId('grid-cell').evaluateAll((els) => els.map((e) => e.getAttribute('data-request-id')));
-  const queue = await (await page.request.get('/api/inference/queue')).json();
+  const queue = await (await page.request.get(`/api/inference/queue?job=${jobId}`)).json();
   const finished = new Map((queue.finished as { request_id: string; status: string }[]).map((r) => [r.request_id, r.status]));
   expect(ids.map((id) => finished.get(id as string))).toEqual(['ok', 'ok', 'ok', 'ok']);
 
@@ -125,7 +133,7 @@ test('a 2×2 grid (seed × steps) completes and its labelled PNG exists; a refus
   await expect(page.locator('[data-testid=grid-cell][data-phase=cancelled]')).toHaveCount(3, { timeout: 60_000 });
   await expect(page.getByTestId('grid-save-error')).toContainText('No cell made an image');
   const cancelledIds = await page.getByTestId('grid-cell').evaluateAll((els) => els.map((e) => e.getAttribute('data-request-id')));
-  const afterCancel = await (await page.request.get('/api/inference/queue')).json();
+  const afterCancel = await (await page.request.get(`/api/inference/queue?job=${jobId}`)).json();
   const statusOf = new Map((afterCancel.finished as { request_id: string; status: string }[]).map((r) => [r.request_id, r.status]));
   expect(cancelledIds.map((id) => statusOf.get(id as string))).toEqual(['cancelled', 'cancelled', 'cancelled']);
 

@@ -2,7 +2,7 @@
 // server holds it (what the gallery shows, newest first).
 import fs from 'node:fs';
 import path from 'node:path';
-import { expect, type Page } from '@playwright/test';
+import { expect, type APIRequestContext, type Page, type TestInfo } from '@playwright/test';
 import { SCREENSHOTS } from './env';
 
 export const ENGINE_START_MS = 90_000;
@@ -48,4 +48,16 @@ export async function widerThanWindow(page: Page): Promise<string[]> {
     }
     return out.slice(0, 10);
   });
+}
+
+/** After a failed test: stop every engine job still running, and wait until they are down, so the
+ * next test starts from a stopped engine instead of waiting on a Start button that is not there. */
+export async function stopEnginesAfterFailure({ request }: { request: APIRequestContext }, testInfo: TestInfo) {
+  if (testInfo.status === testInfo.expectedStatus) return;
+  const running = async () =>
+    ((await (await request.get('/api/jobs?job_type=inference')).json()).jobs as { id: string; status: string }[]).filter((j) =>
+      ['running', 'queued', 'stopping'].includes(j.status),
+    );
+  for (const job of await running()) await request.post(`/api/jobs/${job.id}/stop`);
+  await expect.poll(async () => (await running()).length, { timeout: 90_000 }).toBe(0);
 }

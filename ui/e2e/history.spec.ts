@@ -6,7 +6,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { TRAINING_FOLDER } from './env';
-import { ENGINE_START_MS, fillNumber, galleryItems, shot, type HistoryItem } from './helpers';
+import { ENGINE_START_MS, fillNumber, galleryItems, shot, type HistoryItem, stopEnginesAfterFailure } from './helpers';
+
+test.afterEach(stopEnginesAfterFailure);
 
 const JOB = 'inference_engine_history';
 const ZIMAGE = 'zimage · tiny:zimage';

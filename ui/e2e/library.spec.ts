@@ -6,7 +6,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test } from '@playwright/test';
 import { E2E_DIR, SCREENSHOTS } from './env';
-import { galleryItems } from './helpers';
+import { galleryItems, stopEnginesAfterFailure } from './helpers';
+
+test.afterEach(stopEnginesAfterFailure);
 
 const LIBRARY_JOB = 'inference_engine_library';
 const REPO = path.join(__dirname, '..', '..');

@@ -8,7 +8,9 @@ import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { encodePng } from '../src/components/generate/maskPng';
 import { SCREENSHOTS, TRAINING_FOLDER } from './env';
-import { widerThanWindow } from './helpers';
+import { widerThanWindow, stopEnginesAfterFailure } from './helpers';
+
+test.afterEach(stopEnginesAfterFailure);
 
 const ENGINE_START_MS = 90_000;
 

@@ -3,7 +3,9 @@
 // screenshot of each under test-results/screenshots/. Then the keyboard alone: Ctrl+Enter in the
 // prompt generates, Tab reaches Cancel and Enter cancels.
 import { expect, test, type Page } from '@playwright/test';
-import { shot, widerThanWindow } from './helpers';
+import { shot, widerThanWindow, stopEnginesAfterFailure } from './helpers';
+
+test.afterEach(stopEnginesAfterFailure);
 
 const ENGINE_JOB = 'inference_engine_cpu';
 const VIEWPORTS = [

@@ -6,6 +6,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { SCREENSHOTS } from './env';
+import { stopEnginesAfterFailure } from './helpers';
+
+test.afterEach(stopEnginesAfterFailure);
 
 const ENGINE_START_MS = 90_000;
 // the first request must still be sampling while the others are queued and moved: the test
