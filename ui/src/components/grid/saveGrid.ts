@@ -5,14 +5,10 @@ import { apiFetch, describeError } from '@/utils/api';
 import { fileUrl } from '@/components/generate/useGallery';
 import { composeGridPng } from './composeGrid';
 import type { CellState } from './useGridRun';
+import type { SavedGrid } from '@/server/gridFiles';
 
-export interface SavedGrid {
-  relpath: string;
-  url: string;
-  bytes: number;
-  width: number;
-  height: number;
-}
+// the route's answer, as the server module defines it (a type only: nothing of the server is bundled)
+export type { SavedGrid } from '@/server/gridFiles';
 
 async function bitmapOf(jobName: string, cell: CellState): Promise<ImageBitmap | null> {
   if (!cell.result || cell.result.kind !== 'image') return null;
