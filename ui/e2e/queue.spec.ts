@@ -53,7 +53,8 @@ test('queue three requests while one runs, cancel the middle one, move one up: t
   });
   await page.goto('/generate');
   const strip = page.getByTestId('engine-strip');
-  await expect(strip).not.toHaveAttribute('data-state', 'loading');
+  // settled: up, or down with a Start button (not the moment a running job's health is first read)
+  await expect(strip).toHaveAttribute('data-state', /^(ready|stopped|none|error)$/, { timeout: ENGINE_START_MS });
   if ((await strip.getAttribute('data-state')) !== 'ready') await page.getByTestId('engine-start').click();
   await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
   const panel = page.getByTestId('queue-panel');
