@@ -8,7 +8,7 @@ import os
 import random
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from toolkit.errors import ConfigError, check_keys
+from toolkit.errors import ConfigError, check_keys, check_values
 from toolkit.models.arch import IMAGE_INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
 from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
@@ -332,7 +332,9 @@ def _coerce(value, typ, key):
             return value
         raise ConfigError(key, f"must be true or false, got {value!r}")
     if typ_s.startswith("int"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        # NaN, Infinity and 1e999 (JSON's overflow) are floats int() refuses with ValueError/OverflowError
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
             raise ConfigError(key, f"must be an integer, got {value!r}")
         return int(value)
     if typ_s.startswith("float"):
@@ -344,5 +346,6 @@ def _coerce(value, typ, key):
     if typ_s.startswith("str"):
         if not isinstance(value, str):
             raise ConfigError(key, f"must be a string, got {value!r}")
+        check_values(value, key)        # a lone surrogate never reaches a log, a file or a tokenizer
         return value
     return value

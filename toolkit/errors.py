@@ -36,3 +36,35 @@ def check_keys(d, allowed, where: str, required=()) -> dict:
 
 def _join(where: str, key) -> str:
     return f"{where}.{key}" if where else str(key)
+
+
+def check_values(value, where: str):
+    """What JSON (or YAML, or a file's metadata) may carry that no field accepts anywhere: a string
+    that is not valid Unicode (a lone surrogate, as `"\\ud800"` decodes to) and a number that is not
+    finite (NaN, Infinity, 1e999). A lone surrogate cannot be written as UTF-8, so it would fail only
+    later, in a log line, a file's metadata or a tokenizer; a non-finite number fails an integer field
+    or the JSON of an answer. ConfigError names the first one's path (`where.key[i]`)."""
+    stack = [(value, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, str):
+            if not _is_unicode(v):
+                raise ConfigError(at, "is not valid Unicode text (it holds a lone surrogate, such as \\ud800)")
+        elif isinstance(v, float):
+            if v != v or v in (float("inf"), float("-inf")):
+                raise ConfigError(at, f"must be a finite number, got {v!r}")
+        elif isinstance(v, dict):
+            for k, item in reversed(list(v.items())):
+                if isinstance(k, str) and not _is_unicode(k):
+                    raise ConfigError(at, "holds a key that is not valid Unicode text (a lone surrogate)")
+                stack.append((item, _join(at, k)))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((item, f"{at}[{i}]") for i, item in reversed(list(enumerate(v))))
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

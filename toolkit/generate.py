@@ -78,14 +78,15 @@ def main(argv=None) -> int:
     try:
         holder.load_model()
         gen.output_path = args.output
-        record, = holder.generate_images([gen], on_status=say)
+        records = holder.generate_images([gen], on_status=say)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except ConfigError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)
         return 2
-    print(f"wrote {record['path']} ({record.get('width')}x{record.get('height')}, seed {record['seed']})")
+    for record in records:          # a batch: one file each (base_model.batch_paths)
+        print(f"wrote {record['path']} ({record.get('width')}x{record.get('height')}, seed {record['seed']})")
     return 0
 
 

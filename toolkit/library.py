@@ -83,8 +83,13 @@ def _bytes(path: str) -> int:
     """Bytes on disk under `path` (symlinks followed, each real file once)."""
     if os.path.isfile(path):
         return os.path.getsize(path)
-    seen, total = set(), 0
-    for root, _dirs, files in os.walk(path, followlinks=True):
+    seen, total, walked = set(), 0, set()
+    for root, dirs, files in os.walk(path, followlinks=True):
+        real_root = os.path.realpath(root)
+        if real_root in walked:         # a folder link back up the tree: walked once, not forever
+            dirs[:] = []
+            continue
+        walked.add(real_root)
         for f in files:
             real = os.path.realpath(os.path.join(root, f))
             if real in seen:
@@ -310,16 +315,26 @@ def _hint(name: str) -> str | None:
         "single_file" if name in COMFY_DENOISERS else None
 
 
-def _walk(folder: str, root: str, kind_hint: str | None, depth: int = 0, comfy: bool = False):
+def _walk(folder: str, root: str, kind_hint: str | None, depth: int = 0, comfy: bool = False, seen=None):
     """Entries under a plain folder (or a ComfyUI tree, `comfy`: its top sub-folders say the kind):
-    diffusers folders (not descended), tokenizer folders, .safetensors files."""
+    diffusers folders (not descended), tokenizer folders, .safetensors files. An entry whose real path
+    leaves `root` (a link out of the model folder) is skipped, as a request naming it is refused
+    (engine.model_roots); a folder reached twice (a link loop) is walked once."""
     from toolkit.inspect import TOKENIZER_FILES
+    top = os.path.realpath(root)
+    seen = set() if seen is None else seen
+    real = os.path.realpath(folder)
+    if real in seen:
+        return
+    seen.add(real)
     try:
         names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
     except OSError:
         return
     for n in names:
         p = os.path.join(folder, n)
+        if not os.path.realpath(p).startswith(top + os.sep):
+            continue
         if os.path.isdir(p):
             index = _read_index(p)
             if index is not None:
@@ -327,7 +342,7 @@ def _walk(folder: str, root: str, kind_hint: str | None, depth: int = 0, comfy: 
             elif set(os.listdir(p)) & set(TOKENIZER_FILES + ("tokenizer.json",)):
                 yield _tokenizer_entry(p, root)
             elif depth < MAX_DEPTH:
-                yield from _walk(p, root, _hint(n) if comfy else kind_hint, depth + 1)
+                yield from _walk(p, root, _hint(n) if comfy else kind_hint, depth + 1, seen=seen)
         elif n.lower().endswith(".safetensors"):
             yield _lora_entry(p, root) if kind_hint == "lora" else _file_entry(p, root, kind_hint)
         elif n.lower().endswith(".gguf"):

@@ -154,12 +154,21 @@ def describe(path: str, folder: str | None = None, metadata: bool = False) -> di
 
 
 def _files(folder: str):
-    """Every .safetensors file under folder (recursively, sorted; hidden files and folders skipped)."""
+    """Every .safetensors file under folder (recursively, sorted; hidden files and folders skipped).
+    A link is followed only where it stays inside the folder (a loop is not: os.walk does not follow
+    folder links): what a listing shows is what a request may load."""
+    top = os.path.realpath(folder)
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for f in sorted(files):
-            if f.lower().endswith(".safetensors") and not f.startswith("."):
-                yield os.path.join(root, f)
+            path = os.path.join(root, f)
+            if f.lower().endswith(".safetensors") and not f.startswith(".") and inside(path, top):
+                yield path
+
+
+def inside(path: str, top: str) -> bool:
+    """`path`, links resolved, lies under the real folder `top`."""
+    return os.path.realpath(path).startswith(top + os.sep)
 
 
 def list_loras(folder: str, metadata: bool = False) -> list:

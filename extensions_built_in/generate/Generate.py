@@ -2,7 +2,6 @@ import os
 import time
 
 from jobs.process.BaseProcess import BaseProcess
-from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 
 
@@ -18,24 +17,28 @@ class Generate(BaseProcess):
         self.device = str(self.get_conf("device", "cpu"))
         self.output_folder = self.get_conf("output_folder", os.path.join("output", job.name))
         from toolkit.profiles import EMPTY, load_profiles
+        from toolkit.request import resolve_request
         profiles = load_profiles(config["profiles_file"]) if config.get("profiles_file") else EMPTY
-        model = config["model"]
-        model, profile_defaults = profiles.resolve_model({"profile": model} if isinstance(model, str) else model)
-        self.model_config = ModelConfig.from_dict(model, "model")
         prompts = config["prompts"]
         if not isinstance(prompts, list) or not prompts:
             raise ConfigError("prompts", "must be a non-empty list")
         shared = config.get("sample") or {}
         if not isinstance(shared, dict):
             raise ConfigError("sample", "must be a mapping")
-        shared = {**profile_defaults, **shared}
         self.gens = []
+        # each prompt resolved as the engine resolves a request (toolkit/request.py): every sample key
+        # the engine takes, with the profile's defaults under the shared settings
         for i, p in enumerate(prompts):
             item = {"prompt": p} if isinstance(p, str) else p
             if not isinstance(item, dict):
                 raise ConfigError(f"prompts[{i}]", "must be a string or a mapping of sample keys")
-            where = f"prompts[{i}]" if not isinstance(p, str) else "sample"
-            self.gens.append(GenerateImageConfig.from_dict({**shared, **item}, self.model_config, where))
+            try:
+                self.model_config, gen = resolve_request(config["model"], {**shared, **item}, profiles)
+            except ConfigError as e:
+                if e.key.startswith("sample.") and not isinstance(p, str):
+                    raise ConfigError(f"prompts[{i}].{e.key[len('sample.'):]}", e.message) from None
+                raise
+            self.gens.append(gen)
 
     def run(self):
         from toolkit.models.base_model import get_model_class
@@ -50,6 +53,6 @@ class Generate(BaseProcess):
             for warning in gen.warnings:
                 print(f"warning: {warning}", flush=True)
             gen.output_path = os.path.join(self.output_folder, f"{stamp}_{i:03d}_{gen.resolved_seed()}.{gen.output_ext}")
-            record, = holder.generate_images([gen], on_status=say)
-            print(f"wrote {record['path']} ({record['bytes']} bytes, seed {record['seed']})", flush=True)
+            for record in holder.generate_images([gen], on_status=say):      # a batch: one record per file
+                print(f"wrote {record['path']} ({record['bytes']} bytes, seed {record['seed']})", flush=True)
         holder.unload()

@@ -78,6 +78,7 @@ class InferenceCluster(BaseProcess):
         env = {"PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
         # Serve's HTTP proxy takes its middlewares from here only (app.proxy_middlewares)
         env["RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"] = "extensions_built_in.inference_cluster.app.proxy_middlewares"
+        env["AITK_CLUSTER_HOST"] = self.host          # the Host check applies on a loopback bind
         for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "AITK_TINY_CACHE", "HF_HOME"):
             if k in os.environ:
                 env[k] = os.environ[k]

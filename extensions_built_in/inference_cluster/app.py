@@ -48,5 +48,12 @@ class OneRequestId:
 
 
 def proxy_middlewares() -> list:
+    """Serve's proxy, where every request enters: one X-Request-Id, and the engine's Host and Origin
+    checks (http_guard.OriginGuard) for the ingress's own bind (the replicas see only the ingress)."""
+    import os
+
     from starlette.middleware import Middleware
-    return [Middleware(OneRequestId)]
+
+    from extensions_built_in.inference_engine.http_guard import OriginGuard, is_loopback_name
+    loopback = is_loopback_name(os.environ.get("AITK_CLUSTER_HOST", "127.0.0.1"))
+    return [Middleware(OriginGuard, loopback_bind=loopback), Middleware(OneRequestId)]

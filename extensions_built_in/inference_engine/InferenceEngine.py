@@ -100,6 +100,7 @@ class InferenceEngine(BaseProcess):
         status = self.job_status
         os.makedirs(self.job_folder, exist_ok=True)
         self._lock = lock_job_folder(self.job_folder)      # held until this process exits
+        remove_stale_engine_json(self.job_folder)
         if status:
             status.update(status="running", info="Starting server", pid=os.getpid(), step=0)
         engine = self.make_engine(on_info=(lambda info, step=None: status.update(info=info, step=step))
@@ -203,6 +204,20 @@ def lock_job_folder(folder: str):
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd
+
+
+def remove_stale_engine_json(folder: str) -> int:
+    """`engine.json.<pid>.tmp` files (_write_engine_json's) of an engine killed while it wrote one: with
+    the folder's lock held, no live engine is writing one."""
+    removed = 0
+    for name in os.listdir(folder):
+        if name.startswith("engine.json.") and name.endswith(".tmp"):
+            try:
+                os.remove(os.path.join(folder, name))
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def _number(d: dict, key: str, default: float = 0) -> float:

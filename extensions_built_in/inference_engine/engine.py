@@ -10,8 +10,10 @@ it was running ends with an error saying so, and the queue goes on on the fresh 
 import collections
 import os
 import re
+import sys
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field, replace
 
@@ -27,7 +29,7 @@ from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit import images
-from toolkit.errors import ConfigError, check_keys
+from toolkit.errors import ConfigError, check_keys, check_values
 from toolkit.local_weights import weights_here
 from toolkit.models.base_model import batch_paths
 from toolkit.media import atomic_path
@@ -230,7 +232,9 @@ class Engine:
         self.metrics_open = bool(metrics_open)
         self.metrics = EngineMetrics(self)
         os.makedirs(self.output_folder, exist_ok=True)
-        remove_partial_files(self.output_folder)
+        for folder in (self.output_folder, self.assets_folder):     # what a killed engine left half-written
+            if folder and os.path.isdir(folder):
+                remove_partial_files(folder)
 
     # -- the server's side (any thread) -------------------------------------------------------------
     def submit(self, model: dict, sample: dict, stream: dict | None = None, request_id: str | None = None) -> Request:
@@ -238,6 +242,8 @@ class Engine:
         the memory pre-flight included), QueueFull when engine.limits.max_queued wait already."""
         if self._stopping.is_set():
             raise EngineBusy("the engine is stopping")
+        for value, where in ((model, "model"), (sample, "sample"), (stream, "stream")):
+            check_values(value, where)      # before any path, log line or file sees a string
         model = loras.resolve_paths(model, self.lora_folder)
         self.check_paths(model)
         mc, gen = self.resolve(model, sample)
@@ -565,6 +571,17 @@ class Engine:
                     self._set_idle()
         finally:
             self.shutdown_worker()
+            self._end_all("the engine stopped")
+
+    def _end_all(self, reason: str):
+        """Every request not finished yet ends (its `end` frame, its waiters woken): nothing waits on
+        an engine that no longer runs."""
+        with self._cv:
+            left = [r for r in self.requests.values() if not r.finished]
+            self._queue.clear()
+        for r in left:
+            r.cancel_event.set()
+            self._finish(r, "cancelled" if self._stopping.is_set() else "error", reason)
 
     def _next_request(self) -> Request | None:
         with self._cv:
@@ -670,6 +687,15 @@ class Engine:
                                                  "cancel; it was restarted and the queue goes on")
                     self._restart_worker(f"killed: a cancel not honoured within {grace:g} s")
                     return
+        except Exception as e:      # noqa: BLE001 - one request never ends the engine
+            contained(f"running request {req.request_id}", e)
+            for r in self.running or [req]:
+                self._finish(r, "error", f"internal error: {type(e).__name__}: {e}")
+                try:        # the worker stops what it may still be running for it
+                    if self.worker is not None and self.worker.alive():
+                        self.worker.send(m.Cancel(r.request_id))
+                except Exception:       # noqa: BLE001 - a dead worker is replaced by the next execute
+                    pass
         finally:
             with self._cv:
                 self.current = None
@@ -744,8 +770,11 @@ class Engine:
                 req.results.extend(msg.results)
                 self._finish(req, msg.status, msg.error)
         elif isinstance(msg, m.State):
-            for line in joblog.state_lines(self.worker_state, msg, self.current.request_id if self.current else None):
-                joblog.emit(line)
+            try:
+                for line in joblog.state_lines(self.worker_state, msg, self.current.request_id if self.current else None):
+                    joblog.emit(line)
+            except Exception as e:      # noqa: BLE001 - the log is bookkeeping
+                contained("logging the worker's state", e)
             self.worker_state = msg
         elif isinstance(msg, m.Info):
             self.on_info(msg.info, msg.step)
@@ -777,12 +806,17 @@ class Engine:
             if req.finished:
                 return
             req.status, req.error, req.finished_at = status, error, time.time()
-        if status != "ok":
-            req.publish({"type": "error", "message": error or status, "cancelled": status == "cancelled"})
-        self.metrics.request_finished(req)
-        joblog.emit(joblog.request_line(req))
-        req.publish({"type": "end", "status": status})
-        req.done_event.set()
+        try:
+            if status != "ok":
+                req.publish({"type": "error", "message": error or status, "cancelled": status == "cancelled"})
+            try:        # bookkeeping: a failure here costs a metric or a log line, never the request's end
+                self.metrics.request_finished(req)
+                joblog.emit(joblog.request_line(req))
+            except Exception as e:      # noqa: BLE001
+                contained("recording a finished request", e)
+            req.publish({"type": "end", "status": status})
+        finally:
+            req.done_event.set()
         with self._cv:
             self._finished.append(req)
             while len(self._finished) > FINISHED_KEPT:
@@ -792,6 +826,17 @@ class Engine:
     def _set_idle(self):
         mc = self.active_config
         self.on_info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0)
+
+
+def contained(doing: str, error: BaseException):
+    """An exception the engine survives (in logging, metrics, bookkeeping or one request): said on
+    stderr with its traceback, for the job log, and never raised again."""
+    try:
+        text = "".join(traceback.format_exception(error))
+        print(f"engine: an error while {doing} was contained: {text}".encode("ascii", "backslashreplace")
+              .decode("ascii"), file=sys.stderr, flush=True)
+    except Exception:       # noqa: BLE001 - stderr itself failing leaves nothing to tell
+        pass
 
 
 def _is_local_path(value: str) -> bool:

@@ -20,7 +20,15 @@ PROMPT_CHARS = 60
 
 
 def emit(line: str):
-    print(line, flush=True)
+    """Print one line. Never raises: a line that cannot be written (text that is not valid Unicode,
+    a closed or full stdout) costs that line only, never the engine that logs it."""
+    try:
+        try:
+            print(line, flush=True)
+        except UnicodeEncodeError:          # a lone surrogate, or a stdout that is not UTF-8
+            print(line.encode("ascii", "backslashreplace").decode("ascii"), flush=True)
+    except Exception:            # noqa: BLE001 - the log is bookkeeping: it may fail, the engine goes on
+        pass
 
 
 def model_name(name_or_path: str | None) -> str:

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extensions_built_in.inference_engine.engine import Engine, EngineBusy, NotQueued, Subscriber
+from extensions_built_in.inference_engine.http_guard import (INLINE_IMAGES_BODY_BYTES, EngineRoute,
+                                                             OriginGuard, auth_first)
 from toolkit.errors import ConfigError
 from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
 from toolkit.models.registry import ARCHS
@@ -75,7 +77,9 @@ def errors(*codes) -> dict:
 
 
 def token_dependency(token: str):
-    """The engine token, as `X-Engine-Token` or `Authorization: Bearer`, compared in constant time."""
+    """The engine token, as `X-Engine-Token` or `Authorization: Bearer`, compared in constant time
+    (before the body is read: http_guard.EngineRoute)."""
+    @auth_first
     def require_token(request: HttpRequest):
         given = request.headers.get("x-engine-token")
         auth = request.headers.get("authorization", "")
@@ -90,7 +94,7 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
     """`docs`: serve the OpenAPI schema at /openapi.json (behind the token like every route but
     /health). The interactive /docs and /redoc pages are never served: they load their scripts
     from a CDN, and docs/engine_api.md is the reference."""
-    app = FastAPI(title="AI Toolkit inference engine", version="1", openapi_url=None, docs_url=None, redoc_url=None)
+    app = engine_app(title="AI Toolkit inference engine")
     app.state.engine = engine
 
     require_token = token_dependency(token)
@@ -105,41 +109,7 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
         response.headers.setdefault("X-Request-Id", uuid.uuid4().hex[:16])
         return response
 
-    @app.exception_handler(ConfigError)
-    async def config_error(_request, exc: ConfigError):
-        return JSONResponse({"detail": exc.one_line(), "field": exc.key}, status_code=422)
-
-    @app.exception_handler(RequestValidationError)
-    async def body_error(_request, exc: RequestValidationError):
-        """Body-shape errors read like ConfigError's: one line naming the field, `body` when it is
-        the body as a whole (malformed JSON, empty, not an object)."""
-        errs = exc.errors()
-        first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request", "type": ""}
-        loc = [p for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-        if first.get("type") == "json_invalid":
-            at = f" at character {loc[0]}" if loc and isinstance(loc[0], int) else ""
-            cause = (first.get("ctx") or {}).get("error") or "JSON decode error"
-            field, message = "body", f"malformed JSON{at}: {cause}"
-        elif not loc or not all(isinstance(p, str) for p in loc):
-            field = "body"
-            message = "send a JSON object" if first.get("type") == "missing" else first.get("msg", "invalid")
-        else:
-            field, message = ".".join(loc), first.get("msg", "invalid")
-        # the inputs are not echoed back: they may be large, binary, or secret
-        details = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in errs]
-        return JSONResponse({"detail": f"{field}: {message}", "field": field, "errors": jsonable_encoder(details)},
-                            status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request, exc: StarletteHTTPException):
-        field = getattr(exc, "field", None)
-        detail = str(exc.detail)
-        if exc.status_code == 400 and detail == "There was an error parsing the body":
-            return JSONResponse({"detail": "body: is not valid JSON text (UTF-8)", "field": "body"}, status_code=422)
-        if field is None:
-            field = {401: "token", 404: "path", 405: "method"}.get(exc.status_code, "body")
-        return JSONResponse({"detail": detail, "field": field}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+    app.add_middleware(OriginGuard)        # outermost: a refused request reaches no route
 
     @app.get("/health")
     def health():
@@ -196,7 +166,8 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
         and per arch whether its default repo is here (else the `hf download` command)."""
         return engine.library()
 
-    @app.post("/generate", dependencies=[Depends(require_token)], responses=errors(503))
+    @app.post("/generate", dependencies=[Depends(require_token)], responses=errors(413, 503),
+              max_body_size=INLINE_IMAGES_BODY_BYTES)       # its image inputs may be data: URLs
     async def generate(body: GenerateBody, request: HttpRequest):
         try:      # off the event loop: validation may read files (LoRA headers, a data URL's image)
             req = await asyncio.to_thread(engine.submit, body.model, body.sample, body.stream, body.request_id)
@@ -250,7 +221,8 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             raise ApiError(409, "body", str(e))
         return {"unloaded": True}
 
-    @app.post("/assets", dependencies=[Depends(require_token)], responses=errors(404, 413))
+    @app.post("/assets", dependencies=[Depends(require_token)], responses=errors(404, 413),
+              max_body_size=MAX_ASSET_BYTES)
     async def assets(request: HttpRequest, name: str):
         if not engine.assets_folder:
             raise ApiError(404, "path", "this engine has no assets folder")
@@ -275,7 +247,7 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             upload.stored()
         return {"name": name, "path": stored}
 
-    @app.post("/settings", dependencies=[Depends(require_token)], responses=errors(413),
+    @app.post("/settings", dependencies=[Depends(require_token)], responses=errors(413), max_body_size=MAX_ASSET_BYTES,
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
     async def settings(request: HttpRequest):
@@ -295,18 +267,73 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
 
     @app.get("/outputs/{relpath:path}", dependencies=[Depends(require_token)], responses=errors(404))
     def outputs(relpath: str):
-        root = os.path.realpath(engine.output_folder)
-        try:
-            full = os.path.realpath(os.path.join(root, relpath))
-        except ValueError:                  # an embedded NUL: no file has that name
-            full = ""
-        if not full.startswith(root + os.sep) or not os.path.isfile(full):
-            raise ApiError(404, "relpath", "no such output")
-        return FileResponse(full)
+        return output_file(engine, relpath)
 
     for route in extra_routes or ():
         route(app, require_token)
     return app
+
+
+def engine_app(title: str) -> FastAPI:
+    """A FastAPI app as every engine port serves one: the token checked before a body is read, JSON
+    bodies bounded (a route that takes more says so), errors as `{detail, field}`, and no docs pages
+    (they load scripts from a CDN; docs/engine_api.md is the reference)."""
+    app = FastAPI(title=title, version="1", openapi_url=None, docs_url=None, redoc_url=None)
+    app.router.route_class = EngineRoute
+    install_error_handlers(app)
+    return app
+
+
+def install_error_handlers(app: FastAPI):
+    """Every 4xx as `{detail, field}`: a ConfigError names its key, a body-shape error its field."""
+    @app.exception_handler(ConfigError)
+    async def config_error(_request, exc: ConfigError):
+        return JSONResponse({"detail": exc.one_line(), "field": exc.key}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def body_error(_request, exc: RequestValidationError):
+        """Body-shape errors read like ConfigError's: one line naming the field, `body` when it is
+        the body as a whole (malformed JSON, empty, not an object)."""
+        errs = exc.errors()
+        first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request", "type": ""}
+        loc = [p for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+        if first.get("type") == "json_invalid":
+            at = f" at character {loc[0]}" if loc and isinstance(loc[0], int) else ""
+            cause = (first.get("ctx") or {}).get("error") or "JSON decode error"
+            field, message = "body", f"malformed JSON{at}: {cause}"
+        elif not loc or not all(isinstance(p, str) for p in loc):
+            field = "body"
+            message = "send a JSON object" if first.get("type") == "missing" else first.get("msg", "invalid")
+        else:
+            field, message = ".".join(loc), first.get("msg", "invalid")
+        # the inputs are not echoed back: they may be large, binary, or secret
+        details = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in errs]
+        return JSONResponse({"detail": f"{field}: {message}", "field": field, "errors": jsonable_encoder(details)},
+                            status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request, exc: StarletteHTTPException):
+        field = getattr(exc, "field", None)
+        detail = str(exc.detail)
+        if exc.status_code == 400 and detail == "There was an error parsing the body":
+            return JSONResponse({"detail": "body: is not valid JSON text (UTF-8)", "field": "body"}, status_code=422)
+        if field is None:
+            field = {401: "token", 404: "path", 405: "method"}.get(exc.status_code, "body")
+        return JSONResponse({"detail": detail, "field": field}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+
+def output_file(engine: Engine, relpath: str) -> FileResponse:
+    """GET /outputs/{relpath} on every port: a file under the output folder, links resolved; anything
+    else, a name with a NUL byte included, is one 404."""
+    root = os.path.realpath(engine.output_folder)
+    try:
+        full = os.path.realpath(os.path.join(root, relpath))
+    except ValueError:                  # an embedded NUL: no file has that name
+        full = ""
+    if not full.startswith(root + os.sep) or not os.path.isfile(full):
+        raise ApiError(404, "relpath", "no such output")
+    return FileResponse(full)
 
 
 def file_settings(engine: Engine, data: bytes) -> dict:

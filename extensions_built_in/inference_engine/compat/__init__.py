@@ -17,10 +17,7 @@ password of HTTP Basic auth with any user name (A1111 clients' `--api-auth user:
     app = create_app(engine, token, extra_routes=[route])
     extra = serve_compat_on_port(engine, token, route, port)      # optional fixed port
 """
-import os
-
-from fastapi import FastAPI, HTTPException, Request as HttpRequest
-from fastapi.responses import FileResponse
+from fastapi import Depends, FastAPI, HTTPException, Request as HttpRequest
 
 from extensions_built_in.inference_engine.compat import a1111, openai
 from extensions_built_in.inference_engine.compat.common import REALM, CompatError, Session, auth_checker, compat_error
@@ -52,26 +49,27 @@ def compat_routes(*, engine=None):
 # -- a fixed extra port ------------------------------------------------------------------------------
 
 def compat_app(engine, token: str, route) -> FastAPI:
-    """An app with only the compat routes (and /outputs, for OpenAI `response_format: url`)."""
-    from extensions_built_in.inference_engine.server import token_dependency
+    """An app with only the compat routes (and /outputs, for OpenAI `response_format: url`), checked
+    and answering as the engine port's (server.engine_app, http_guard.OriginGuard, server.output_file)."""
+    from extensions_built_in.inference_engine.http_guard import OriginGuard, auth_first
+    from extensions_built_in.inference_engine.server import engine_app, output_file, token_dependency
 
-    app = FastAPI(title="AI Toolkit inference engine (compatibility API)", version="1",
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = engine_app(title="AI Toolkit inference engine (compatibility API)")
     app.state.engine = engine
     require_token = token_dependency(token)
     route(app, require_token)
     ok = auth_checker(require_token)
 
-    @app.get("/outputs/{relpath:path}")
-    def outputs(relpath: str, request: HttpRequest):
+    @auth_first
+    def authorized(request: HttpRequest):
         if not ok(request):
             raise HTTPException(401, "missing or bad engine token", headers={"WWW-Authenticate": REALM})
-        root = os.path.realpath(engine.output_folder)
-        full = os.path.realpath(os.path.join(root, relpath))
-        if not full.startswith(root + os.sep) or not os.path.isfile(full):
-            raise HTTPException(404, "no such output")
-        return FileResponse(full)
 
+    @app.get("/outputs/{relpath:path}", dependencies=[Depends(authorized)])
+    def outputs(relpath: str):
+        return output_file(engine, relpath)
+
+    app.add_middleware(OriginGuard)
     return app
 
 

@@ -17,6 +17,7 @@ from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
                                                                 json_object)
 from extensions_built_in.inference_engine.compat.preview import latent_png_b64, preview_b64
+from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
 from toolkit import samplers as sampler_table
 from toolkit.errors import ConfigError
 from toolkit.models.registry import ARCHS
@@ -30,7 +31,8 @@ FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt"
           "sample.height": "height", "sample.num_inference_steps": "steps", "sample.guidance_scale": "cfg_scale",
           "sample.seed": "seed", "batch": "batch_size", "sample.batch_size": "batch_size",
           "sample.sampler": "sampler_name", "sample.init_img": "init_images", "sample.mask_img": "mask",
-          "sample.strength": "denoising_strength", "sample.resize_mode": "resize_mode", "sample.task": MODEL_FIELD}
+          "sample.strength": "denoising_strength", "sample.resize_mode": "resize_mode", "sample.task": MODEL_FIELD,
+          "model.loras": "prompt"}          # a call's LoRAs are its prompt's <lora:name:weight> tags
 # img2img: A1111's resize_mode and inpainting_fill by number
 RESIZE_MODES = {0: "resize", 1: "crop", 2: "fill", 3: "resize"}    # 3: "just resize (latent upscale)"
 MASKED_CONTENT = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
@@ -505,6 +507,7 @@ def add_routes(app: FastAPI, session: Session, authorized):
     """The /sdapi/v1 routes on `app`; `authorized(request) -> bool` (Basic, Bearer or X-Engine-Token)."""
     api = A1111(session)
 
+    @auth_first
     def auth(request: HttpRequest):
         if not authorized(request):
             raise CompatError(401, {"detail": "Not authenticated: send the engine token as the Basic auth "
@@ -519,12 +522,15 @@ def add_routes(app: FastAPI, session: Session, authorized):
                                   ("GET", "/sdapi/v1/progress", api.progress),
                                   ("POST", "/sdapi/v1/interrupt", api.interrupt),
                                   ("POST", "/sdapi/v1/skip", api.skip),
-                                  ("POST", "/sdapi/v1/png-info", api.png_info),
                                   ("GET", "/sdapi/v1/samplers", api.samplers),
                                   ("GET", "/sdapi/v1/schedulers", api.schedulers),
                                   ("GET", "/sdapi/v1/loras", api.loras)):
         app.add_api_route(path, handler, methods=[method], dependencies=deps)
-    app.add_api_route("/sdapi/v1/img2img", api.img2img, methods=["POST"], dependencies=deps, openapi_extra=IMG2IMG_BODY)
+    # the routes whose JSON carries base64 images take more than the JSON default
+    app.add_api_route("/sdapi/v1/img2img", api.img2img, methods=["POST"], dependencies=deps, openapi_extra=IMG2IMG_BODY,
+                      max_body_size=INLINE_IMAGES_BODY_BYTES)
+    app.add_api_route("/sdapi/v1/png-info", api.png_info, methods=["POST"], dependencies=deps,
+                      max_body_size=INLINE_IMAGES_BODY_BYTES)
     for path, answer in FIXED_LISTS.items():
         app.add_api_route(path, _constant(answer), methods=["GET"], dependencies=deps)
     for path in REFRESH_ROUTES:

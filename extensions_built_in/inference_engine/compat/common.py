@@ -13,7 +13,7 @@ from fastapi import HTTPException, Request as HttpRequest
 from fastapi.responses import JSONResponse
 
 from extensions_built_in.inference_engine.engine import EngineBusy
-from toolkit.errors import ConfigError
+from toolkit.errors import ConfigError, check_values
 from toolkit.images import is_data_url
 from toolkit.models.arch import IMAGE_INPUTS
 from toolkit.models.registry import ARCHS
@@ -80,10 +80,14 @@ def strip_hash(name: str) -> str:
 
 
 def client_field(key: str, table: dict, model_field: str) -> str:
-    """The client's name for an engine field (`table`), so a 4xx names what the client sent."""
+    """The client's name for an engine field (`table`: an engine key, or a prefix of one such as
+    `model.loras`, to the client's), so a 4xx names what the client sent."""
+    prefixes = [k for k in table if key == k or key.startswith((k + ".", k + "["))]
+    if prefixes:
+        return table[max(prefixes, key=len)]
     if key == "model" or key.startswith("model."):
         return model_field
-    return table.get(key, key)
+    return key
 
 
 async def json_object(request: HttpRequest, err) -> dict:
@@ -93,6 +97,10 @@ async def json_object(request: HttpRequest, err) -> dict:
         raise err("body", "is not valid JSON")
     if not isinstance(body, dict):
         raise err("body", "must be a JSON object")
+    try:        # lone surrogates and NaN/Infinity/1e999, in any field, before anything reads one
+        check_values(body, "")
+    except ConfigError as e:
+        raise err(e.key, e.message)
     return body
 
 

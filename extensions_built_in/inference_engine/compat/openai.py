@@ -14,6 +14,7 @@ from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import CompatError, Session, is_int, json_object
 from extensions_built_in.inference_engine.compat.preview import preview_payload
 from extensions_built_in.inference_engine.engine import Subscriber
+from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
 from extensions_built_in.inference_engine.protocol import FrameReader
 from toolkit.errors import ConfigError
 from toolkit.models.arch import REFERENCES
@@ -389,6 +390,7 @@ def add_routes(app: FastAPI, session: Session, authorized):
     """The /v1 routes on `app`; `authorized(request) -> bool` (the token is the API key)."""
     api = OpenAIImages(session)
 
+    @auth_first
     def auth(request: HttpRequest):
         if not authorized(request):
             raise error(401, "missing or bad engine token: send it as the API key", code="invalid_api_key")
@@ -396,7 +398,7 @@ def add_routes(app: FastAPI, session: Session, authorized):
     deps = [Depends(auth)]
     app.add_api_route("/v1/images/generations", api.images_generations, methods=["POST"], dependencies=deps)
     app.add_api_route("/v1/images/edits", api.images_edits, methods=["POST"], dependencies=deps,
-                      openapi_extra=EDIT_FORM)
+                      openapi_extra=EDIT_FORM, max_body_size=INLINE_IMAGES_BODY_BYTES)     # its images, uploaded
     app.add_api_route("/v1/models", api.models, methods=["GET"], dependencies=deps)
     app.add_api_route("/v1/models/{model_id}", api.model, methods=["GET"], dependencies=deps)
     return api
