@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm run start`: the Next server and the job worker together, one command.
 // PORT (default 8675) and AITK_UI_HOST (default 127.0.0.1; another interface only with
-// AI_TOOLKIT_AUTH set, see listenHost.mjs) pick where Next listens. Ctrl-C stops both; job
+// AI_TOOLKIT_AUTH set, see listenHost.mjs) pick where Next listens; every request then passes
+// src/proxy.ts (Host, Origin, body type; AITK_UI_ALLOWED_HOSTS adds names). Ctrl-C stops both; job
 // processes are detached and keep running (the next start adopts them).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';

@@ -7,9 +7,10 @@ import path from 'node:path';
 import { ApiError } from './http';
 import { jobFolder } from './paths';
 import { pngSize } from './pngInfo';
+import { MAX_UPLOAD_BYTES } from './uploadLimits';
 
 /** A grid of 64 cells at 1024² compresses well under this; a larger body is refused before it is read whole. */
-export const MAX_GRID_BYTES = 64 * 1024 * 1024;
+export const MAX_GRID_BYTES = MAX_UPLOAD_BYTES;
 /** As a browser canvas: no side past 16384 px. */
 export const MAX_GRID_SIDE = 16384;
 
