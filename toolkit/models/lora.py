@@ -116,9 +116,16 @@ def _ensure_loaded(pipeline, comps, ref, key, field, pool, dtype, status):
 
 
 def check_file(pipeline, comps, path: str, field: str):
-    """The file reads as a LoRA through the pipeline's own conversion, and every key names a layer of
-    a component that takes LoRAs; else a ConfigError naming `field` (and the first unmatched key)."""
+    """The file is a well-formed safetensors file (its header), reads as a LoRA through the pipeline's
+    own conversion, and every key names a layer of a component that takes LoRAs; else a ConfigError
+    naming `field`, the file's basename (and the first unmatched key)."""
+    from toolkit.models.formats.safetensors_header import HeaderError, check_file as check_header
+
     base = os.path.basename(path)
+    try:                                           # the format first: the libraries' errors name no file
+        check_header(path)
+    except HeaderError as e:
+        raise ConfigError(field, f"{base} is not a LoRA file {type(pipeline).__name__} reads: {e.reason}") from None
     try:
         # a UNet's config maps kohya's SGM block numbers (SDXL) to diffusers' own, as load_lora_weights does
         extra = {"unet_config": comps["unet"].config} if "unet" in comps else {}
