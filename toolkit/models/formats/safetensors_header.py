@@ -267,7 +267,7 @@ def _check_layout(path: str, tensors: dict, data_len: int):
 
 
 _CACHE: "OrderedDict[tuple, SafetensorsHeader]" = OrderedDict()
-_CACHE_SIZE = 256
+_CACHE_SIZE = 64                   # headers of big models hold thousands of entries: keep a few
 _cache_lock = threading.Lock()
 
 
