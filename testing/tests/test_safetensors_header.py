@@ -102,7 +102,7 @@ def test_each_malformed_case_is_refused_by_name(tmp_path, name):
     assert str(tmp_path) not in e.value.reason
 
 
-def test_the_library_refuses_every_case_too(tmp_path):
+def test_the_library_refuses_every_case_too():
     """Each case is malformed by the library's reading as well (or breaks the spec the library does not
     check: leading whitespace, a duplicate name, a hole-free file whose entry has an unknown field)."""
     from safetensors import deserialize

@@ -352,8 +352,8 @@ def _config_dir(src: ResolvedSource, config_source, subfolder) -> str:
 
 def _check_weight_files(paths, role: str, field: str | None):
     """Each safetensors file of a component well formed by its header, before any library opens it
-    (their own errors name neither the component nor the file). Cached: a file checked before the
-    request was queued is not parsed again."""
+    (their own errors name neither the component nor the file). Cached in this process: a file is
+    parsed again only when it changes."""
     for path in paths:
         if is_safetensors_name(path):
             try:
