@@ -25,7 +25,7 @@ import re
 import struct
 from collections import Counter
 
-from toolkit.models.formats.safetensors_header import HeaderError, read_header
+from toolkit.models.formats.safetensors_header import HeaderError, check_file, read_header
 
 MAX_TRIGGER_WORDS = 5
 KOHYA_PREFIXES = ("lora_unet_", "lora_te_", "lora_te1_", "lora_te2_", "lora_te3_")
@@ -75,7 +75,7 @@ def check_lora(path: str, arch: str):
     finds (toolkit/models/lora.check_file)."""
     from toolkit.models.registry import get_arch
 
-    keys = list(read_header(path).tensors)
+    keys = list(check_file(path).tensors)         # cached: asked again for every request naming the file
     lora = get_arch(arch).lora
     if lora is None or not lora.markers or any(re.search(m, k) for m in lora.markers for k in keys):
         return

@@ -34,6 +34,7 @@ from toolkit.local_weights import weights_here
 from toolkit.models.base_model import batch_paths
 from toolkit.media import atomic_path
 from toolkit.models.registry import ARCHS as ARCHS_BY_NAME
+from toolkit.weight_files import check_named_files
 from toolkit.profiles import EMPTY as EMPTY_PROFILES
 from toolkit.request import resolve_request
 
@@ -248,6 +249,7 @@ class Engine:
         self.check_paths(model)
         mc, gen = self.resolve(model, sample)
         loras.check_files(mc)
+        check_named_files(mc)                  # a malformed safetensors file: a 422 naming its key
         lim.check_request(self.limits, mc, gen)
         lim.check_memory(mc, gen, self.worker_state.memory if self.worker_state else None)
         opts = parse_stream(stream)

@@ -97,7 +97,15 @@ class BaseModel:
             yield spec.role, aitk(spec.load_class()), source, dict(
                 role=spec.role, subfolder=None if given else spec.folder, policy=self.policy_for(spec),
                 config_source=config_source, reader=spec.reader, allow_hub=not self.model_config.local_only,
-                converter=spec.single_file.converter if spec.single_file else None)
+                converter=spec.single_file.converter if spec.single_file else None,
+                field=self.field_for(spec, source))
+
+    def field_for(self, spec: Component, source) -> str:
+        """The request key that chose `source` for this component (a malformed file's error names it)."""
+        mc = self.model_config
+        if spec.role in mc.components:
+            return f"model.components.{spec.role}"
+        return "model.name_or_path" if source == mc.name_or_path else "model.extras_name_or_path"
 
     def load_model(self):
         """Load every component through the funnel, then build the pipeline."""

@@ -26,6 +26,7 @@ import time
 import weakref
 
 from toolkit.errors import ConfigError
+from toolkit.models.formats.safetensors_header import HeaderError, check_file as check_header
 
 # <component>.<layer path>.<PEFT LoRA tensor>: the keys lora_state_dict converts every format to
 _KEY = re.compile(r"^(?P<role>[^.]+)\.(?P<layer>.+?)\.(lora_A|lora_B|lora_down|lora_up|lora_magnitude_vector|"
@@ -116,9 +117,14 @@ def _ensure_loaded(pipeline, comps, ref, key, field, pool, dtype, status):
 
 
 def check_file(pipeline, comps, path: str, field: str):
-    """The file reads as a LoRA through the pipeline's own conversion, and every key names a layer of
-    a component that takes LoRAs; else a ConfigError naming `field` (and the first unmatched key)."""
+    """The file is a well-formed safetensors file (its header), reads as a LoRA through the pipeline's
+    own conversion, and every key names a layer of a component that takes LoRAs; else a ConfigError
+    naming `field`, the file's basename (and the first unmatched key)."""
     base = os.path.basename(path)
+    try:                                           # the format first: the libraries' errors name no file
+        check_header(path)
+    except HeaderError as e:
+        raise ConfigError(field, f"{base} is not a LoRA file {type(pipeline).__name__} reads: {e.reason}") from None
     try:
         # a UNet's config maps kohya's SGM block numbers (SDXL) to diffusers' own, as load_lora_weights does
         extra = {"unet_config": comps["unet"].config} if "unet" in comps else {}

@@ -1,6 +1,7 @@
 """Readers for checkpoint formats the libraries do not read themselves.
 
-- `safetensors_header`: a safetensors file's header and metadata, parsed without torch.
+- `safetensors_header`: a safetensors file's header and metadata, parsed without torch and held to
+  the format (length, JSON, entries, sizes, the data tiled exactly) before anything loads the file.
 - `quant`: the ComfyUI quantization manifest (file-level `_quantization_metadata` or per-layer
   `comfy_quant` bytes), normalised to one manifest and audited strictly. Pure Python too, so
   `toolkit.inspect` can use it without importing torch or touching tensor data.

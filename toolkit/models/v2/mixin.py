@@ -15,7 +15,9 @@ import threading
 
 import torch
 
+from toolkit.errors import ConfigError
 from toolkit.models.formats.dispatch import detect_format, read_format
+from toolkit.models.formats.safetensors_header import HeaderError, check_file, is_safetensors_name
 from toolkit.models.v2.identity import ComponentIdentity, content_fingerprint, fingerprint_files, weight_files_in
 from toolkit.models.v2.policy import LoadPolicy
 from toolkit.models.v2.sources import (ResolvedSource, SourceError, component_config_class, model_index_class,
@@ -65,19 +67,27 @@ class ComponentLoadError(RuntimeError):
     """A component that could not be loaded; the message names the role and source."""
 
 
+class WeightsFileError(ConfigError, ComponentLoadError):
+    """A component's safetensors file that breaks the format (safetensors_header.read_header): the
+    message names the role and the file's basename, `key` the request key that chose the source
+    (when the caller said). A ConfigError, so the worker's error frame leads with that key."""
+
+
 class OstrisModelMixin:
     _aitk_base: type = None
 
     @classmethod
     def load(cls, source: str, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
              config_source: str | None = None, status=None, allow_hub: bool = True, reader=None,
-             converter: str | None = None, **kwargs):
+             converter: str | None = None, field: str | None = None, **kwargs):
         """Load one component. `config_source` is the folder/repo whose `subfolder` holds the config
         when `source` is a single weights file. `reader(path, component=role, policy=policy) -> module`
         reads a single file stored in a format the libraries do not (e.g. ComfyUI scaled FP8); its
         `format_name` joins the identity. LoRAs are no part of a component: toolkit/models/lora.py
         switches them on the resident module. `converter` names the arch's diffusers single-file
-        converter, used for a quantized single file (formats/dispatch.py)."""
+        converter, used for a quantized single file (formats/dispatch.py). `field` is the request key
+        that chose `source` (model.name_or_path, model.components.<role>): a malformed weights file's
+        error names it."""
         if isinstance(source, dict):
             return cls._from_code_config(source, role, policy)
         src, load_cls, identity = cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader)
@@ -90,6 +100,7 @@ class OstrisModelMixin:
                 return hit
         if status:
             status(f"loading {role}", stage="loading")
+        _check_weight_files(identity.paths, role, field)
         try:
             if src.kind == "file" and reader is not None:
                 module = reader(src.path, component=role, policy=policy)
@@ -337,6 +348,18 @@ def _config_dir(src: ResolvedSource, config_source, subfolder) -> str:
     if config_source and os.path.isdir(os.path.expanduser(config_source)):
         return os.path.join(os.path.expanduser(config_source), subfolder or "")
     return ""
+
+
+def _check_weight_files(paths, role: str, field: str | None):
+    """Each safetensors file of a component well formed by its header, before any library opens it
+    (their own errors name neither the component nor the file). Cached in this process: a file is
+    parsed again only when it changes."""
+    for path in paths:
+        if is_safetensors_name(path):
+            try:
+                check_file(path)
+            except HeaderError as e:
+                raise WeightsFileError(field, f"{role}: {e.named()}") from None
 
 
 def _single_file_format(src: ResolvedSource, reader, role: str) -> str:
