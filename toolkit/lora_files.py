@@ -76,6 +76,8 @@ def check_lora(path: str, arch: str):
     from toolkit.models.registry import get_arch
 
     keys = list(check_file(path).tensors)         # cached: asked again for every request naming the file
+    if not keys:
+        raise ValueError(f"{os.path.basename(path)} holds no LoRA weights (no tensors)")
     lora = get_arch(arch).lora
     if lora is None or not lora.markers or any(re.search(m, k) for m in lora.markers for k in keys):
         return

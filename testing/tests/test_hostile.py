@@ -187,10 +187,12 @@ def test_a_prompt_lora_tag_naming_a_link_out_is_refused_on_prompt(served):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "prompt"], r.text
 
 
-def test_a_prompt_lora_whose_file_is_refused_names_prompt(served, tmp_path):
+@pytest.mark.parametrize("content", [b"\xff\xff\x00\x00\x00\x00\x00\x00{}",     # a header length past the end
+                                     b"\x02\x00\x00\x00\x00\x00\x00\x00{}"])    # no tensors at all
+def test_a_prompt_lora_whose_file_is_refused_names_prompt(served, content):
     bad = os.path.join(served.engine.lora_folder, "bad.safetensors")
     with open(bad, "wb") as f:
-        f.write(b"\xff\xff\x00\x00\x00\x00\x00\x00{}")        # a header length past the end
+        f.write(content)
     try:
         r = served.client.post("/sdapi/v1/txt2img", json={"prompt": "a <lora:bad:1>", "steps": 1, "width": 64,
                                                            "height": 64})

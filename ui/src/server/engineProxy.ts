@@ -11,6 +11,8 @@ const DROP_REQUEST = new Set([
   'host', 'connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade',
   'proxy-authorization', 'proxy-connection', 'authorization', 'cookie', 'x-engine-token',
   'accept-encoding', 'content-length', 'expect',
+  // the browser's origin headers: src/proxy.ts has checked them; the engine sees a local client
+  'origin', 'referer', 'sec-fetch-site', 'sec-fetch-mode', 'sec-fetch-dest', 'sec-fetch-user',
 ]);
 const DROP_RESPONSE = new Set([
   'connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade',
