@@ -22,9 +22,11 @@ Reading back (`settings_from_metadata`): our JSON gives `{model, sample}` ready 
 foreign file with A1111 text alone gives the best mapping of its fields onto a sample.
 """
 import json
+import math
 import os
 import re
 
+from toolkit.errors import ConfigError
 from toolkit.samplers import FAMILIES, SCHEDULER_LABELS
 
 PARAMETERS_KEY = "parameters"
@@ -32,10 +34,15 @@ SETTINGS_KEY = "aitk"
 FORMAT_VERSION = 1
 VERSION_TEXT = "aitk-engine"
 PATH_KEYS = ("name_or_path", "extras_name_or_path", "lora_path")
+MAX_JSON_DEPTH = 32        # our settings nest 4 deep: a file's JSON nested deeper is not ours
+# How long POST /settings and /sdapi/v1/png-info wait for a file to be read and parsed (on a worker
+# thread); past it they answer 503 naming the body. The caps here and in media.py keep a read to
+# milliseconds, so only a stalled machine gets there; the thread then finishes on its own, harmlessly.
+READ_SECONDS = 10.0
 
 
 class NoSettings(ValueError):
-    """The file carries neither our JSON nor A1111 text."""
+    """The file carries neither our JSON nor A1111 text (or only text past what is read)."""
 
 
 # -- names without paths ---------------------------------------------------------------------------
@@ -167,43 +174,96 @@ def file_metadata(mc, gen, *, seed: int | None = None, scheduler: str | None = N
 
 # -- reading: A1111 text -----------------------------------------------------------------------------
 
-# A1111's infotext_utils.re_param_code and re_imagesize
-RE_PARAM = re.compile(r'\s*(\w[\w \-/]+):\s*("(?:\\.|[^\\"])+"|[^,]*)(?:,|$)')
+# A file's A1111 text is parsed up to this many characters. A1111 itself keeps its text in a JPEG's 64 KiB
+# EXIF segment (32 Ki UTF-16 characters), and the longest real infotexts (long prompts, many LoRA and
+# embedding hashes, extension parameters) are tens of KB: 256 Ki leaves room for those, and bounds the
+# parse (linear, milliseconds at this size) and its answer (a few times the text) whatever a file holds.
+MAX_INFOTEXT_CHARS = 1 << 18
+
+# A1111's infotext_utils.re_param_code is r'\s*(\w[\w \-/]+):\s*("(?:\\.|[^\\"])+"|[^,]*)(?:,|$)'; findall
+# with it is quadratic on a long run of words without a `:` (each start re-scans the run, holding the GIL):
+# params() gives the same pairs from its pieces in linear time. re_imagesize as A1111 has it:
 RE_SIZE = re.compile(r"^(\d+)x(\d+)$")
+_SPACES = re.compile(r"\s*")
+_KEY = re.compile(r"\w[\w \-/]+")                  # re_param_code's key: a maximal run, never backtracked into
+_QUOTED = re.compile(r'"(?:[^\\"]|\\.)+"')          # its quoted value (the alternatives start on distinct chars)
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def params(line: str) -> list[tuple[str, str]]:
+    """re_param_code's findall(line), pair for pair, in linear time. A start that fails is never tried again
+    inside the same key run: every later start in that run reaches the same end, which is no `:`; and a
+    quoted value's scan stops at the next value's opening quote, so the scans do not overlap."""
+    out, pos, n = [], 0, len(line)
+    while pos < n:
+        start = _SPACES.match(line, pos).end()
+        key = _KEY.match(line, start)
+        if key is None:
+            pos = start + 1
+            continue
+        if key.end() == n or line[key.end()] != ":":
+            pos = key.end()
+            continue
+        at = _SPACES.match(line, key.end() + 1).end()
+        quoted = _QUOTED.match(line, at)
+        end = quoted.end() if quoted else -1
+        if quoted and (end == n or line[end] == "," or (end == n - 1 and line[end] == "\n")):   # `(?:,|$)`
+            value = quoted.group()
+        else:                                                                           # `[^,]*`
+            end = line.find(",", at)
+            end = n if end < 0 else end
+            value = line[at:end]
+        out.append((key.group(), value))
+        pos = end + 1 if end < n and line[end] == "," else end
+    return out
+
+
+def scrub(text: str) -> str:
+    """`text` with every lone surrogate (what a JSON `\\ud800` escape decodes to, and no UTF-8 encoder
+    takes) replaced by U+FFFD, as the byte decoders replace what they cannot read."""
+    return text if text.isascii() else _SURROGATES.sub("\ufffd", text)
 
 
 def unquote(text: str) -> str:
     if len(text) == 0 or text[0] != '"' or text[-1] != '"':
         return text
     try:
-        return json.loads(text)
+        return scrub(json.loads(text))
     except ValueError:
         return text
 
 
-def parse_a1111(text: str) -> dict:
+def _prompt(lines: list) -> str:
+    """A1111's `prompt += ("" if prompt == "" else "\\n") + line`: leading empty lines dropped (a list,
+    not repeated concatenation, whatever the number of lines)."""
+    first = next((i for i, line in enumerate(lines) if line), len(lines))
+    return "\n".join(lines[first:])
+
+
+def parse_a1111(text: str, max_chars: int = MAX_INFOTEXT_CHARS) -> dict:
     """A1111's parse_generation_parameters, the format part (without its UI defaults, styles and
     hires back-compat): {"Prompt", "Negative prompt", key: value...}, `Size`-like values as
-    `<key>-1` / `<key>-2`. Values stay text, as A1111 returns them."""
+    `<key>-1` / `<key>-2`. Values stay text, as A1111 returns them. NoSettings past `max_chars`."""
+    if len(text) > max_chars:
+        raise NoSettings(f"the file's A1111 text is {len(text)} characters; at most {max_chars} are read")
     res = {}
-    prompt, negative, done_with_prompt = "", "", False
+    prompt, negative, done_with_prompt = [], [], False
     *lines, lastline = text.strip().split("\n")
-    if len(RE_PARAM.findall(lastline)) < 3:
+    pairs = params(lastline)
+    if len(pairs) < 3:
         lines.append(lastline)
-        lastline = ""
+        pairs = []
     for line in lines:
         line = line.strip()
         if line.startswith("Negative prompt:"):
             done_with_prompt = True
             line = line[16:].strip()
-        if done_with_prompt:
-            negative += ("" if negative == "" else "\n") + line
-        else:
-            prompt += ("" if prompt == "" else "\n") + line
-    res["Prompt"], res["Negative prompt"] = prompt, negative
-    for k, v in RE_PARAM.findall(lastline):
+        (negative if done_with_prompt else prompt).append(line)
+    res["Prompt"], res["Negative prompt"] = scrub(_prompt(prompt)), scrub(_prompt(negative))
+    for k, v in pairs:
         if v and v[0] == '"' and v[-1] == '"':
             v = unquote(v)
+        k, v = scrub(k), scrub(v)
         m = RE_SIZE.match(v)
         if m is not None:
             res[f"{k}-1"], res[f"{k}-2"] = m.group(1), m.group(2)
@@ -225,7 +285,10 @@ def sample_from_a1111(fields: dict, warnings: list) -> dict:
         try:
             sample[ours] = cast(fields[key])
         except ValueError:
-            warnings.append(f"{key}: {fields[key]!r} is not a number; left out")
+            warnings.append(f"{key}: {_short(fields[key])} is not a number; left out")
+            continue
+        if not math.isfinite(sample[ours]):           # float("nan"), float("inf"): a request refuses them too
+            raise ConfigError(key, f"{_short(fields[key])} is not a finite number (the file's A1111 text)")
     if fields.get("Sampler"):
         sample["sampler"] = fields["Sampler"]
     return sample
@@ -240,11 +303,14 @@ def settings_from_metadata(meta: dict, *, profiles=(), archs=()) -> dict:
     engine knows, to map a foreign file's `Model:` onto one."""
     warnings = []
     text = meta.get(PARAMETERS_KEY)
+    text = scrub(text) if text else text
     raw = meta.get(SETTINGS_KEY)
     out = {"format": meta.get("format"), "parameters": text}
     if raw:
         try:
             settings = _load_settings(raw)
+        except ConfigError:                                  # a non-finite number: the request's rules
+            raise
         except (ValueError, RecursionError) as e:           # RecursionError: JSON nested past Python's stack
             warnings.append(f"the file's {SETTINGS_KEY} settings cannot be read ({e}); "
                             + ("its A1111 text is used" if text else "nothing else is there"))
@@ -265,13 +331,13 @@ def settings_from_metadata(meta: dict, *, profiles=(), archs=()) -> dict:
     elif name in archs:
         model = {"arch": name}
     else:
-        warnings.append(f"the file names model {name!r}, which is no profile or arch here: choose the model"
+        warnings.append(f"the file names model {_short(name)}, which is no profile or arch here: choose the model"
                         if name else "the file names no model: choose one")
     return {**out, "source": "a1111", "model": model, "sample": sample, "warnings": warnings}
 
 
 def _load_settings(raw: str) -> dict:
-    settings = json.loads(raw)
+    settings = load_json(raw)
     if not isinstance(settings, dict):
         raise ValueError("not a JSON object")
     version = settings.get("version")
@@ -283,6 +349,47 @@ def _load_settings(raw: str) -> dict:
     if not isinstance(model.get("profile"), (str, type(None))):
         raise ValueError("a profile that is not a name")
     return settings
+
+
+class _NonFinite:
+    """A NaN, Infinity or out-of-range number (1e999) met in a file's JSON, refused with its path."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _finite(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def load_json(raw: str):
+    """A file's JSON as a request's is taken: a non-finite number (which JSON itself has not, and no
+    answer can carry) is a ConfigError naming its path (`sample.guidance_scale`); lone surrogates are
+    scrubbed; nesting past MAX_JSON_DEPTH is a ValueError."""
+    return _checked(json.loads(raw, parse_constant=_NonFinite, parse_float=_finite), "", 0)
+
+
+def _checked(value, path: str, depth: int):
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, _NonFinite):
+        raise ConfigError(path or SETTINGS_KEY, f"{_short(value.text)} is not a finite number (the file's "
+                                                f"{SETTINGS_KEY} settings)")
+    if isinstance(value, (dict, list)) and depth >= MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH}")
+    if isinstance(value, dict):
+        keys = [scrub(k) for k in value]
+        return {k: _checked(v, f"{path}.{k}" if path else k, depth + 1) for k, v in zip(keys, value.values())}
+    if isinstance(value, list):
+        return [_checked(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+    return value
+
+
+def _short(value, limit: int = 80) -> str:
+    """repr(value) cut to about `limit` characters: a file's text quoted in a message stays a line."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
 
 
 # ModelConfig keys a profile request may override: every one that is not a path (a profile owns those)
@@ -308,7 +415,7 @@ def _request_model(stored: dict, warnings: list) -> dict:
             model.pop("components", None)
     for key in hidden:
         warnings.append(f"model.{key}: the file keeps only the name of a local path "
-                        f"({_get(stored, key)!r}); give the full path, or a profile")
+                        f"({_short(_get(stored, key))}); give the full path, or a profile")
     return model
 
 
@@ -316,7 +423,7 @@ def _get(d: dict, dotted: str):
     for part in dotted.split("."):
         name, _, index = part.partition("[")
         d = d.get(name) if isinstance(d, dict) else None
-        if index:
-            i = int(index.rstrip("]"))
-            d = d[i] if isinstance(d, list) and i < len(d) else None
+        if index:                                   # `hidden` comes from the file: any text at all
+            i = index.rstrip("]")
+            d = d[int(i)] if isinstance(d, list) and i.isdecimal() and len(i) < 10 and int(i) < len(d) else None
     return d

@@ -26,7 +26,6 @@ import contextlib
 import contextvars
 import html
 import os
-import re
 import secrets
 import struct
 import sys
@@ -502,12 +501,57 @@ def _prepend_id3_comment(tmp: Path, text: str) -> None:
 # ----------------------------------------------------------------------------- metadata: reading
 
 
-MAX_TEXT_BYTES = 16 << 20          # one decompressed PNG text chunk (a zip bomb stops here)
+# What one file's read may take, whatever its bytes say (an upload is untrusted input). Over any of them
+# the file is refused (MetadataError) rather than read in part: a part would be a different answer.
+MAX_TEXT_BYTES = 4 << 20   # all its text (chunks, tags, comments), as stored or as inflated: a zip bomb, or
+                           # a pile of chunks, stops here. Our JSON is a few KiB and A1111's text rarely
+                           # tens; a large ComfyUI workflow (hundreds of KiB) fits with room
+MAX_TEXT_ITEMS = 64        # text chunks / tags / comments (A1111 writes 1, ComfyUI 2, this engine 2)
+MAX_BLOCKS = 1 << 17       # chunks, boxes, segments and tag entries walked (a 64 MiB PNG cut into 8 KiB
+                           # IDATs, libpng's size, has 8 Ki): bounds the time a crafted file's walk takes
 READ_FORMATS = "PNG, JPEG, WebP, MP4, WAV, FLAC or MP3"
+XMP_OPEN, XMP_CLOSE = "<aitk:settings>", "</aitk:settings>"
 
 
 class MetadataError(ValueError):
-    """The bytes are not a file of a known format, or its structure is broken."""
+    """The bytes are not a file of a known format, or its structure is broken, or past a limit above."""
+
+
+class _Budget:
+    """The limits above, counted over one read_metadata call."""
+
+    def __init__(self, fmt: str):
+        self.fmt, self.blocks, self.items, self.bytes = fmt, 0, 0, 0
+
+    def block(self):
+        self.blocks += 1
+        if self.blocks > MAX_BLOCKS:
+            raise MetadataError(f"a {self.fmt} file of more than {MAX_BLOCKS} chunks, boxes or tags: not read")
+
+    def take(self, raw: bytes, item: bool = True) -> bytes:
+        """`raw`, counted as text the file holds (`item`: one more text chunk or tag; a key is not)."""
+        self.items += item
+        if self.items > MAX_TEXT_ITEMS:
+            raise MetadataError(f"a {self.fmt} file with more than {MAX_TEXT_ITEMS} text chunks or tags: not read")
+        self.bytes += len(raw)
+        if self.bytes > MAX_TEXT_BYTES:
+            raise MetadataError(f"a {self.fmt} file with more than {MAX_TEXT_BYTES} bytes of text: not read")
+        return raw
+
+    def text(self, raw: bytes, codec: str, item: bool = True) -> str:
+        """`raw` counted and decoded. Every decoder here replaces what it cannot read with U+FFFD (none
+        of these codecs yields a lone surrogate), so any text read can go into a JSON answer."""
+        return self.take(raw, item).decode(codec, errors="replace")
+
+    def inflate(self, data: bytes) -> bytes:
+        """A zlib stream, inflated no further than the text this file may still hold (the caller counts
+        what comes out)."""
+        room = MAX_TEXT_BYTES - self.bytes
+        out = zlib.decompressobj().decompress(data, room + 1)
+        if len(out) > room:
+            raise MetadataError(f"a {self.fmt} text chunk inflates past the {MAX_TEXT_BYTES} bytes of text "
+                                "a file may hold")
+        return out
 
 
 def sniff_format(data: bytes) -> str | None:
@@ -533,56 +577,51 @@ def read_metadata(data: bytes) -> dict:
     """What a file (its bytes) says about how it was made: ``{"format", "parameters", "aitk", "items"}``;
     `parameters` (A1111 text) and `aitk` (our JSON text) are None when absent, `items` holds the
     other text the file carries (PNG text chunks, `exif comment`, `comment`), as A1111's
-    read_info_from_image lists them. MetadataError for an unknown format or a broken structure."""
+    read_info_from_image lists them. MetadataError for an unknown format, a broken structure, or a file
+    past MAX_TEXT_BYTES / MAX_TEXT_ITEMS / MAX_BLOCKS (so each text, and `items` together, are at most
+    MAX_TEXT_BYTES characters)."""
     data = bytes(data)
     fmt = sniff_format(data)
     if fmt is None:
         raise MetadataError(f"not a {READ_FORMATS} file")
     out = {"format": fmt, PARAMETERS_KEY: None, SETTINGS_KEY: None, "items": {}}
     try:
-        _READERS[fmt](data, out)
+        _READERS[fmt](data, out, _Budget(fmt))
     except (struct.error, IndexError, zlib.error) as e:
         raise MetadataError(f"a broken {fmt} file: {type(e).__name__}: {e}") from None
     return out
 
 
-def _read_png(data: bytes, out: dict):
+def _read_png(data: bytes, out: dict, budget: _Budget):
     pos, items = 8, {}
     while pos + 8 <= len(data):
+        budget.block()
         length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if len(body) < length:
+        at, pos = pos + 8, pos + 12 + length
+        if at + length > len(data):
             raise MetadataError(f"a broken png file: chunk {kind!r} is cut short")
-        pos += 12 + length
         if kind == b"IEND":
             break
         if kind not in (b"tEXt", b"zTXt", b"iTXt"):
             continue
-        key, _, rest = body.partition(b"\x00")
+        key, _, rest = data[at:at + length].partition(b"\x00")
         if kind == b"tEXt":
-            text = rest.decode("latin-1")
+            text = budget.text(rest, "latin-1")
         elif kind == b"zTXt":
-            text = _inflate(rest[1:]).decode("latin-1")
+            text = budget.text(budget.inflate(rest[1:]), "latin-1")
         else:
             compressed, rest = rest[0], rest[2:]
             _lang, _, rest = rest.partition(b"\x00")
             _translated, _, rest = rest.partition(b"\x00")
-            text = (_inflate(rest) if compressed else rest).decode("utf-8", errors="replace")
-        items[key.decode("latin-1")] = text          # a later chunk wins, as in Pillow's info
+            text = budget.text(budget.inflate(rest) if compressed else rest, "utf-8")
+        items[budget.text(key, "latin-1", item=False)] = text          # a later chunk wins, as in Pillow's info
     _take(out, items)
 
 
-def _inflate(data: bytes) -> bytes:
-    d = zlib.decompressobj()
-    text = d.decompress(data, MAX_TEXT_BYTES)
-    if d.unconsumed_tail:
-        raise MetadataError(f"a png text chunk inflates past {MAX_TEXT_BYTES} bytes")
-    return text
-
-
-def _read_jpeg(data: bytes, out: dict):
+def _read_jpeg(data: bytes, out: dict, budget: _Budget):
     pos, items = 2, {}
     while pos + 4 <= len(data):
+        budget.block()
         if data[pos] != 0xFF:
             raise MetadataError(f"a broken jpg file: no marker at byte {pos}")
         marker = data[pos + 1]
@@ -595,31 +634,40 @@ def _read_jpeg(data: bytes, out: dict):
         if marker in (0xD9, 0xDA):                    # end, or the image data starts: metadata comes before
             break
         length = struct.unpack(">H", data[pos + 2:pos + 4])[0]
-        body = data[pos + 4:pos + 2 + length]
+        body = data[pos + 4:pos + 2 + length]         # at most 64 KiB
         pos += 2 + length
         if marker == 0xE1 and body.startswith(b"Exif\x00\x00"):
-            _exif_items(body[6:], items)
+            _exif_items(body[6:], items, budget)
         elif marker == 0xE1 and body.startswith(XMP_HEADER):
-            _xmp_items(body[len(XMP_HEADER):], items)
+            _xmp_items(body[len(XMP_HEADER):], items, budget)
         elif marker == 0xFE:
-            items["comment"] = body.decode("utf-8", errors="replace")
+            items["comment"] = budget.text(body, "utf-8")
     _take(out, items)
 
 
-def _read_webp(data: bytes, out: dict):
-    pos, end, items = 12, min(len(data), 8 + struct.unpack("<I", data[4:8])[0]), {}
+def _riff_chunks(data: bytes, budget: _Budget):
+    """(kind, body start, body length) of a RIFF file's top-level chunks (bodies are not copied: one is the
+    audio or the picture)."""
+    pos, end = 12, min(len(data), 8 + struct.unpack("<I", data[4:8])[0])
     while pos + 8 <= end:
+        budget.block()
         kind, length = struct.unpack("<4sI", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        yield kind, pos + 8, length
         pos += 8 + length + (length & 1)
+
+
+def _read_webp(data: bytes, out: dict, budget: _Budget):
+    items = {}
+    for kind, at, length in _riff_chunks(data, budget):
         if kind == b"EXIF":
-            _exif_items(body[6:] if body.startswith(b"Exif\x00\x00") else body, items)
+            body = data[at:at + length]
+            _exif_items(body[6:] if body.startswith(b"Exif\x00\x00") else body, items, budget)
         elif kind == b"XMP ":
-            _xmp_items(body, items)
+            _xmp_items(data[at:at + length], items, budget)
     _take(out, items)
 
 
-def _exif_items(tiff: bytes, items: dict):
+def _exif_items(tiff: bytes, items: dict, budget: _Budget):
     """The Exif IFD's UserComment of a TIFF block, as `exif comment` (A1111's item name)."""
     order = {b"II": "<", b"MM": ">"}.get(tiff[:2])
     if order is None:
@@ -628,6 +676,7 @@ def _exif_items(tiff: bytes, items: dict):
     def entries(offset):
         count = struct.unpack(order + "H", tiff[offset:offset + 2])[0]
         for i in range(count):
+            budget.block()
             yield struct.unpack(order + "HHII", tiff[offset + 2 + 12 * i:offset + 14 + 12 * i])
 
     ifd0 = struct.unpack(order + "I", tiff[4:8])[0]
@@ -638,7 +687,7 @@ def _exif_items(tiff: bytes, items: dict):
         if tag == 0x9286 and typ in (1, 2, 7):       # UNDEFINED by the standard; some writers say BYTE or ASCII
             raw = (tiff[value:value + count] if count > 4
                    else struct.pack(order + "I", value)[:count])
-            text = _user_comment(raw, order)
+            text = _user_comment(budget.take(raw), order)
             if text:
                 items["exif comment"] = text
 
@@ -646,7 +695,7 @@ def _exif_items(tiff: bytes, items: dict):
 def _user_comment(raw: bytes, order: str) -> str:
     """EXIF UserComment: an 8-byte character code, then the text. UNICODE is UTF-16; A1111 (piexif)
     writes it big-endian whatever the TIFF's order, some writers little-endian in an "II" TIFF:
-    the decoding with more plain ASCII wins."""
+    the decoding with more plain ASCII wins. Undecodable bytes become U+FFFD (as in _Budget.text)."""
     prefix, body = raw[:8], raw[8:]
     if prefix == b"UNICODE\x00":
         if len(body) % 2:
@@ -664,19 +713,21 @@ def _user_comment(raw: bytes, order: str) -> str:
     return text.rstrip("\x00")
 
 
-_XMP_SETTINGS = re.compile(r"<aitk:settings>(.*?)</aitk:settings>", re.S)
+def _xmp_items(xmp: bytes, items: dict, budget: _Budget):
+    """<aitk:settings>, found with str.find: a non-greedy regex search is quadratic on a packet of
+    unclosed open tags (each start scans to the end)."""
+    text = budget.text(xmp, "utf-8")
+    start = text.find(XMP_OPEN)
+    end = text.find(XMP_CLOSE, start + len(XMP_OPEN)) if start >= 0 else -1
+    if end >= 0:
+        items[SETTINGS_KEY] = html.unescape(text[start + len(XMP_OPEN):end])
 
 
-def _xmp_items(xmp: bytes, items: dict):
-    m = _XMP_SETTINGS.search(xmp.decode("utf-8", errors="replace"))
-    if m:
-        items[SETTINGS_KEY] = html.unescape(m.group(1))
-
-
-def _boxes(data: bytes, start: int, end: int):
+def _boxes(data: bytes, start: int, end: int, budget: _Budget):
     """(type, body start, body end) of the ISO-BMFF boxes in data[start:end]."""
     pos = start
     while pos + 8 <= end:
+        budget.block()
         size, kind = struct.unpack(">I4s", data[pos:pos + 8])
         head = 8
         if size == 1:
@@ -689,10 +740,10 @@ def _boxes(data: bytes, start: int, end: int):
         pos += size
 
 
-def _read_mp4(data: bytes, out: dict):
+def _read_mp4(data: bytes, out: dict, budget: _Budget):
     """moov/udta/meta/ilst/©cmt/data: the tag ffmpeg writes for `comment` in an mp4."""
     def child(kind, start, end):
-        return next(((s, e) for k, s, e in _boxes(data, start, end) if k == kind), None)
+        return next(((s, e) for k, s, e in _boxes(data, start, end, budget) if k == kind), None)
 
     items = {}
     path = child(b"moov", 0, len(data))
@@ -705,50 +756,52 @@ def _read_mp4(data: bytes, out: dict):
         path = child(kind, start, end)
     if path is not None:
         start, end = path
-        items["comment"] = data[start + 8:end].decode("utf-8", errors="replace")   # type, locale, then UTF-8
+        items["comment"] = budget.text(data[start + 8:end], "utf-8")     # type, locale, then UTF-8
     _take(out, items, comment_is_settings=True)
 
 
-def _read_wav(data: bytes, out: dict):
-    pos, end, items = 12, min(len(data), 8 + struct.unpack("<I", data[4:8])[0]), {}
-    while pos + 8 <= end:
-        kind, length = struct.unpack("<4sI", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        pos += 8 + length + (length & 1)
-        if kind == b"LIST" and body[:4] == b"INFO":
+def _read_wav(data: bytes, out: dict, budget: _Budget):
+    items = {}
+    for kind, at, length in _riff_chunks(data, budget):
+        body = data[at:at + length] if kind == b"LIST" else b""
+        if body[:4] == b"INFO":
             sub = 4
             while sub + 8 <= len(body):
+                budget.block()
                 name, n = struct.unpack("<4sI", body[sub:sub + 8])
                 if name == b"ICMT":
-                    items["comment"] = body[sub + 8:sub + 8 + n].rstrip(b"\x00").decode("utf-8", errors="replace")
+                    items["comment"] = budget.text(body[sub + 8:sub + 8 + n].rstrip(b"\x00"), "utf-8")
                 sub += 8 + n + (n & 1)
     _take(out, items, comment_is_settings=True)
 
 
-def _read_flac(data: bytes, out: dict):
+def _read_flac(data: bytes, out: dict, budget: _Budget):
     pos, items = 4, {}
     while pos + 4 <= len(data):
+        budget.block()
         head = data[pos]
         length = int.from_bytes(data[pos + 1:pos + 4], "big")
-        body = data[pos + 4:pos + 4 + length]
+        at = pos + 4
         pos += 4 + length
         if head & 0x7F == 4:                              # VORBIS_COMMENT (little-endian lengths)
+            body = data[at:at + length]
             n = struct.unpack("<I", body[:4])[0]
             at = 4 + n
             count = struct.unpack("<I", body[at:at + 4])[0]
             at += 4
             for _ in range(count):
+                budget.block()
                 n = struct.unpack("<I", body[at:at + 4])[0]
-                key, _, value = body[at + 4:at + 4 + n].decode("utf-8", errors="replace").partition("=")
+                key, _, value = body[at + 4:at + 4 + n].partition(b"=")
                 at += 4 + n
-                if key.upper() in ("DESCRIPTION", "COMMENT"):   # ffmpeg writes `comment` as DESCRIPTION
-                    items["comment"] = value
+                if key.upper() in (b"DESCRIPTION", b"COMMENT"):   # ffmpeg writes `comment` as DESCRIPTION
+                    items["comment"] = budget.text(value, "utf-8")
         if head & 0x80:                                   # the last metadata block
             break
     _take(out, items, comment_is_settings=True)
 
 
-def _read_mp3(data: bytes, out: dict):
+def _read_mp3(data: bytes, out: dict, budget: _Budget):
     items = {}
     if data[:3] == b"ID3":
         version, flags = data[3], data[5]
@@ -757,6 +810,7 @@ def _read_mp3(data: bytes, out: dict):
         if flags & 0x40:                                  # an extended header
             pos += _unsyncsafe(data[10:14]) if version == 4 else 4 + struct.unpack(">I", data[10:14])[0]
         while pos + 10 <= end and data[pos] != 0:
+            budget.block()
             kind = data[pos:pos + 4]
             n = _unsyncsafe(data[pos + 4:pos + 8]) if version == 4 else struct.unpack(">I", data[pos + 4:pos + 8])[0]
             body = data[pos + 10:pos + 10 + n]
@@ -774,7 +828,7 @@ def _read_mp3(data: bytes, out: dict):
                 description = text[:at] if at >= 0 else b""
                 value = text[at + len(nul):] if at >= 0 else text
                 if not description:
-                    items["comment"] = value.decode(codec, errors="replace").rstrip("\x00")
+                    items["comment"] = budget.text(value, codec).rstrip("\x00")
     _take(out, items, comment_is_settings=True)
 
 

@@ -247,7 +247,8 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             upload.stored()
         return {"name": name, "path": stored}
 
-    @app.post("/settings", dependencies=[Depends(require_token)], responses=errors(413), max_body_size=MAX_ASSET_BYTES,
+    @app.post("/settings", dependencies=[Depends(require_token)], responses=errors(413, 503),
+              max_body_size=MAX_ASSET_BYTES,
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
     async def settings(request: HttpRequest):
@@ -263,7 +264,12 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
                 raise ApiError(413, "body", f"body: a file over {MAX_ASSET_BYTES} bytes")
         if not data:
             raise ApiError(422, "body", "body: empty: send the file's bytes")
-        return await asyncio.to_thread(file_settings, engine, bytes(data))
+        from toolkit.file_settings import READ_SECONDS
+        try:      # off the event loop and within a bound; a thread past it finishes on its own
+            return await asyncio.wait_for(asyncio.to_thread(file_settings, engine, bytes(data)), READ_SECONDS)
+        except TimeoutError:
+            raise ApiError(503, "body", f"body: the file was not read within {READ_SECONDS:g} s (the engine "
+                                        "is loaded): try again")
 
     @app.get("/outputs/{relpath:path}", dependencies=[Depends(require_token)], responses=errors(404))
     def outputs(relpath: str):
@@ -339,7 +345,8 @@ def output_file(engine: Engine, relpath: str) -> FileResponse:
 def file_settings(engine: Engine, data: bytes) -> dict:
     """POST /settings: read a file's settings (toolkit/file_settings.py) and check them as a request
     here; what would not be accepted (a profile not defined here, a path the file kept only the name
-    of) is a warning, so the answer still shows what made the file."""
+    of) is a warning, so the answer still shows what made the file. A number no request may hold
+    (NaN, Infinity) is a ConfigError naming it (a 422), as it would be in a request."""
     from toolkit.file_settings import NoSettings, settings_from_metadata
     from toolkit.media import MetadataError, read_metadata
 
@@ -352,7 +359,7 @@ def file_settings(engine: Engine, data: bytes) -> dict:
             engine.resolve(out["model"], out["sample"])
         except ConfigError as e:
             out["warnings"].append(f"not accepted here as it is: {e.one_line()}")
-        except (TypeError, ValueError) as e:         # a file's JSON can hold any shape
+        except (TypeError, ValueError, ArithmeticError) as e:         # a file's JSON can hold any shape
             out["warnings"].append(f"not accepted here as it is: {type(e).__name__}: {e}")
     return out
 

@@ -14,6 +14,7 @@ import base64
 import io
 import json
 import os
+import re
 
 import av
 import numpy as np
@@ -61,6 +62,67 @@ def test_an_a1111_infotext_parses_to_its_fields():
     assert warnings == []
     # a prompt alone (no parameter line) is all prompt
     assert parse_a1111("just a prompt, with: a colon") == {"Prompt": "just a prompt, with: a colon", "Negative prompt": ""}
+
+
+# A1111's parse_generation_parameters, its format part as A1111 has it (modules/infotext_utils.py, with
+# re_param_code): the reference the linear parser must agree with on real infotexts
+_A1111_RE_PARAM = re.compile(r'\s*(\w[\w \-/]+):\s*("(?:\\.|[^\\"])+"|[^,]*)(?:,|$)')
+
+
+def _a1111_reference(x: str) -> dict:
+    res, prompt, negative_prompt, done_with_prompt = {}, "", "", False
+    *lines, lastline = x.strip().split("\n")
+    if len(_A1111_RE_PARAM.findall(lastline)) < 3:
+        lines.append(lastline)
+        lastline = ""
+    for line in lines:
+        line = line.strip()
+        if line.startswith("Negative prompt:"):
+            done_with_prompt = True
+            line = line[16:].strip()
+        if done_with_prompt:
+            negative_prompt += ("" if negative_prompt == "" else "\n") + line
+        else:
+            prompt += ("" if prompt == "" else "\n") + line
+    res["Prompt"], res["Negative prompt"] = prompt, negative_prompt
+    for k, v in _A1111_RE_PARAM.findall(lastline):
+        if v and v[0] == '"' and v[-1] == '"':
+            try:
+                v = json.loads(v)
+            except ValueError:
+                pass
+        m = re.match(r"^(\d+)x(\d+)$", v)
+        if m is not None:
+            res[f"{k}-1"], res[f"{k}-2"] = m.group(1), m.group(2)
+        else:
+            res[k] = v
+    return res
+
+
+# infotexts as A1111, Forge and their extensions write them
+REAL_INFOTEXTS = [
+    A1111_TEXT,
+    "masterpiece, best quality,\n\n1girl, BREAK\nsolo\nNegative prompt: (worst quality:1.4),\nlowres\n\n"
+    "Steps: 30, Sampler: DPM++ 2M Karras, CFG scale: 7, Seed: 1234, Size: 512x768, Model hash: 7f96a1a9ca, "
+    "Model: anything-v5, Denoising strength: 0.4, Hires upscale: 2, Hires steps: 10, Hires upscaler: 4x-UltraSharp, "
+    'ADetailer model: face_yolov8n.pt, ADetailer prompt: "a face, smiling: yes", ADetailer confidence: 0.3, '
+    'ADetailer dilate/erode: 4, ADetailer version: 23.11.1, TI hashes: "easynegative: c74b4e810b03", Version: v1.6.0',
+    'a cat\nSteps: 20, Sampler: Euler a, CFG scale: 7, Seed: 5, Size: 512x512, '
+    'Template: "a \\"quoted\\" cat, at night", Negative Template: "x: y", Wildcard prompt: "__animal__, cute"',
+    "a photo\nSteps: 25, Sampler: Euler, Schedule type: Simple, CFG scale: 1, Distilled CFG Scale: 3.5, Seed: 9, "
+    'Size: 896x1152, Model: flux1-dev-bnb-nf4-v2, Module 1: ae, Emphasis: "No norm", '
+    "Beta schedule alpha: 0.6, Version: f2.0.1v1.10.1-previous-519-g44eb4ea8",
+    'Steps: 20, Sampler: DDIM, CFG scale: 7, Seed: 1, Size: 64x64',                # parameters without a prompt
+    "a prompt only, with: a colon, and, commas",
+    'p\nSteps: 20, Lora hashes: "unbalanced, Seed: 3, Size: 64x64',               # a quote left open
+    'p\nSteps: 20, Sampler: "ab\\\nc", CFG scale: 5, Seed: 1',
+]
+
+
+@pytest.mark.parametrize("text", REAL_INFOTEXTS)
+def test_real_infotexts_parse_as_a1111_parses_them(text):
+    """The linear parser answers what A1111's own regex-based parser answers."""
+    assert parse_a1111(text) == _a1111_reference(text)
 
 
 def test_what_we_write_is_a1111s_line_and_parses_back():

@@ -324,3 +324,149 @@ def test_save_media_dispatch(tmp_path):
         save_media("video", _frames(2, 8, 8), tmp_path / "v.mp4", ext="mp4")
     with pytest.raises(ValueError, match="kind"):
         save_media("text", "hi", tmp_path / "t.txt", ext="txt")
+
+
+# ----------------------------------------------------------------------------- reading metadata: hostile files
+# Every container read_metadata walks can repeat its text or its blocks: each is held to MAX_TEXT_ITEMS
+# texts, MAX_TEXT_BYTES of text and MAX_BLOCKS blocks per file (test_hostile_files.py: PNG, the routes).
+
+import struct  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from toolkit.media import MAX_BLOCKS, MAX_TEXT_BYTES, MAX_TEXT_ITEMS, MetadataError, read_metadata  # noqa: E402
+
+TOO_MANY = MAX_TEXT_ITEMS + 1
+
+
+def _jpeg(*segments: bytes) -> bytes:
+    return b"\xff\xd8" + b"".join(segments) + b"\xff\xd9"
+
+
+def _com(text: bytes) -> bytes:
+    return b"\xff\xfe" + struct.pack(">H", len(text) + 2) + text
+
+
+def _riff(form: bytes, *chunks: bytes) -> bytes:
+    body = form + b"".join(chunks)
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def _rchunk(kind: bytes, body: bytes) -> bytes:
+    return kind + struct.pack("<I", len(body)) + body + b"\x00" * (len(body) & 1)
+
+
+def _box(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", 8 + len(body)) + kind + body
+
+
+def _flac_comments(entries: list, count: int | None = None) -> bytes:
+    body = struct.pack("<I", 0) + struct.pack("<I", len(entries) if count is None else count)
+    body += b"".join(struct.pack("<I", len(e)) + e for e in entries)
+    return b"fLaC" + bytes([0x80 | 4]) + len(body).to_bytes(3, "big") + body
+
+
+def _id3(*frames: bytes) -> bytes:
+    body = b"".join(frames)
+    return b"ID3\x04\x00\x00" + media._syncsafe(len(body)) + body
+
+
+def _comm(text: bytes) -> bytes:
+    body = b"\x03XXX\x00" + text
+    return b"COMM" + media._syncsafe(len(body)) + b"\x00\x00" + body
+
+
+@pytest.mark.parametrize("name,make", [
+    ("jpeg COM segments", lambda n: _jpeg(*[_com(b"x%d" % i) for i in range(n)])),
+    ("wav ICMT chunks", lambda n: _riff(b"WAVE", _rchunk(b"LIST", b"INFO" + b"".join(
+        _rchunk(b"ICMT", b"x%d" % i) for i in range(n))))),
+    ("flac comments", lambda n: _flac_comments([b"COMMENT=x%d" % i for i in range(n)])),
+    ("mp3 COMM frames", lambda n: _id3(*[_comm(b"x%d" % i) for i in range(n)])),
+])
+def test_a_file_repeating_its_text_is_refused(name, make):
+    with pytest.raises(MetadataError, match=f"more than {MAX_TEXT_ITEMS} text chunks"):
+        read_metadata(make(TOO_MANY))
+    # at the limit every one is read, the last winning (as Pillow's info and ffmpeg's tags have it)
+    assert read_metadata(make(MAX_TEXT_ITEMS))["items"]["comment"] == f"x{MAX_TEXT_ITEMS - 1}"
+
+
+def test_a_webp_repeating_its_xmp_is_refused():
+    with pytest.raises(MetadataError, match="text chunks"):
+        read_metadata(_riff(b"WEBP", *[_rchunk(b"XMP ", b"<x/>")] * TOO_MANY))
+
+
+@pytest.mark.parametrize("name,data", [
+    ("jpeg fill bytes", b"\xff\xd8" + b"\xff" * (MAX_BLOCKS + 8) + b"\xd9"),
+    ("mp4 boxes", _box(b"ftyp", b"isom\x00\x00\x02\x00") + _box(b"moov", _box(b"free", b"") * (MAX_BLOCKS + 8))),
+    ("wav chunks", _riff(b"WAVE", _rchunk(b"junk", b"") * (MAX_BLOCKS + 8))),
+    ("flac comment entries", _flac_comments([b""] * (MAX_BLOCKS + 8))),
+    ("mp3 frames", _id3(*[b"TXXX" + media._syncsafe(0) + b"\x00\x00"] * (MAX_BLOCKS + 8))),
+])
+def test_a_file_of_countless_blocks_is_refused(name, data):
+    with pytest.raises(MetadataError, match=f"more than {MAX_BLOCKS} chunks"):
+        read_metadata(data)
+
+
+@pytest.mark.parametrize("name,make", [
+    ("webp XMP", lambda text: _riff(b"WEBP", _rchunk(b"XMP ", text))),
+    ("wav ICMT", lambda text: _riff(b"WAVE", _rchunk(b"LIST", b"INFO" + _rchunk(b"ICMT", text)))),
+    ("flac DESCRIPTION", lambda text: _flac_comments([b"DESCRIPTION=" + text])),
+    ("mp3 COMM", lambda text: _id3(_comm(text))),
+])
+def test_a_file_of_more_text_than_a_file_may_hold_is_refused(name, make):
+    with pytest.raises(MetadataError, match=f"more than {MAX_TEXT_BYTES} bytes of text"):
+        read_metadata(make(b"{" + b"x" * MAX_TEXT_BYTES))
+    read_metadata(make(b"{" + b"x" * 1000))                      # within the bound: read
+
+
+def test_a_huge_vorbis_comment_count_is_a_broken_file_not_a_long_loop():
+    with pytest.raises(MetadataError, match="broken flac"):
+        read_metadata(_flac_comments([b"COMMENT=x"], count=2**32 - 1))
+
+
+_WRITTEN: dict = {}
+
+
+def _written(ext: str, tmp_dir) -> bytes:
+    """A real file of `ext` with both texts, as the engine writes it (made once)."""
+    if ext not in _WRITTEN:
+        meta = {"parameters": "a fox\nSteps: 2, Sampler: Euler, CFG scale: 1, Seed: 3, Size: 8x8",
+                "aitk": '{"version": 1, "model": {"arch": "zimage"}, "sample": {"prompt": "a fox"}}'}
+        path = tmp_dir / f"f.{ext}"
+        if ext in ("png", "jpg", "webp"):
+            save_image(_frames(1, 8, 8)[0], path, metadata=meta)
+        elif ext == "mp4":
+            save_video(_frames(2, 16, 16), path, fps=8, metadata=meta)
+        else:
+            save_audio(np.zeros(2205), path, 22050, metadata=meta)
+        _WRITTEN[ext] = path.read_bytes()
+    return _WRITTEN[ext]
+
+
+_edit = st.tuples(st.sampled_from(["flip", "insert", "delete", "big"]), st.integers(0, 10**6), st.integers(0, 255))
+
+
+@settings(derandomize=True, max_examples=300, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["png", "jpg", "webp", "mp4", "wav", "flac", "mp3"]), st.lists(_edit, min_size=1, max_size=4))
+def test_any_damaged_file_gives_bounded_text_or_a_metadata_error(tmp_path, ext, edits):
+    data = bytearray(_written(ext, tmp_path))
+    for op, at, byte in edits:
+        at %= len(data)
+        if op == "flip":
+            data[at] ^= byte or 1
+        elif op == "insert":
+            data[at:at] = bytes([byte])
+        elif op == "delete":
+            del data[at]
+        else:                                             # a length field's top byte set: claims of gigabytes
+            data[at] = 0xFF
+    try:
+        meta = read_metadata(bytes(data))
+    except MetadataError:
+        return
+    texts = [meta["parameters"] or "", meta["aitk"] or "", *meta["items"].values()]
+    assert all(len(t) <= MAX_TEXT_BYTES for t in texts) and len(meta["items"]) <= MAX_TEXT_ITEMS
+    for text in texts:
+        text.encode("utf-8")                              # no lone surrogate

@@ -277,7 +277,13 @@ class A1111:
         image = (image or "").strip()
         if not image:
             return {"info": "", "items": {}, "parameters": {}}
-        return await asyncio.to_thread(_png_info, image)
+        from toolkit.file_settings import READ_SECONDS
+        try:      # off the event loop and within a bound; a thread past it finishes on its own
+            return await asyncio.wait_for(asyncio.to_thread(_png_info, image), READ_SECONDS)
+        except TimeoutError:
+            raise CompatError(503, {"detail": [{"loc": ["body", "image"], "type": "timeout", "msg":
+                                                f"image: not read within {READ_SECONDS:g} s (the engine is "
+                                                "loaded): try again"}]})
 
     def loras(self):
         """A1111's LoRA list: name (what `<lora:name>` takes), alias (the trainer's output name), path,
@@ -475,7 +481,9 @@ def _prepare_img2img(init_b64: str, mask_b64: str | None, width: int, height: in
 
 
 def _png_info(image: str) -> dict:
-    from toolkit.file_settings import SETTINGS_KEY, parse_a1111
+    """The answer holds the file's text (media.MAX_TEXT_BYTES at most) and the parse of `info`
+    (file_settings.MAX_INFOTEXT_CHARS at most): bounded whatever the file."""
+    from toolkit.file_settings import SETTINGS_KEY, NoSettings, parse_a1111
     from toolkit.media import MetadataError, read_metadata
 
     if image.startswith("data:"):
@@ -494,7 +502,11 @@ def _png_info(image: str) -> dict:
     items = dict(meta["items"])
     if meta[SETTINGS_KEY]:
         items[SETTINGS_KEY] = meta[SETTINGS_KEY]
-    return {"info": info, "items": items, "parameters": parse_a1111(info) if info else {}}
+    try:
+        parameters = parse_a1111(info) if info else {}
+    except NoSettings as e:                       # past the text it parses
+        raise invalid("image", str(e))
+    return {"info": info, "items": items, "parameters": parameters}
 
 
 def _constant(value):
