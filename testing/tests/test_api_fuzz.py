@@ -6,6 +6,7 @@ run is deterministic and takes seconds. (schemathesis' own pytest plugin does no
 pytest 9, so the operations are parametrized here.)"""
 import json
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -103,4 +104,78 @@ def test_no_5xx_and_every_4xx_names_a_field(api, served, label, tiny, monkeypatc
     # requests the fuzz queued are cancelled so the next route starts on an idle engine
     for r in served.client.get("/queue").json()["queued"]:
         served.client.post(f"/cancel/{r['request_id']}")
+    assert not failures, json.dumps(failures[:5], indent=1)
+
+
+# -- hostile values in every field ----------------------------------------------------------------------
+# What JSON carries that no field accepts: a lone surrogate (`"\ud800"` decodes to one), NaN, ±Infinity
+# and 1e999 (an overflow json.loads makes inf). Each case is a schema-valid body with one leaf replaced,
+# written as raw JSON text; the answer is a 4xx naming a field (never a 5xx), and the engine goes on.
+HOSTILE_STRINGS = ["\\ud800", "a\\udfffb", "\\udc80\\ud800", "x" * 3 + "\\ud83d"]
+HOSTILE_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"]
+JSON_ROUTES = ("POST /generate", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/img2img", "POST /sdapi/v1/options",
+               "POST /v1/images/generations", "POST /queue/{request_id}/move")
+
+
+def _leaves(value, path=()):
+    """(path, leaf) of every string and number in a JSON value (the body itself included)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _leaves(v, path + (i,))
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        yield path, value
+
+
+def _with_raw(body, path, raw: str) -> str:
+    """`body` as JSON text, the leaf at `path` replaced by the raw JSON token `raw`."""
+    marker = "__HOSTILE_LEAF__"
+    target = body
+    for p in path[:-1]:
+        target = target[p]
+    target[path[-1]] = marker
+    return json.dumps(body).replace(json.dumps(marker), raw)
+
+
+@pytest.mark.parametrize("label", JSON_ROUTES)
+def test_hostile_values_in_any_field_are_a_4xx_naming_it(api, served, label, tiny, monkeypatch):
+    from hypothesis import strategies as st
+    op = next(r.ok() for r in api.get_all_operations() if r.ok().label == label)
+    monkeypatch.setattr(served.engine, "default_model", {"arch": "zimage", "name_or_path": tiny("zimage")})
+    failures, sent = [], []
+
+    @given(case=op.as_strategy(GenerationMode.POSITIVE), data=st.data())
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    def check(case, data):
+        if not isinstance(case.body, dict):
+            return
+        body = json.loads(json.dumps(case.body))
+        if label == "POST /generate":
+            body["wait"] = True
+        leaves = [(p, v) for p, v in _leaves(body) if p != ("wait",)]
+        if not leaves:
+            return
+        path, leaf = data.draw(st.sampled_from(leaves))
+        raw = data.draw(st.sampled_from(HOSTILE_STRINGS if isinstance(leaf, str) else HOSTILE_NUMBERS))
+        text = _with_raw(body, path, raw if not isinstance(leaf, str) else f'"{raw}"')
+        url = served.url + case.formatted_path
+        response = httpx.post(url, content=text, params=case.query, timeout=120,
+                              headers={"Content-Type": "application/json", "X-Engine-Token": TOKEN})
+        sent.append(path)
+        if response.status_code >= 500:
+            failures.append((response.status_code, text[:300], response.text[:300]))
+        elif response.status_code >= 400:
+            try:
+                answer = response.json()
+            except ValueError:
+                answer = None
+            if not names_a_field(answer):
+                failures.append((response.status_code, text[:300], response.text[:300]))
+    check()
+    for r in served.client.get("/queue").json()["queued"]:
+        served.client.post(f"/cancel/{r['request_id']}")
+    assert served.client.get("/health").json()["ok"]
     assert not failures, json.dumps(failures[:5], indent=1)

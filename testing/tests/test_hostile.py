@@ -5,6 +5,7 @@ the bookkeeping that must never end the engine. After each, the engine still ser
 import json
 import os
 import threading
+import time
 
 import httpx
 import pytest
@@ -307,3 +308,141 @@ def test_start_up_removes_partial_files_of_every_folder(tmp_path):
     assert remove_stale_engine_json(str(tmp_path)) == 1
     assert not any(p.exists() for p in partial) and kept.exists()
     assert not (tmp_path / "engine.json.4242.tmp").exists()
+
+
+# -- links in every listed folder, as a property ------------------------------------------------------
+def test_listings_never_leave_their_folder_whatever_the_links(tiny, tmp_path):
+    """A random tree of LoRA files, links to files inside and outside, links to folders inside (loops)
+    and outside: /loras' and /library's listings name only files whose real path is inside, each
+    real folder walked once."""
+    import shutil
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from toolkit import library, lora_files
+
+    lora = tmp_path / "one.safetensors"
+    write_tiny_lora("zimage", tiny("zimage"), lora)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(lora, outside / "far.safetensors")
+    op = st.tuples(st.sampled_from(["file", "link_in", "link_out", "dir", "dirlink_in", "dirlink_out"]),
+                   st.integers(0, 3), st.integers(0, 9))
+
+    @given(ops=st.lists(op, min_size=1, max_size=12))
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    def check(ops):
+        root = tempfile.mkdtemp(dir=tmp_path)
+        dirs = [root]
+        files = []
+        for kind, d, n in ops:
+            at = dirs[d % len(dirs)]
+            name = os.path.join(at, f"{kind}{n}")
+            if os.path.lexists(name) or os.path.lexists(name + ".safetensors"):
+                continue
+            if kind == "file":
+                shutil.copy(lora, name + ".safetensors")
+                files.append(name + ".safetensors")
+            elif kind == "link_in" and files:
+                os.symlink(files[n % len(files)], name + ".safetensors")
+            elif kind == "link_out":
+                os.symlink(outside / "far.safetensors", name + ".safetensors")
+            elif kind == "dir":
+                os.mkdir(name)
+                dirs.append(name)
+            elif kind == "dirlink_in":
+                os.symlink(dirs[n % len(dirs)], name, target_is_directory=True)
+            elif kind == "dirlink_out":
+                os.symlink(outside, name, target_is_directory=True)
+        top = os.path.realpath(root)
+        listed = [os.path.join(root, e["path"]) if not os.path.isabs(e.get("path", "")) else e["path"]
+                  for e in lora_files.list_loras(root)]
+        entries = library.scan_folder(root)
+        for path in listed + [e["path"] for e in entries]:
+            assert os.path.realpath(path).startswith(top + os.sep), path
+        assert len({os.path.realpath(p) for p in listed}) <= len(files)
+    check()
+
+
+# -- each hostile case once, then a normal request ----------------------------------------------------
+def gauntlet(served, folder) -> list:
+    """Every kind of hostile request the probe found, sent once each against `served` (an engine with
+    the compat routes and its compat port): (label, status) of each answer."""
+    from testing.tests.test_hostile_files import _png, _text, _ztxt
+    from testing.tests.test_malformed_files import split, join
+    model = json.dumps(served.model)
+    c = served.client
+    auth = {"X-Engine-Token": c.token}
+    bad = os.path.join(folder, "bad.safetensors")
+    header, data = split(open(os.path.join(served.model["name_or_path"], "transformer",
+                                           "diffusion_pytorch_model.safetensors"), "rb").read())
+    with open(bad, "wb") as f:
+        f.write(join(header, data[: len(data) // 2]))               # truncated data
+    cases = [
+        ("lone surrogate", lambda: post_text(c, "/generate", f'{{"model": {model}, "sample": {{"prompt": "{LONE}"}}}}')),
+        ("NaN width", lambda: post_text(c, "/generate", f'{{"model": {model}, "sample": {{"width": NaN}}}}')),
+        ("1e999 steps (A1111)", lambda: post_text(c, "/sdapi/v1/txt2img", '{"prompt": "a", "steps": 1e999}')),
+        ("Infinity steps (OpenAI)", lambda: post_text(c, "/v1/images/generations",
+                                                      '{"prompt": "a", "num_inference_steps": Infinity}')),
+        ("LoRA link out", lambda: c.get("/loras")),
+        ("library links", lambda: c.get("/library")),
+        ("quadratic infotext", lambda: c.post("/settings", content=_png(_text("parameters", "p\n" + "a " * 40000)))),
+        ("zTXt bomb", lambda: c.post("/settings", content=_png(*[_ztxt("parameters", 16 << 20)] * 10))),
+        ("malformed safetensors", lambda: c.post("/generate", json={"model": {"arch": "zimage", "name_or_path": bad},
+                                                                      "sample": {"prompt": "a"}})),
+        ("body before token", lambda: httpx.post(served.url + "/generate", content=b"{",
+                                                 headers={"Content-Type": "application/json"})),
+        ("compat /outputs/%00", lambda: httpx.get(served.compat_url + "/outputs/%00", headers=auth)),
+        ("100 MB body", lambda: post_text(c, "/generate", '{"pad": "' + "x" * (100 << 20) + '"}')),
+        ("foreign Origin", lambda: c.get("/queue", headers={"Origin": "http://evil.example"})),
+        ("rebinding Host", lambda: c.get("/queue", headers={"Host": "evil.example:8675"})),
+    ]
+    answers = []
+    for label, send in cases:
+        t0 = time.perf_counter()
+        status = send().status_code
+        answers.append((label, status, t0, time.perf_counter()))
+    return answers
+
+
+def test_each_hostile_request_once_then_the_engine_still_serves(served, tmp_path):
+    answers = {label: status for label, status, *_ in gauntlet(served, tmp_path)}
+    answered = ("LoRA link out", "library links", "quadratic infotext")       # served, at once
+    assert all(400 <= s < 500 or label in answered and s == 200 for label, s in answers.items()), answers
+    assert answers["body before token"] == 401 and answers["100 MB body"] == 413
+    assert answers["foreign Origin"] == answers["rebinding Host"] == 403
+    still_serving(served)
+
+
+def test_the_http_process_never_imports_torch_whatever_it_is_sent(tiny, tmp_path):
+    """The engine's HTTP process holds no model and never imports torch: importing it there holds the
+    GIL for seconds, stalling /health, and costs ~0.5 GiB that process never needs (the first /generate
+    did, through toolkit.models.v2's package imports). Every hostile request, then a real one, against
+    `run.py`; torch's library must not be mapped into that process."""
+    from types import SimpleNamespace
+
+    from testing.engine_client import EngineProcess
+    loras = tmp_path / "loras"
+    write_tiny_lora("zimage", tiny("zimage"), loras / "ok.safetensors")
+    (loras / "passwd_link.safetensors").symlink_to("/etc/passwd")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        compat_port = s.getsockname()[1]
+    proc = EngineProcess(str(tmp_path / "job"), engine_extra={"lora_folder": str(loras), "compat_port": compat_port,
+                                                              "model_roots": [str(tmp_path)]})
+    try:
+        proc.wait_ready()
+        served = SimpleNamespace(client=proc.client, url=f"http://127.0.0.1:{proc.info['port']}",
+                                 compat_url=f"http://127.0.0.1:{compat_port}",
+                                 model={"arch": "zimage", "name_or_path": tiny("zimage")})
+        answers = {label: status for label, status, *_ in gauntlet(served, str(tmp_path))}
+        assert answers["malformed safetensors"] == 422, answers
+        still_serving(served)
+        with open(f"/proc/{proc.info['pid']}/maps") as f:
+            mapped = f.read()
+        assert "libtorch" not in mapped, "the engine's HTTP process has imported torch"
+    finally:
+        assert proc.stop() == 0

@@ -1,4 +1,16 @@
-from toolkit.models.v2.mixin import OstrisModelMixin, aitk, get_load_interceptor, set_load_interceptor
-from toolkit.models.v2.policy import LoadPolicy
+"""The v2 load API: `aitk(cls).load(...)` (mixin.py), LoadPolicy (policy.py), the pool (pool.py).
 
-__all__ = ["OstrisModelMixin", "aitk", "LoadPolicy", "set_load_interceptor", "get_load_interceptor"]
+Names are resolved on first use (PEP 562): the engine's HTTP process imports the torch-free parts
+(sources.py, identity.py) through this package, and must not pay for torch with them.
+"""
+_LAZY = {"OstrisModelMixin": "mixin", "aitk": "mixin", "get_load_interceptor": "mixin",
+         "set_load_interceptor": "mixin", "LoadPolicy": "policy"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
