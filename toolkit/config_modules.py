@@ -67,6 +67,8 @@ class ModelConfig:
             return d
         if isinstance(d, dict) and isinstance(d.get("components"), dict):
             d = {**d, "components": dict(d["components"])}
+        if isinstance(d, dict) and d.get("arch") is None:
+            d = _detected(d, where)         # a file says its arch (and its variant)
         check_keys(d, {f.name for f in fields(cls)}, where, required=("arch",))
         arch = d["arch"]
         if not isinstance(arch, str) or arch not in ARCHS:
@@ -74,7 +76,7 @@ class ModelConfig:
         spec = get_arch(arch)
         values = dict(d)
         if spec.variants:
-            variant = values.get("variant") or spec.default_variant
+            variant = values.get("variant") or _file_variant(values.get("name_or_path"), arch) or spec.default_variant
             if not isinstance(variant, str) or variant not in spec.variants:
                 raise ConfigError(f"{where}.variant", f"unknown variant {variant!r} for arch {arch} "
                                   f"(known: {', '.join(spec.variants)})")
@@ -126,6 +128,45 @@ class ModelConfig:
     def without_loras(self) -> "ModelConfig":
         """The holder's identity: LoRAs are switched on a resident holder, never part of what is loaded."""
         return replace(self, lora_path=None, lora_scale=1.0, loras=(), lora_fuse=False)
+
+
+def _detected(d: dict, where: str) -> dict:
+    """`d` with the arch (and, unless given, the variant) its name_or_path file is, from the file's
+    header (toolkit/models/formats/detect.py); a file that is no known arch is refused, naming what
+    was detected. Anything but a local file keeps `arch` required."""
+    from toolkit.models.formats.detect import detect_file
+    from toolkit.models.formats.safetensors_header import HeaderError, is_safetensors_name
+    path = d.get("name_or_path")
+    if not isinstance(path, str) or not os.path.isfile(os.path.expanduser(path)) or not is_safetensors_name(path):
+        return d
+    name = os.path.basename(path)
+    try:
+        det = detect_file(os.path.expanduser(path))
+    except (HeaderError, OSError) as e:
+        raise ConfigError(f"{where}.name_or_path", f"{name}: {getattr(e, 'reason', e)}") from None
+    if det.arch is None:
+        what = ("a component file (" + ", ".join(label for _k, label, _f in det.kinds) + "), not a model"
+                if det.kinds else "; ".join(det.problems) or "no known arch")
+        raise ConfigError(f"{where}.arch", f"not given, and {name} is {what}: give model.arch")
+    if det.denoiser is not None and det.denoiser.error:
+        raise ConfigError(f"{where}.name_or_path", f"{name}: {det.denoiser.error}")
+    out = {**d, "arch": det.arch}
+    if det.variant and not d.get("variant"):
+        out["variant"] = det.variant
+    return out
+
+
+def _file_variant(path, arch: str) -> str | None:
+    """The variant a local file of `arch` says it is (an SDXL refiner, a v-prediction fine-tune), else None."""
+    from toolkit.models.formats.detect import detect_file
+    from toolkit.models.formats.safetensors_header import is_safetensors_name
+    if not isinstance(path, str) or not os.path.isfile(os.path.expanduser(path)) or not is_safetensors_name(path):
+        return None
+    try:
+        det = detect_file(os.path.expanduser(path))
+    except (OSError, ValueError):
+        return None                 # the file's own checks name what is wrong with it
+    return det.variant if det.arch == arch else None
 
 
 def _loras(values: dict, where: str) -> tuple:

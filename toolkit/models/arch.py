@@ -6,7 +6,7 @@ the HTTP layer read these rows without loading any library. Library classes are 
 """
 import importlib
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from toolkit.latent_formats import LatentFormat
 
@@ -42,6 +42,7 @@ class Variant:
     defaults: dict = field(default_factory=dict)      # SampleDefaults fields
     extras: dict = field(default_factory=dict)        # sample_extras defaults
     name_or_path: str | None = None
+    scheduler: dict = field(default_factory=dict)     # over the arch's scheduler_file (v-prediction, zero SNR)
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,44 @@ class Reader:
         return load_object(self.func)(path, component=component, policy=policy)
 
 
+DENOISER_PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
+
+
 @dataclass(frozen=True)
 class SingleFile:
-    """A component's original-layout (ComfyUI/LDM) single files: `converter` is diffusers' own
-    converter to library names (a function of diffusers.loaders.single_file_utils, or
-    "module:function"; None = the file already uses library names), used for quantized files
-    (formats/dispatch.py); `original` is "module:function(diffusers state dict) -> original state
-    dict", its inverse, with which the tiny factory writes files in the layout users download."""
+    """How a component is found and read in the files people have: an all-in-one checkpoint
+    (A1111/Forge, ComfyUI `checkpoints/`), or a file of its own (ComfyUI `diffusion_models/`,
+    `text_encoders/`, `vae/`), in its original (ComfyUI/LDM/OpenCLIP) key layout.
+
+    - `converter`: to library names, "module:function(state) -> state" (a function of
+      diffusers.loaders.single_file_utils, or "module:function"; None = library names already). Keys
+      are the file's with the prefix cut. A converter that needs the config takes `config=`.
+    - `original`: "module:function(diffusers state dict) -> original state dict", its inverse, with
+      which the tiny factory writes files in the layout users download.
+    - `anchors`: keys (after the prefix) that all appear in such a file; `prefixes`: where its keys sit
+      (in an all-in-one checkpoint, or "" alone), the first whose anchors all appear is the file's.
+    - `config`: "module:function(view) -> FileConfig": the library config, derived from the tensor
+      shapes and key counts (formats/component_file.View) and checked against the known real configs
+      (what a shape cannot tell comes from those); torch-free, so the detector and /library can ask.
+    - `kind`: the layout's name ("clip_l", "ldm_kl_vae"): a file of this kind fills this role of any
+      arch whose row names the same kind; `label` says it to a person.
+    - `matches`: "module:function(view) -> bool", telling this kind from another with the same
+      anchors (CLIP-L from CLIP-G by width), when anchors alone do not.
+    - `facts`: ((config key, value), ...) this arch sets on a shared kind's config, which the file
+      cannot tell (a VAE's scaling_factor is the arch's: SD 1.x and SDXL VAEs have one layout).
+    """
     converter: str | None = None
     original: str = ""
-    anchors: tuple = ()        # original-layout keys that all appear in such a file (inspection, /library)
+    anchors: tuple = ()
+    prefixes: tuple = DENOISER_PREFIXES
+    config: str = ""
+    kind: str = ""
+    label: str = ""
+    matches: str = ""
+    facts: tuple = ()
+
+    def with_facts(self, **facts) -> "SingleFile":
+        return replace(self, facts=tuple({**dict(self.facts), **facts}.items()))
 
 
 @dataclass(frozen=True)
@@ -81,7 +110,8 @@ class Component:
     optional: bool = False     # the pipeline takes None when the model has no such component
     reader: Reader | None = None
     with_denoiser: bool = False  # ships with the denoiser (ACE-Step's condition encoder): never shared by another
-    single_file: "SingleFile | None" = None    # how its original-layout (ComfyUI) single files convert
+    single_file: "SingleFile | None" = None    # how it is found and read in the files people have
+    vocab: str = ""              # a tokenizer: the vocabulary it is (toolkit/tokenizers.py finds one offline)
 
     @property
     def folder(self) -> str:
@@ -237,6 +267,9 @@ class ArchSpec:
     # samplers (toolkit/samplers.py): the keys of the scheduler config the arch's repos ship that decide
     # its family (`_class_name`, `prediction_type`, `use_flow_sigmas`); the worker checks the loaded one
     scheduler_config: dict = field(default_factory=dict)
+    # the whole scheduler config its repo ships (scheduler/scheduler_config.json): what a model read from
+    # single files (which carry none) samples with; a variant's `scheduler` entries go on top
+    scheduler_file: dict = field(default_factory=dict)
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
     lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)
@@ -283,6 +316,12 @@ class ArchSpec:
     def default_source(self, variant: str | None = None) -> str:
         v = self.variants.get(variant or self.default_variant) if self.variants else None
         return (v.name_or_path if v is not None and v.name_or_path else None) or self.default_name_or_path
+
+    def scheduler_for_files(self, variant: str | None = None) -> dict:
+        """The scheduler config a model read from single files samples with: the repo's, the
+        variant's entries on top ({} when the row has none: a config folder is needed)."""
+        v = self.variants.get(variant or self.default_variant) if self.variants else None
+        return {**self.scheduler_file, **(v.scheduler if v is not None else {})} if self.scheduler_file else {}
 
     def sample_defaults(self, variant: str | None = None) -> dict:
         """SampleDefaults fields and extras' defaults, with the variant's on top."""

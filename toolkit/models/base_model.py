@@ -85,20 +85,30 @@ class BaseModel:
     def component_loads(self):
         """(role, funnel class, source, load kwargs) of every component load_model reads, in order; an
         optional component the model lacks is (role, None, None, None). A prefetch reads the same list."""
+        from toolkit.models.file_sources import FileSources, named_by_files
         from toolkit.models.v2 import aitk
         from toolkit.models.v2.sources import component_present
 
+        files = FileSources(self.model_config, self.spec) if named_by_files(self.model_config) else None
         for spec in self.components:
-            source, config_source = self.source_for(spec)
+            if files is not None:           # single files people have (toolkit/models/file_sources.py)
+                src = files.source(spec)
+                source, config_source, part = src.source, src.config_source, src.part
+                subfolder = spec.folder if src.subfolder else None
+            else:
+                source, config_source = self.source_for(spec)
+                part = None
+                subfolder = None if spec.role in self.model_config.components else spec.folder
             if spec.optional and isinstance(source, str) and not component_present(source, spec.role, spec.folder):
                 yield spec.role, None, None, None
                 continue
-            given = spec.role in self.model_config.components     # an explicit path is the component itself
-            yield spec.role, aitk(spec.load_class()), source, dict(
-                role=spec.role, subfolder=None if given else spec.folder, policy=self.policy_for(spec),
-                config_source=config_source, reader=spec.reader, allow_hub=not self.model_config.local_only,
-                converter=spec.single_file.converter if spec.single_file else None,
-                field=self.field_for(spec, source))
+            kwargs = dict(role=spec.role, subfolder=subfolder, policy=self.policy_for(spec),
+                          config_source=config_source, reader=spec.reader, allow_hub=not self.model_config.local_only,
+                          converter=spec.single_file.converter if spec.single_file else None,
+                          field=self.field_for(spec, source))
+            if part is not None:
+                kwargs.update(part=part, single_file=spec.single_file, reader=None)
+            yield spec.role, aitk(spec.load_class()), source, kwargs
 
     def field_for(self, spec: Component, source) -> str:
         """The request key that chose `source` for this component (a malformed file's error names it)."""

@@ -1,8 +1,59 @@
-"""Stable Diffusion 1.x: a UNet over CLIP-L, the 4-channel KL VAE, PNDM as the repos ship it."""
+"""Stable Diffusion 1.x: a UNet over CLIP-L, the 4-channel KL VAE, PNDM as the repos ship it.
+
+Its files: a diffusers folder or repo, or the all-in-one checkpoint every SD 1.x fine-tune ships as
+(`model.diffusion_model.` LDM UNet, `first_stage_model.` LDM VAE, `cond_stage_model.transformer.`
+CLIP-L), read with the configs below (what a file's shapes cannot tell: heads, norm groups, sizes)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, Task, Tiny, pick_linears)
+                                 SampleDefaults, SingleFile, Task, Tiny, pick_linears)
+from toolkit.models.formats import clip, ldm
 from toolkit.models.tiny import kit
+
+_UNET = dict(act_fn="silu", center_input_sample=False, downsample_padding=1, flip_sin_to_cos=True, freq_shift=0,
+             mid_block_scale_factor=1, norm_eps=1e-5, transformer_layers_per_block=1, use_linear_projection=False,
+             projection_class_embeddings_input_dim=None, out_channels=4)
+_CROSS = ["CrossAttnDownBlock2D"] * 3 + ["DownBlock2D"], ["UpBlock2D"] + ["CrossAttnUpBlock2D"] * 3
+# stable-diffusion-v1-5's unet/config.json (the inpainting model's takes 9 input channels); and the
+# tiny factory's (_tiny below)
+UNET_KNOWN = {
+    "sd15": dict(_UNET, sample_size=64, in_channels=4, block_out_channels=[320, 640, 1280, 1280], layers_per_block=2,
+                 down_block_types=_CROSS[0], up_block_types=_CROSS[1], cross_attention_dim=768,
+                 attention_head_dim=8, norm_num_groups=32),
+    "sd15-inpainting": dict(_UNET, sample_size=64, in_channels=9, block_out_channels=[320, 640, 1280, 1280],
+                            layers_per_block=2, down_block_types=_CROSS[0], up_block_types=_CROSS[1],
+                            cross_attention_dim=768, attention_head_dim=8, norm_num_groups=32),
+    "tiny": dict(_UNET, sample_size=8, in_channels=4, block_out_channels=[16, 32], layers_per_block=1,
+                 down_block_types=["CrossAttnDownBlock2D", "DownBlock2D"], up_block_types=["UpBlock2D", "CrossAttnUpBlock2D"],
+                 cross_attention_dim=32, attention_head_dim=2, norm_num_groups=8),
+}
+_VAE = dict(act_fn="silu", in_channels=3, out_channels=3, latent_channels=4, use_quant_conv=True,
+            use_post_quant_conv=True, scaling_factor=0.18215, down_block_types=["DownEncoderBlock2D"] * 4,
+            up_block_types=["UpDecoderBlock2D"] * 4)
+VAE_KNOWN = {
+    "sd-vae": dict(_VAE, block_out_channels=[128, 256, 512, 512], layers_per_block=2, norm_num_groups=32, sample_size=512),
+    "tiny": dict(_VAE, block_out_channels=[8, 8, 16, 16], layers_per_block=1, norm_num_groups=4, sample_size=64),
+}
+# stable-diffusion-v1-5's scheduler/scheduler_config.json: what a checkpoint (which has none) samples with
+SCHEDULER_FILE = dict(_class_name="PNDMScheduler", num_train_timesteps=1000, beta_start=0.00085, beta_end=0.012,
+                      beta_schedule="scaled_linear", set_alpha_to_one=False, skip_prk_steps=True, steps_offset=1,
+                      prediction_type="epsilon", timestep_spacing="leading", trained_betas=None, clip_sample=False)
+
+
+def unet_config(view):
+    return ldm.known_config(ldm.unet_signature(view), UNET_KNOWN, ldm.UNET_FACTS, "the SD 1.x UNet")
+
+
+def vae_config(view):
+    return ldm.vae_config(view, VAE_KNOWN, "the SD 1.x VAE")
+
+
+UNET_FILE = SingleFile("toolkit.models.formats.ldm:convert_unet", "toolkit.models.formats.ldm:unet_to_original",
+                       anchors=("input_blocks.0.0.weight", "time_embed.0.weight", "out.2.weight"),
+                       config="toolkit.models.archs.sd1:unet_config", kind="sd1_unet", label="SD 1.x UNet")
+VAE_FILE = SingleFile("toolkit.models.formats.ldm:convert_vae", "toolkit.models.formats.ldm:vae_to_original",
+                      anchors=("encoder.conv_in.weight", "decoder.conv_out.weight", "quant_conv.weight"),
+                      prefixes=("first_stage_model.", "vae.", ""), config="toolkit.models.archs.sd1:vae_config",
+                      kind="ldm_kl_vae", label="KL VAE (4 channels)")
 
 
 def _tiny(b):
@@ -40,11 +91,12 @@ SPEC = ArchSpec(
            Task("inpaint", "StableDiffusionInpaintPipeline", strength=1.0)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
-        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
-        Component("text_encoder", "CLIPTextModel", TEXT_ENCODER),
-        Component("vae", "AutoencoderKL", VAE),
-        Component("unet", "UNet2DConditionModel", DENOISER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_l"),
+        Component("text_encoder", "CLIPTextModel", TEXT_ENCODER, single_file=clip.CLIP_L),
+        Component("vae", "AutoencoderKL", VAE, single_file=VAE_FILE),
+        Component("unet", "UNet2DConditionModel", DENOISER, single_file=UNET_FILE),
     ),
+    scheduler_file=SCHEDULER_FILE,
     pipeline_init_kwargs={"safety_checker": None, "feature_extractor": None, "image_encoder": None,
                           "requires_safety_checker": False},
     defaults=SampleDefaults(512, 512, 25, 7.5), size_divisor=8,

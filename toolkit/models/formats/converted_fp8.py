@@ -78,10 +78,15 @@ def trace(convert, shapes: dict) -> tuple[dict, list]:
 
 
 def read_converted_fp8(path: str, load_cls, config_dir: str, converter: str | None, *, component: str,
-                       policy=None, dequantize: bool = False) -> nn.Module:
+                       policy=None, dequantize: bool = False, prefix: str | None = None) -> nn.Module:
+    """`prefix`: the component's keys in an all-in-one checkpoint (None: the prefix all keys share)."""
+    from toolkit.models.formats.file_view import sub_header
     policy = _policy(policy)
     header = _header(path, component)
-    prefix = file_prefix(header.keys())
+    if prefix is None:
+        prefix = file_prefix(header.keys())
+    else:
+        header = sub_header(header, prefix)
     manifest, problems = quant.parse_manifest(header, prefix)
     result = quant.audit(header, manifest, prefix=prefix)
     result.problems[:0] = problems

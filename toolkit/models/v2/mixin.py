@@ -79,7 +79,8 @@ class OstrisModelMixin:
     @classmethod
     def load(cls, source: str, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
              config_source: str | None = None, status=None, allow_hub: bool = True, reader=None,
-             converter: str | None = None, field: str | None = None, **kwargs):
+             converter: str | None = None, field: str | None = None, single_file=None, part: str | None = None,
+             **kwargs):
         """Load one component. `config_source` is the folder/repo whose `subfolder` holds the config
         when `source` is a single weights file. `reader(path, component=role, policy=policy) -> module`
         reads a single file stored in a format the libraries do not (e.g. ComfyUI scaled FP8); its
@@ -87,10 +88,13 @@ class OstrisModelMixin:
         switches them on the resident module. `converter` names the arch's diffusers single-file
         converter, used for a quantized single file (formats/dispatch.py). `field` is the request key
         that chose `source` (model.name_or_path, model.components.<role>): a malformed weights file's
-        error names it."""
+        error names it. `part`: the component's key prefix in `source`, a file people have (an all-in-one
+        checkpoint, a ComfyUI component file), read with `single_file` (its row's layout and config rule,
+        formats/component_file.py): no config folder, nothing downloaded."""
         if isinstance(source, dict):
             return cls._from_code_config(source, role, policy)
-        src, load_cls, identity = cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader)
+        src, load_cls, identity = cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader,
+                                                part)
         interceptor = get_load_interceptor()
         if interceptor is not None:
             hit = interceptor.lookup(identity, policy)
@@ -102,7 +106,10 @@ class OstrisModelMixin:
             status(f"loading {role}", stage="loading")
         _check_weight_files(identity.paths, role, field)
         try:
-            if src.kind == "file" and reader is not None:
+            if src.kind == "file" and part is not None:
+                from toolkit.models.formats.component_file import read_component
+                module = read_component(src.path, single_file, part, load_cls, role=role, policy=policy)
+            elif src.kind == "file" and reader is not None:
                 module = reader(src.path, component=role, policy=policy)
             elif src.kind == "file":
                 module = load_cls._read_single_file(src, role, subfolder, config_source, policy, allow_hub, kwargs,
@@ -127,26 +134,31 @@ class OstrisModelMixin:
 
     @classmethod
     def identify(cls, source, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
-                 config_source: str | None = None, allow_hub: bool = True, reader=None, **_kwargs) -> ComponentIdentity:
+                 config_source: str | None = None, allow_hub: bool = True, reader=None, part: str | None = None,
+                 **_kwargs) -> ComponentIdentity:
         """The identity `load` would give this component, without reading it (a prefetch asks the
         pool for it before deciding what to read)."""
         if isinstance(source, dict):
             return cls._code_config_identity(source, role)[1]
-        return cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader)[2]
+        return cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader, part)[2]
 
     @classmethod
-    def _identify(cls, source, role, subfolder, policy, config_source, allow_hub, reader):
+    def _identify(cls, source, role, subfolder, policy, config_source, allow_hub, reader, part=None):
         try:
             src = resolve_source(source, None if _is_file(source) else subfolder, allow_hub=allow_hub)
         except SourceError as e:
             raise ComponentLoadError(f"{role}: {e}") from None
         load_cls = cls._class_for(src, role)
         files = [src.path] if src.kind == "file" else weight_files_in(src.component_dir)
+        if part is not None:            # one component of a file: the file, and where in it
+            weights = fingerprint_files(files) + ((f"part:{part}", 0, 0),)
+        elif files:
+            weights = fingerprint_files(files) + content_fingerprint(_config_dir(src, config_source, subfolder), ".json")
+        else:
+            weights = content_fingerprint(src.component_dir)
         identity = ComponentIdentity(
             role=role, cls=f"{load_cls._aitk_base.__module__}.{load_cls._aitk_base.__qualname__}",
-            source=src.path, subfolder=src.subfolder, paths=tuple(files),
-            weights=(fingerprint_files(files) + content_fingerprint(_config_dir(src, config_source, subfolder), ".json")
-                     if files else content_fingerprint(src.component_dir)),
+            source=src.path, subfolder=src.subfolder, paths=tuple(files), weights=weights,
             dtype=_dtype_name(policy.dtype) if _is_module_class(load_cls) else None,
             qtype=policy.qtype if _is_module_class(load_cls) else None,
             fmt=_single_file_format(src, reader, role),

@@ -60,11 +60,6 @@ def shifted_timesteps(steps: int, mu: float) -> list[float]:
 
 
 class Krea2Model(BaseModel):
-    def source_for(self, spec):
-        if spec.kind == SCHEDULER and spec.role not in self.model_config.components and not self._folder():
-            return dict(SCHEDULER_CONFIG), None          # ComfyUI files carry no scheduler: the recipe's, in code
-        return super().source_for(spec)
-
     def _folder(self) -> str | None:
         path = os.path.expanduser(self.model_config.name_or_path or "")
         return path if os.path.isdir(path) else None
@@ -163,6 +158,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, tiny.SAMPLE, pipeline_kwargs={"text_encoder_select_layers": tiny.TAPS, "is_distilled": True}),
     description="Krea 2 (Qwen3-VL text encoder, Qwen Image VAE); turbo or raw",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    scheduler_file=SCHEDULER_CONFIG,          # ComfyUI files carry no scheduler: the recipe's
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
     # diffusers' Krea2Pipeline has its own loader (Krea2LoraLoaderMixin): diffusers keys, or the original
     # names under `diffusion_model.` (ComfyUI) / `base_model.model.` with lora_A/B and no alpha; no kohya

@@ -1,0 +1,172 @@
+"""Where each component of a model named by files comes from: an all-in-one checkpoint, a ComfyUI
+denoiser with its component files, or a mix with a diffusers folder. No hub, no config folder, unless
+the request names one (`extras_name_or_path`).
+
+    FileSources(model_config, spec).source(component) -> Source
+
+For each component, the first of:
+1. `model.components.<role>`: a folder as it is; a file read as the row says (its layout and config,
+   formats/component_file.py), refused when it is not that component (a VAE given as `text_encoder`);
+2. the component inside `name_or_path`'s file (formats/detect.py: an all-in-one checkpoint holds them
+   all, a ComfyUI denoiser file its denoiser);
+3. `extras_name_or_path` (a diffusers folder or repo: the other components and their configs);
+4. what the row holds as data: the scheduler's config (`ArchSpec.scheduler_file`), a tokenizer
+   found offline (toolkit/tokenizers.py);
+5. the arch's default repo, when it is in the local hub cache (or the hub may be asked);
+else the model is refused, naming every role still missing and what can give it.
+"""
+import os
+from dataclasses import dataclass
+
+from toolkit.errors import ConfigError
+from toolkit.models.arch import DENOISER, SCHEDULER, TOKENIZER
+
+
+@dataclass(frozen=True)
+class Source:
+    source: object                   # a path, a hub repo id, or an in-code scheduler config (dict)
+    config_source: str | None = None
+    part: str | None = None          # the component's key prefix in `source` (a file read by its layout)
+    single_file: object = None       # the row's SingleFile for it
+    subfolder: bool = True           # the row's subfolder applies (a folder or repo of the whole model)
+
+
+def _file(path) -> bool:
+    return isinstance(path, str) and os.path.isfile(os.path.expanduser(path))
+
+
+def named_by_files(mc) -> bool:
+    """The model is read from files, not from a folder or repo: name_or_path is a file, or component
+    files are given with no folder to take the rest from."""
+    return _file(mc.name_or_path) or (not mc.name_or_path and bool(mc.components))
+
+
+class FileSources:
+    def __init__(self, model_config, spec):
+        self.mc, self.spec = model_config, spec
+        self._detected = {}
+
+    def detection(self, path: str):
+        """What the file is (formats/detect.py); a file in another format (GGUF) has its own reader."""
+        from toolkit.models.formats.detect import Detection, detect_file
+        from toolkit.models.formats.safetensors_header import is_safetensors_name
+        if path not in self._detected:
+            self._detected[path] = detect_file(os.path.expanduser(path)) if is_safetensors_name(path) else Detection()
+        return self._detected[path]
+
+    def source(self, comp) -> Source:
+        mc = self.mc
+        if comp.role in mc.components:
+            return self._given(comp, mc.components[comp.role])
+        if _file(mc.name_or_path):
+            part = self.detection(mc.name_or_path).parts.get(comp.role)
+            if part is not None and part.error is None and comp.single_file.config:
+                return Source(mc.name_or_path, None, part.prefix, comp.single_file, subfolder=False)
+            if part is not None or (comp.kind == DENOISER and not self.detection(mc.name_or_path).parts):
+                # the denoiser, in a layout whose config the row does not hold: from a config folder
+                base = mc.extras_name_or_path or self.default_repo() or self.spec.default_source(mc.variant)
+                return Source(mc.name_or_path, base)
+        if mc.extras_name_or_path:
+            return Source(mc.extras_name_or_path, mc.extras_name_or_path)
+        if comp.kind == SCHEDULER and self.spec.scheduler_for_files(mc.variant):
+            return Source(self.spec.scheduler_for_files(mc.variant), subfolder=False)
+        if comp.kind == TOKENIZER and comp.vocab:
+            from toolkit.tokenizers import find_tokenizer
+            return Source(find_tokenizer(comp.vocab, role=comp.role, near=mc.name_or_path), subfolder=False)
+        default = self.default_repo()
+        if default:
+            return Source(default, default)
+        raise ConfigError(f"model.components.{comp.role}", self.missing_message())
+
+    def _given(self, comp, path: str) -> Source:
+        mc = self.mc
+        if not _file(path):              # a folder: as it is, its config beside it
+            folder = mc.name_or_path and os.path.isdir(os.path.expanduser(mc.name_or_path)) and not mc.extras_name_or_path
+            return Source(path, mc.name_or_path if folder else (mc.extras_name_or_path or self.default_repo()),
+                          subfolder=False)
+        if mc.extras_name_or_path or comp.single_file is None or not comp.single_file.config:
+            base = mc.extras_name_or_path or self.spec.default_source(mc.variant)
+            folder = mc.name_or_path and os.path.isdir(os.path.expanduser(mc.name_or_path))
+            return Source(path, mc.name_or_path if folder and not mc.extras_name_or_path else base, subfolder=False)
+        part = self.detection(path).parts.get(comp.role)
+        wanted = comp.single_file
+        if part is None:
+            # a component file of this role's kind under any arch's row that names the same kind
+            part = next((p for p in self._kind_parts(path) if p.single_file.kind == wanted.kind), None)
+        if part is None or part.error is not None:
+            raise ConfigError(f"model.components.{comp.role}", self._wrong_kind(path, comp, part))
+        return Source(path, None, part.prefix, wanted, subfolder=False)
+
+    def _kind_parts(self, path: str) -> list:
+        """Every part of the file any arch's row recognises (a CLIP-L file is sd1's, sdxl's, flux's...)."""
+        from toolkit.models.formats.detect import Part, _found
+        from toolkit.models.formats.file_view import FileKindError, derive
+        from toolkit.models.formats.safetensors_header import check_file
+        header = check_file(os.path.expanduser(path))
+        comp = None
+        for c in self.spec.components:
+            if c.single_file is not None and c.single_file.anchors:
+                prefix = _found(header, c.single_file)
+                if prefix is None:
+                    continue
+                try:
+                    config, error = derive(header, c.single_file, prefix), None
+                except FileKindError as e:
+                    config, error = None, str(e)
+                comp = Part(c.role, c.single_file, prefix, config, error)
+                yield comp
+
+    def _wrong_kind(self, path: str, comp, part) -> str:
+        base = os.path.basename(path)
+        want = comp.single_file.label or comp.single_file.kind or comp.role
+        if part is not None and part.error is not None:
+            return f"{base}: {part.error}"
+        det = self.detection(path)
+        if det.arch:
+            what = f"a {det.arch} checkpoint ({', '.join(det.parts)})"
+        elif det.kinds:
+            what = " or ".join(label for _k, label, _f in det.kinds)
+        else:
+            what = "no layout this engine knows"
+        return f"{base} is {what}, not the {want} arch {self.spec.name} takes as {comp.role}"
+
+    def default_repo(self) -> str | None:
+        """The arch's default repo, when it may be read here: in the local hub cache, or the hub is
+        allowed and reachable (not local_only, HF_HUB_OFFLINE unset)."""
+        from toolkit.local_weights import weights_here
+        from toolkit.models.v2.sources import hub_offline
+        repo = self.spec.default_source(self.mc.variant)
+        if not repo:
+            return None
+        if weights_here(self.spec, self.mc.variant) or not (self.mc.local_only or hub_offline()):
+            return repo
+        return None
+
+    def missing(self) -> list:
+        """The roles nothing here gives (what `source` would refuse)."""
+        out = []
+        for comp in self.spec.components:
+            if comp.optional:
+                continue
+            try:
+                self.source(comp)
+            except ConfigError:
+                out.append(comp.role)
+        return out
+
+    def missing_message(self) -> str:
+        roles = []
+        for comp in self.spec.components:
+            if comp.optional or comp.role in self.mc.components:
+                continue
+            if _file(self.mc.name_or_path) and comp.role in self.detection(self.mc.name_or_path).parts:
+                continue
+            if comp.kind == SCHEDULER and self.spec.scheduler_for_files(self.mc.variant):
+                continue
+            if comp.kind == TOKENIZER and comp.vocab:
+                continue
+            roles.append(comp.role)
+        repo = self.spec.default_source(self.mc.variant)
+        return (f"{self.spec.name} needs {', '.join(roles)} besides what its files hold: give each as "
+                f"model.components.<role> (a file or folder), or extras_name_or_path (a diffusers folder"
+                + (f", or have {repo} in the local hub cache" if repo else "") + ")")
