@@ -92,3 +92,27 @@ def test_ctrl_c_works_when_started_with_sigint_ignored(tiny, tiny_root, tmp_path
     tiny("wan21")
     code, err = _interrupted_run(tmp_path, tiny_root, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert code == 130, err[-2000:]
+
+
+def test_the_one_shot_job_takes_a_batch_for_every_prompt(tiny, tiny_root, tmp_path):
+    """`sample.batch_size: 2` with two prompts: four files, each its own seed (seed + i), and every
+    prompt runs (a batch made one record per file, which the job once unpacked as one)."""
+    tiny("zimage")
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(f"""job: extension
+config:
+  name: batch
+  process:
+    - type: Generate
+      output_folder: {tmp_path / 'out'}
+      model: {{arch: zimage, name_or_path: "tiny:zimage"}}
+      sample: {{width: 64, height: 64, num_inference_steps: 2, seed: 5, batch_size: 2}}
+      prompts: [a fox, {{prompt: a lighthouse, seed: 9}}]
+""")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), str(cfg)], cwd=tmp_path, env=_env(tiny_root),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    files = sorted(os.path.basename(f) for f in glob.glob(str(tmp_path / "out" / "*.png")))
+    assert len(files) == 4, (files, p.stdout)
+    assert sorted(int(f.rsplit("_", 1)[1].split("-")[0]) for f in files) == [5, 5, 9, 9], files
+    assert p.stdout.count("wrote ") == 4 and "seed 6" in p.stdout and "seed 10" in p.stdout, p.stdout
