@@ -16,6 +16,7 @@ import threading
 import torch
 
 from toolkit.errors import ConfigError
+from toolkit.models.arch import load_object
 from toolkit.models.formats.dispatch import detect_format, read_format
 from toolkit.models.formats.safetensors_header import HeaderError, check_file, is_safetensors_name
 from toolkit.models.v2.identity import ComponentIdentity, content_fingerprint, fingerprint_files, weight_files_in
@@ -25,6 +26,7 @@ from toolkit.models.v2.sources import (ResolvedSource, SourceError, component_co
 
 _interceptor = None
 _local = threading.local()
+COMPONENT_READER = "toolkit.models.formats.component_file:read_component"   # a file people have, by its row
 
 
 def _quiet_libraries():
@@ -106,9 +108,9 @@ class OstrisModelMixin:
             status(f"loading {role}", stage="loading")
         _check_weight_files(identity.paths, role, field)
         try:
-            if src.kind == "file" and part is not None:
-                from toolkit.models.formats.component_file import read_component
-                module = read_component(src.path, single_file, part, load_cls, role=role, policy=policy)
+            if src.kind == "file" and part is not None:     # named, as formats/dispatch.py names its readers:
+                read = load_object(COMPONENT_READER)        # the readers import the funnel (no circle)
+                module = read(src.path, single_file, part, load_cls, role=role, policy=policy)
             elif src.kind == "file" and reader is not None:
                 module = reader(src.path, component=role, policy=policy)
             elif src.kind == "file":
