@@ -275,7 +275,9 @@ def to_causal_lm(state: dict) -> dict:
     hidden states, never the head)."""
     out = {"model." + k: v for k, v in _language_model(state).items()}
     head = state.get("lm_head.weight", state.get("model.lm_head.weight"))
-    out["lm_head.weight"] = head if head is not None else out["model.embed_tokens.weight"]
+    head = head if head is not None else out.get("model.embed_tokens.weight")
+    if head is not None:
+        out["lm_head.weight"] = head
     return out
 
 
@@ -293,7 +295,8 @@ def to_qwen25_vl(state: dict) -> dict:
         elif k.startswith("model.") and not k.startswith(("model.language_model.", "model.visual.")):
             k = "model.language_model." + k[len("model."):]
         out[k] = v
-    out.setdefault("lm_head.weight", out.get("model.language_model.embed_tokens.weight"))
+    if "lm_head.weight" not in out and "model.language_model.embed_tokens.weight" in out:
+        out["lm_head.weight"] = out["model.language_model.embed_tokens.weight"]
     return out
 
 
