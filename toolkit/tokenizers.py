@@ -39,7 +39,6 @@ class Vocabulary:
     embedded: str = ""         # the tensor a model file carries it in ("spiece_model")
     from_embedded: str = ""    # "module:function(data: bytes, folder)" writing the tokenizer from it
     adapt: str = ""            # "module:function(source, folder)": a ComfyUI folder made the tokenizer
-    size: int = 0              # the real vocabulary's token count (0: not checked)
 
 
 VOCABULARIES = {
@@ -58,7 +57,7 @@ VOCABULARIES = {
                           ("stabilityai/stable-diffusion-3.5-large", "tokenizer_3"),
                           ("stabilityai/stable-diffusion-3-medium-diffusers", "tokenizer_3"),
                           ("Lightricks/LTX-Video", "tokenizer"), ("lodestones/Chroma", "tokenizer"),
-                          ("stabilityai/stable-audio-open-1.0", "tokenizer")), size=32100),
+                          ("stabilityai/stable-audio-open-1.0", "tokenizer"))),
     # UMT5's 256k SentencePiece: ComfyUI has no folder for it, its umt5_xxl files embed it
     "umt5_xxl": Vocabulary("umt5_xxl", (),
                            (("google/umt5-xxl", ""), ("Wan-AI/Wan2.1-T2V-14B-Diffusers", "tokenizer"),
@@ -68,22 +67,19 @@ VOCABULARIES = {
                            embedded="spiece_model", from_embedded="toolkit.tokenizers:write_t5_from_spiece"),
     "qwen2_5": Vocabulary("qwen2_5", ("comfy/text_encoders/qwen25_tokenizer",),
                           (("Qwen/Qwen-Image", "tokenizer"), ("Qwen/Qwen-Image-Edit", "tokenizer"),
-                           ("Qwen/Qwen-Image-Edit-2509", "tokenizer"), ("Qwen/Qwen2.5-VL-7B-Instruct", "")),
-                          size=151665),
+                           ("Qwen/Qwen-Image-Edit-2509", "tokenizer"), ("Qwen/Qwen2.5-VL-7B-Instruct", ""))),
     # Qwen3's BPE is Qwen2.5's plus four added tokens (<tool_response>, </tool_response>, <think>, </think>)
     # and its chat template; ComfyUI reads Qwen3 with its qwen25_tokenizer folder
     "qwen3": Vocabulary("qwen3", ("comfy/text_encoders/qwen25_tokenizer",),
                         (("Tongyi-MAI/Z-Image-Turbo", "tokenizer"), ("black-forest-labs/FLUX.2-klein-4B", "tokenizer"),
                          ("black-forest-labs/FLUX.2-klein-9B", "tokenizer"), ("Qwen/Qwen3-4B", ""),
                          ("Qwen/Qwen3-8B", ""), ("Qwen/Qwen3-Embedding-0.6B", "")),
-                        adapt="toolkit.tokenizers:adapt_qwen3", size=151669),
+                        adapt="toolkit.tokenizers:adapt_qwen3"),
     "gemma2": Vocabulary("gemma2", (), (("Alpha-VLLM/Lumina-Image-2.0", "tokenizer"), ("google/gemma-2-2b", ""),
-                                        ("Efficient-Large-Model/Sana_1600M_1024px_diffusers", "tokenizer")),
-                         size=256000),
-    "gemma3": Vocabulary("gemma3", (), (("google/gemma-3-12b-it", ""), ("Lightricks/LTX-2", "tokenizer")),
-                         size=262145),
+                                        ("Efficient-Large-Model/Sana_1600M_1024px_diffusers", "tokenizer"))),
+    "gemma3": Vocabulary("gemma3", (), (("google/gemma-3-12b-it", ""), ("Lightricks/LTX-2", "tokenizer"))),
     "mistral3": Vocabulary("mistral3", (), (("black-forest-labs/FLUX.2-dev", "tokenizer"),
-                                            ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "")), size=131072),
+                                            ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", ""))),
     # HunyuanVideo's LLaVA-Llama-3 (Llama 3's 128k BPE and LLaVA's added tokens)
     "llama3": Vocabulary("llama3", ("comfy/text_encoders/llama_tokenizer",),
                          (("hunyuanvideo-community/HunyuanVideo", "tokenizer"),
@@ -130,8 +126,10 @@ def find_tokenizer(vocab: str, *, role: str, near: str | None = None, files=(), 
         for rel in v.comfy:
             folder = os.path.join(root, rel)
             if _is_tokenizer(folder):
-                if v.adapt:
-                    folder = _derived(v, "adapted", os.path.realpath(folder).encode(), folder, v.adapt)
+                if v.adapt:        # keyed by the folder and its files' times: an updated ComfyUI is adapted again
+                    stamp = [os.path.realpath(folder)] + [f"{n}:{os.stat(os.path.join(folder, n)).st_mtime_ns}"
+                                                          for n in sorted(os.listdir(folder))]
+                    folder = _derived(v, "adapted", "\n".join(stamp).encode(), folder, v.adapt)
                 if fits(folder, folder):
                     return folder
             else:
