@@ -1,6 +1,6 @@
 """Tokenizers offline, for models read from the files people have (which carry no tokenizer).
 
-    find_tokenizer(vocab, role=, near=) -> a tokenizer folder
+    find_tokenizer(vocab, role=, near=, files=(), vocab_size=None) -> a tokenizer folder
 
 `vocab` is the vocabulary a row's tokenizer component names (`Component.vocab`: "clip_l", ...). Where
 one is looked for, in order (nothing is ever downloaded):
@@ -10,10 +10,17 @@ one is looked for, in order (nothing is ever downloaded):
       model file lies in (`<ComfyUI>/models/checkpoints/x.safetensors` -> `<ComfyUI>/comfy/...`);
   (c) the local hub cache: the repos that ship this vocabulary;
   (d) a pinned package that ships it: open_clip_torch's `bpe_simple_vocab_16e6.txt.gz` is OpenAI's CLIP
-      BPE, from which every CLIP tokenizer these archs use is built exactly (written once to the cache).
-A missing one is a ConfigError naming the role and every place looked in.
+      BPE, from which every CLIP tokenizer these archs use is built exactly (written once to the cache);
+  (e) the vocabulary a model file embeds: ComfyUI's umt5_xxl files carry their SentencePiece model as a
+      `spiece_model` uint8 tensor (`files`: the text encoder files of the request, and `near` itself).
+A ComfyUI folder that holds the vocabulary but not the tokenizer a pipeline expects (ComfyUI reads
+Qwen3 with its `qwen25_tokenizer`) is adapted in a cached copy (`Vocabulary.adapt`). With
+`vocab_size` (the text encoder's embedding rows), a tokenizer whose ids would not fit is passed over,
+and said so. A missing one is a ConfigError naming the role and every place looked in.
 """
 import gzip
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 
@@ -29,6 +36,9 @@ class Vocabulary:
     comfy: tuple               # ComfyUI's folders holding it, relative to the ComfyUI checkout
     hub: tuple                 # (repo, subfolder) in the hub cache
     build: str = ""            # "module:function(folder)" writing it from a pinned package
+    embedded: str = ""         # the tensor a model file carries it in ("spiece_model")
+    from_embedded: str = ""    # "module:function(data: bytes, folder)" writing the tokenizer from it
+    adapt: str = ""            # "module:function(source, folder)": a ComfyUI folder made the tokenizer
 
 
 VOCABULARIES = {
@@ -40,6 +50,40 @@ VOCABULARIES = {
     "clip_g": Vocabulary("clip_g", ("comfy/sdxl_clip_tokenizer",),
                          (("stabilityai/stable-diffusion-xl-base-1.0", "tokenizer_2"),),
                          "toolkit.tokenizers:write_clip_g"),
+    # T5's 32k SentencePiece (T5 v1.1 and t5-base share it): Flux, Chroma, SD3, LTX-Video, Stable Audio
+    "t5_xxl": Vocabulary("t5_xxl", ("comfy/text_encoders/t5_tokenizer",),
+                         (("google/t5-v1_1-xxl", ""), ("black-forest-labs/FLUX.1-dev", "tokenizer_2"),
+                          ("black-forest-labs/FLUX.1-schnell", "tokenizer_2"),
+                          ("stabilityai/stable-diffusion-3.5-large", "tokenizer_3"),
+                          ("stabilityai/stable-diffusion-3-medium-diffusers", "tokenizer_3"),
+                          ("Lightricks/LTX-Video", "tokenizer"), ("lodestones/Chroma", "tokenizer"),
+                          ("stabilityai/stable-audio-open-1.0", "tokenizer"))),
+    # UMT5's 256k SentencePiece: ComfyUI has no folder for it, its umt5_xxl files embed it
+    "umt5_xxl": Vocabulary("umt5_xxl", (),
+                           (("google/umt5-xxl", ""), ("Wan-AI/Wan2.1-T2V-14B-Diffusers", "tokenizer"),
+                            ("Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "tokenizer"),
+                            ("Wan-AI/Wan2.2-TI2V-5B-Diffusers", "tokenizer"),
+                            ("Wan-AI/Wan2.2-T2V-A14B-Diffusers", "tokenizer")),
+                           embedded="spiece_model", from_embedded="toolkit.tokenizers:write_t5_from_spiece"),
+    "qwen2_5": Vocabulary("qwen2_5", ("comfy/text_encoders/qwen25_tokenizer",),
+                          (("Qwen/Qwen-Image", "tokenizer"), ("Qwen/Qwen-Image-Edit", "tokenizer"),
+                           ("Qwen/Qwen-Image-Edit-2509", "tokenizer"), ("Qwen/Qwen2.5-VL-7B-Instruct", ""))),
+    # Qwen3's BPE is Qwen2.5's plus four added tokens (<tool_response>, </tool_response>, <think>, </think>)
+    # and its chat template; ComfyUI reads Qwen3 with its qwen25_tokenizer folder
+    "qwen3": Vocabulary("qwen3", ("comfy/text_encoders/qwen25_tokenizer",),
+                        (("Tongyi-MAI/Z-Image-Turbo", "tokenizer"), ("black-forest-labs/FLUX.2-klein-4B", "tokenizer"),
+                         ("black-forest-labs/FLUX.2-klein-9B", "tokenizer"), ("Qwen/Qwen3-4B", ""),
+                         ("Qwen/Qwen3-8B", ""), ("Qwen/Qwen3-Embedding-0.6B", "")),
+                        adapt="toolkit.tokenizers:adapt_qwen3"),
+    "gemma2": Vocabulary("gemma2", (), (("Alpha-VLLM/Lumina-Image-2.0", "tokenizer"), ("google/gemma-2-2b", ""),
+                                        ("Efficient-Large-Model/Sana_1600M_1024px_diffusers", "tokenizer"))),
+    "gemma3": Vocabulary("gemma3", (), (("google/gemma-3-12b-it", ""), ("Lightricks/LTX-2", "tokenizer"))),
+    "mistral3": Vocabulary("mistral3", (), (("black-forest-labs/FLUX.2-dev", "tokenizer"),
+                                            ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", ""))),
+    # HunyuanVideo's LLaVA-Llama-3 (Llama 3's 128k BPE and LLaVA's added tokens)
+    "llama3": Vocabulary("llama3", ("comfy/text_encoders/llama_tokenizer",),
+                         (("hunyuanvideo-community/HunyuanVideo", "tokenizer"),
+                          ("xtuner/llava-llama-3-8b-v1_1-transformers", ""))),
 }
 
 
@@ -64,33 +108,110 @@ def _is_tokenizer(folder: str) -> bool:
                                          ("tokenizer.json", "vocab.json", "tokenizer_config.json", "spiece.model"))
 
 
-def find_tokenizer(vocab: str, *, role: str, near: str | None = None) -> str:
+def find_tokenizer(vocab: str, *, role: str, near: str | None = None, files=(), vocab_size: int | None = None) -> str:
     v = VOCABULARIES.get(vocab)
     if v is None:
         raise ConfigError(f"model.components.{role}", f"no offline source is known for the {vocab or 'arch'} "
                           f"tokenizer: give its folder as model.components.{role}")
     looked = []
+
+    def fits(folder: str, where: str) -> bool:
+        n = tokenizer_size(folder) if vocab_size else None
+        if n is not None and n > vocab_size:
+            looked.append(f"{where} ({n} tokens, more than the text encoder's {vocab_size})")
+            return False
+        return True
+
     for root in comfyui_roots(near):
         for rel in v.comfy:
             folder = os.path.join(root, rel)
             if _is_tokenizer(folder):
-                return folder
-            looked.append(folder)
+                if v.adapt:        # keyed by the folder and its files' times: an updated ComfyUI is adapted again
+                    stamp = [os.path.realpath(folder)] + [f"{n}:{os.stat(os.path.join(folder, n)).st_mtime_ns}"
+                                                          for n in sorted(os.listdir(folder))]
+                    folder = _derived(v, "adapted", "\n".join(stamp).encode(), folder, v.adapt)
+                if fits(folder, folder):
+                    return folder
+            else:
+                looked.append(folder)
     for repo, sub in v.hub:
         folder = _hub_folder(repo, sub)
-        if folder:
+        where = f"hub cache {repo}" + (f"/{sub}" if sub else "")
+        if folder and fits(folder, where):
             return folder
-        looked.append(f"hub cache {repo}" + (f"/{sub}" if sub else ""))
+        if not folder:
+            looked.append(where)
     if v.build:
         folder = os.path.join(cache_root(), v.name)
-        if _is_tokenizer(folder):
-            return folder
         try:
-            return _build(v, folder)
+            if not _is_tokenizer(folder):
+                folder = _build(v, folder)
+            if fits(folder, "the package that ships it"):
+                return folder
         except ImportError as e:
             looked.append(f"the package that ships it ({e.name or e})")
+    if v.embedded:
+        for path in [p for p in (near, *files) if p]:
+            data = embedded_data(path, v.embedded)
+            base = os.path.basename(str(path))
+            if data is None:
+                looked.append(f"{base} (no {v.embedded})")
+                continue
+            folder = _derived(v, "embedded", data, data, v.from_embedded)
+            if fits(folder, f"the {v.embedded} in {base}"):
+                return folder
     raise ConfigError(f"model.components.{role}", f"no {vocab} tokenizer here: give its folder as "
-                      f"model.components.{role} (looked in {'; '.join(looked)})")
+                      f"model.components.{role} (looked in {'; '.join(looked) or 'no place'})")
+
+
+def tokenizer_size(folder: str) -> int | None:
+    """How many ids a tokenizer folder's tokenizer.json gives (its vocabulary and added tokens),
+    without building the tokenizer; None when the folder has no tokenizer.json."""
+    path = os.path.join(folder, "tokenizer.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    vocab = (doc.get("model") or {}).get("vocab") or {}
+    ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab)))
+    ids += [t.get("id", 0) for t in doc.get("added_tokens") or []]
+    return max(ids) + 1 if ids else 0
+
+
+def check_fits(tokenizer, vocab_size: int, role: str):
+    """A loaded tokenizer whose ids the text encoder it serves cannot take is refused, naming the role."""
+    n = len(tokenizer)
+    if n > vocab_size:
+        raise ConfigError(f"model.components.{role}", f"the {role} has {n} tokens but its text encoder takes "
+                          f"{vocab_size}: they are not one vocabulary")
+
+
+def embedded_data(path: str, key: str, max_bytes: int = 64 << 20) -> bytes | None:
+    """The bytes of a vocabulary a safetensors file embeds (`key`: a uint8 tensor), else None."""
+    from toolkit.models.formats.safetensors_header import HeaderError, check_file, read_raw_bytes
+    try:
+        header = check_file(os.path.expanduser(str(path)))
+    except (HeaderError, OSError):
+        return None
+    name = next((k for k in header.tensors if k == key or k.endswith("." + key)), None)
+    if name is None or header.tensors[name].dtype != "U8":
+        return None
+    return read_raw_bytes(header, name, max_bytes=max_bytes)
+
+
+def _derived(v: Vocabulary, how: str, identity: bytes, source, func: str) -> str:
+    """A tokenizer written once into the cache from `source` by `func(source, folder)`, keyed by what
+    it comes from (a file's embedded bytes, a folder's path)."""
+    folder = os.path.join(cache_root(), f"{v.name}-{how}-{hashlib.sha256(identity).hexdigest()[:16]}")
+    if _is_tokenizer(folder):
+        return folder
+    return _build(v, folder, lambda tmp: _call(func, source, tmp))
+
+
+def _call(func: str, source, folder: str):
+    from toolkit.models.arch import load_object
+    load_object(func)(source, folder)
 
 
 def _hub_folder(repo: str, sub: str) -> str | None:
@@ -107,8 +228,9 @@ def _hub_folder(repo: str, sub: str) -> str | None:
     return None
 
 
-def _build(v: Vocabulary, folder: str) -> str:
-    """Write the tokenizer once into the cache: to a temporary sibling, then renamed into place."""
+def _build(v: Vocabulary, folder: str, write=None) -> str:
+    """Write the tokenizer once into the cache (`write(folder)`, else the vocabulary's `build`): to a
+    temporary sibling, then renamed into place."""
     import shutil
     import tempfile
 
@@ -116,7 +238,7 @@ def _build(v: Vocabulary, folder: str) -> str:
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{v.name}.", dir=os.path.dirname(folder))
     try:
-        load_object(v.build)(tmp)
+        (write or load_object(v.build))(tmp)
         try:
             os.rename(tmp, folder)
         except OSError:         # another process wrote it first: theirs is the same
@@ -175,3 +297,63 @@ def write_clip_l(folder: str):
 def write_clip_g(folder: str):
     """SDXL's tokenizer_2 (OpenCLIP bigG's): pads with "!"."""
     _write_clip(folder, "!")
+
+
+# -- SentencePiece models embedded in ComfyUI's files (no sentencepiece package needed) --------------
+def spiece_proto(data: bytes):
+    """A SentencePiece ModelProto parsed with transformers' copy of its protobuf schema."""
+    from transformers.convert_slow_tokenizer import import_protobuf
+    proto = import_protobuf().ModelProto()
+    proto.ParseFromString(data)
+    return proto
+
+
+UNIGRAM = 1
+
+
+def write_t5_from_spiece(data: bytes, folder: str):
+    """A T5Tokenizer (UMT5's) from an embedded Unigram SentencePiece model, as transformers converts
+    one: its pieces and scores in order (ids as the SentencePiece processor gives them), its
+    precompiled normalizer, no extra ids beyond the model's own pieces."""
+    from transformers import T5Tokenizer
+    proto = spiece_proto(data)
+    if proto.trainer_spec.model_type != UNIGRAM:
+        raise ValueError("the embedded SentencePiece model is not a Unigram model: not a T5 vocabulary")
+    spec = proto.trainer_spec
+    pieces = [(p.piece, p.score) for p in proto.pieces]
+    names = {i: p.piece for i, p in enumerate(proto.pieces)}
+    charsmap = proto.normalizer_spec.precompiled_charsmap or None
+    tok = T5Tokenizer(vocab=pieces, extra_ids=0, _spm_precompiled_charsmap=charsmap,
+                      pad_token=names.get(spec.pad_id, "<pad>"), eos_token=names.get(spec.eos_id, "</s>"),
+                      unk_token=names.get(spec.unk_id, "<unk>"))
+    tok.save_pretrained(folder)
+
+
+# -- Qwen3 from Qwen2.5's files (ComfyUI's qwen25_tokenizer) -------------------------------------------
+QWEN3_ADDED = ("<tool_response>", "</tool_response>", "<think>", "</think>")
+# What Qwen3's chat template gives for the messages these pipelines pass (system/user turns, the
+# generation prompt, and an empty thinking block when enable_thinking is false); written here, as a
+# ComfyUI folder has Qwen2.5's template (which adds a default system prompt).
+QWEN3_CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}"
+    "{{- '<think>\\n\\n</think>\\n\\n' -}}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+)
+
+
+def adapt_qwen3(source: str, folder: str):
+    """A ComfyUI qwen25_tokenizer folder as Qwen3's tokenizer: Qwen3's four added tokens (after
+    Qwen2.5's vocabulary, at their Qwen3 ids) where missing, and Qwen3's chat template."""
+    from transformers import AddedToken, AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(source)
+    missing = [t for t in QWEN3_ADDED if t not in tok.get_vocab()]
+    if missing:
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in missing])
+    tok.chat_template = QWEN3_CHAT_TEMPLATE
+    tok.save_pretrained(folder)

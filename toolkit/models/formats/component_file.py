@@ -12,7 +12,9 @@ config folder, nothing downloaded.
    every key accounted for (a missing or unexpected key, or a shape that differs, is an error naming
    the component and the key), then loaded strict. FP8 storage without scales (ComfyUI's older
    `fp8_e4m3fn` checkpoints) becomes the compute dtype; ComfyUI scaled FP8 goes to its reader
-   (formats/converted_fp8.py) with the derived config.
+   (formats/converted_fp8.py) with the derived config; the older `scaled_fp8` layout (`scale_weight`)
+   of a text encoder is dequantized here (formats/quant.py), as ComfyUI computes text encoders.
+   Tensors the converter gives under two names (a tied embedding) stay one tensor.
 """
 import inspect
 import json
@@ -73,12 +75,21 @@ def read_component(path: str, single_file, prefix: str, load_cls, *, role: str, 
     except FileKindError as e:
         raise FileKindError(f"{role}: {base}: {e}") from None
     names = [k for k in header.tensors if k.startswith(prefix)]
-    if _scaled(header, names, is_comfy_quantized):
+    legacy = _legacy_text_encoder(load_cls, [k[len(prefix):] for k in names])
+    if not legacy and _scaled(header, names, is_comfy_quantized):
         return _read_scaled(path, single_file, prefix, load_cls, fc, role, policy)
+    if legacy:
+        from toolkit.models.formats import quant
+        problems = quant.legacy_problems(header, prefix)
+        if problems:
+            raise quant.CheckpointFormatError(f"{role}: {base}", problems)
     model = build_empty(load_cls, fc.config)
     expected = model.state_dict()
     with safe_open(path, framework="pt", device="cpu") as f:
         state = {k[len(prefix):]: f.get_tensor(k) for k in names}
+    dequantized = []
+    if legacy:
+        state, dequantized = quant.dequantize_legacy(state)
     state = align(convert(single_file, state, fc.config), expected)
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -87,8 +98,11 @@ def read_component(path: str, single_file, prefix: str, load_cls, *, role: str, 
         raise FileKindError(f"{role}: {base}: {len(missing)} missing and {len(unexpected)} unexpected weights "
                             f"for {load_cls.__name__} ({', '.join(what)})")
     keep = keep_fp32_names(model)
-    out = {}
+    out, done = {}, {}
     for k, t in state.items():
+        if id(t) in done:               # a tied tensor under its second name: the same converted tensor
+            out[k] = done[id(t)]
+            continue
         want = expected[k]
         if tuple(t.shape) != tuple(want.shape):
             if t.numel() != want.numel():
@@ -97,12 +111,23 @@ def read_component(path: str, single_file, prefix: str, load_cls, *, role: str, 
             t = t.reshape(want.shape)
         if t.dtype in FP8_DTYPES:       # FP8 storage without a scale (ComfyUI's plain fp8 files): the weights
             t = t.to(policy.dtype)
-        out[k] = t.to(storage_dtype(k, t, policy.dtype, keep)).contiguous()
+        out[k] = done[id(state[k])] = t.to(storage_dtype(k, t, policy.dtype, keep)).contiguous()
     report = {"format": "original", "component": role, "path": path, "prefix": prefix,
               "kind": single_file.kind, "known_config": fc.known, "variant": fc.variant, "notes": list(fc.notes)}
+    if legacy:
+        report.update(format="comfy_scaled_fp8_legacy", dequantized_layers=dequantized)
     model = _finish(model, out, role, report)
     model._aitk_file_config = fc
     return model
+
+
+def _legacy_text_encoder(load_cls, keys) -> bool:
+    """A transformers model in ComfyUI's older scaled_fp8 layout: dequantized at load."""
+    from toolkit.models.formats import quant
+    if not quant.is_legacy_scaled(keys):
+        return False
+    from transformers import PreTrainedModel
+    return isinstance(load_cls, type) and issubclass(load_cls, PreTrainedModel)
 
 
 def _scaled(header, names, is_comfy_quantized) -> bool:

@@ -384,3 +384,62 @@ def plain_keys(header: SafetensorsHeader, result: Audit, *, prefix: str = "", ig
             continue
         keys.append(name)
     return keys
+
+
+# -- ComfyUI's older "scaled_fp8" layout, dequantized (text encoders) ----------------------------------
+# A `scaled_fp8` marker tensor (its dtype is the FP8 format) and, per quantized Linear, an FP8
+# `<layer>.weight` with a scalar F32 `<layer>.scale_weight` (and `<layer>.scale_input`, the activation
+# scale of ComfyUI's FP8 matmul). ComfyUI computes text encoders in full precision: weight * scale_weight,
+# the input unscaled; reading such a file dequantized gives that very product.
+LEGACY_MARKER = "scaled_fp8"
+LEGACY_WEIGHT_SCALE, LEGACY_INPUT_SCALE = LEGACY_SUFFIXES
+
+
+def is_legacy_scaled(keys) -> bool:
+    """The older ComfyUI scaled-FP8 layout: its marker, or a `scale_weight` beside a weight."""
+    return any(k == LEGACY_MARKER or k.endswith("." + LEGACY_MARKER) or k.endswith(LEGACY_WEIGHT_SCALE) for k in keys)
+
+
+def legacy_problems(header: SafetensorsHeader, prefix: str = "") -> list:
+    """What a legacy scaled-FP8 component (the keys under `prefix`) holds that its dequantization
+    cannot read, each naming the layer: a scale without its FP8 weight, a scale that is not a
+    scalar F32, other quantization formats' markers. Header only."""
+    tensors = {strip_prefix(k, prefix): v for k, v in header.tensors.items() if k.startswith(prefix)}
+    problems = []
+    for key, info in sorted(tensors.items()):
+        if key.endswith(LEGACY_SUFFIXES):
+            layer = key.rsplit(".", 1)[0]
+            weight = tensors.get(layer + ".weight")
+            if not _is_scalar(info.shape):
+                problems.append(Problem(NON_SCALAR_SCALE, layer, f"layer {layer}: {key.rsplit('.', 1)[1]} must be a "
+                                        f"scalar, got shape {tuple(info.shape)}"))
+            elif info.dtype != "F32":
+                problems.append(Problem(BAD_SCALE_DTYPE, layer, f"layer {layer}: {key.rsplit('.', 1)[1]} must be F32, "
+                                        f"got {info.dtype}"))
+            elif key.endswith(LEGACY_WEIGHT_SCALE) and (weight is None or weight.dtype not in FP8_DTYPES):
+                problems.append(Problem(INCONSISTENT_METADATA, layer, f"layer {layer} has a scale_weight but its weight "
+                                        f"is {'missing' if weight is None else weight.dtype}, not FP8"))
+        elif key.endswith(MARKER_SUFFIX) or key.endswith(FOREIGN_QUANT_SUFFIXES) or key.endswith(SCALE_SUFFIXES):
+            layer = key.rsplit(".", 1)[0]
+            problems.append(Problem(UNSUPPORTED_FORMAT, layer, f"{key}: another quantization layout's key in a legacy "
+                                    "scaled_fp8 file"))
+    return problems
+
+
+def dequantize_legacy(state: dict) -> tuple[dict, list]:
+    """`state` (tensors, keys with the component's prefix cut) with every FP8 weight that has a
+    `scale_weight` as float32 weight * scale_weight, the scales and the marker dropped; returns
+    (state, the dequantized layers). FP8 weights without a scale stay FP8 storage (the reader casts
+    them, scale 1, as ComfyUI's default scale). Check `legacy_problems` first."""
+    import torch
+    out, layers = {}, []
+    for key, t in state.items():
+        if key == LEGACY_MARKER or key.endswith("." + LEGACY_MARKER) or key.endswith(LEGACY_SUFFIXES):
+            continue
+        if key.endswith(".weight"):
+            scale = state.get(key[:-len(".weight")] + LEGACY_WEIGHT_SCALE)
+            if scale is not None:
+                t = t.to(torch.float32) * scale.to(torch.float32).reshape(())
+                layers.append(key[:-len(".weight")])
+        out[key] = t
+    return out, layers
