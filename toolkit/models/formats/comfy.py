@@ -46,7 +46,8 @@ from toolkit.models.formats.layouts import (KREA2_ANCHORS, KREA2_PREFIXES, TEXT_
                                             TEXT_ENCODER_IGNORED, TEXT_ENCODER_PREFIXES, VAE_ANCHORS, VAE_PREFIXES)
 from toolkit.models.formats.quant import CheckpointFormatError, Problem
 from toolkit.models.formats.safetensors_header import HeaderError, read_header
-from toolkit.models.formats.scaled_fp8 import FP8_DTYPES, ScaledFp8Linear, keep_fp32_names, storage_dtype
+from toolkit.models.formats.scaled_fp8 import (FP8_DTYPES, ScaledFp8Linear, dequantize_outside_blocks, keep_fp32_names,
+                                              storage_dtype)
 
 FORMAT_NAME = "comfy_scaled_fp8"
 
@@ -371,7 +372,10 @@ def read_krea2_transformer(path: str, *, component: str = "transformer", policy=
     report = _report(path, component, prefix, manifest, result, config,
                      config["text_hidden_dim"] == KREA2_REFERENCE["text_hidden_dim"]
                      and config["num_layers"] == KREA2_REFERENCE["num_layers"])
-    return _finish(model, state, component, report)
+    model = _finish(model, state, component, report)
+    # FP8 stays in the repeated blocks; an FP8 embedder or projection is dequantized (scaled_fp8.py)
+    report["dequantized_layers"] = dequantize_outside_blocks(model)
+    return model
 
 
 read_krea2_transformer.format_name = FORMAT_NAME
