@@ -159,16 +159,19 @@ def _build(seed: int):
     return build_pipeline("krea2", seed), tiny.tokenizer()
 
 
-def _transformer_file(transformer, float_dtype, prefix: str = ""):
+def _transformer_file(transformer, float_dtype, prefix: str = "", every_linear: bool = False):
+    """`every_linear`: every Linear weight FP8 (the embedders and projections too), as some real files."""
+    import torch
 
     from toolkit.models.formats.scaled_fp8 import quantize_fp8
     tensors, layers = {}, {}
+    linears = {n + ".weight" for n, m in transformer.named_modules() if isinstance(m, torch.nn.Linear)}
     for key, value in transformer.state_dict().items():
         orig = krea2_diffusers_to_original(key)
         value = value.detach()
         if orig.startswith("blocks.") and orig.endswith(".mod.lin"):
             value = value.reshape(-1)
-        if _TRANSFORMER_QUANT.search(key):
+        if _TRANSFORMER_QUANT.search(key) or (every_linear and key in linears):
             layer = orig[:-len(".weight")]
             q, s = quantize_fp8(value)
             tensors[prefix + orig] = q.contiguous()
@@ -226,7 +229,7 @@ def _save(tensors: dict, path: pathlib.Path, metadata: dict | None = None):
     save_file(dict(sorted(tensors.items())), str(path), metadata=metadata or None)
 
 
-def make_tiny_krea2(root, seed: int = 0, *, float_dtype=None, vae_dtype=None) -> dict:
+def make_tiny_krea2(root, seed: int = 0, *, float_dtype=None, vae_dtype=None, every_linear: bool = False) -> dict:
     """Write the tiny Krea 2 under `root` (see the module docstring) and return:
 
     {"root", "pipeline" (the diffusers folder), "diffusion_model", "text_encoder", "vae", "tokenizer"
@@ -236,7 +239,8 @@ def make_tiny_krea2(root, seed: int = 0, *, float_dtype=None, vae_dtype=None) ->
      "ignored_text_encoder_keys": [the visual.* keys]}
 
     `float_dtype` (default bfloat16): storage of the non-quantized tensors in the two FP8 files, as
-    in the real ones; `vae_dtype` (default float32) the VAE file's.
+    in the real ones; `vae_dtype` (default float32) the VAE file's; `every_linear`: the diffusion model
+    with every Linear FP8, the embedders and projections too.
     """
     import torch
     float_dtype = float_dtype or torch.bfloat16
@@ -246,7 +250,7 @@ def make_tiny_krea2(root, seed: int = 0, *, float_dtype=None, vae_dtype=None) ->
     folder = root / "diffusers"
     pipe.save_pretrained(str(folder), safe_serialization=True)
     comfy_root = root / "comfy"
-    t_tensors, t_meta, t_layers = _transformer_file(pipe.transformer, float_dtype)
+    t_tensors, t_meta, t_layers = _transformer_file(pipe.transformer, float_dtype, every_linear=every_linear)
     _save(t_tensors, comfy_root / DIFFUSION_FILE, t_meta)
     e_tensors, e_meta, e_layers = _text_encoder_file(pipe.text_encoder, float_dtype)
     _save(e_tensors, comfy_root / TEXT_ENCODER_FILE, e_meta)

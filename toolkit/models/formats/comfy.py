@@ -32,8 +32,8 @@ carries `_aitk_checkpoint_report` (format, prefix, quantized-layer count, ignore
 
 Key conversion for the transformer calls diffusers'
 `convert_krea2_transformer_checkpoint_to_diffusers` one key at a time (only its renaming: values are
-reshaped here to the module's shapes). The VAE mapping is our own, written after diffusers'
-`convert_wan_vae_to_diffusers` (Apache-2.0) but generalised to any depth, and not imported.
+reshaped here to the module's shapes). The VAE mapping is our own (formats/wan_vae.py), written after
+diffusers' `convert_wan_vae_to_diffusers` (Apache-2.0) but generalised to any depth, and not imported.
 """
 import contextlib
 import re
@@ -46,7 +46,10 @@ from toolkit.models.formats.layouts import (KREA2_ANCHORS, KREA2_PREFIXES, TEXT_
                                             TEXT_ENCODER_IGNORED, TEXT_ENCODER_PREFIXES, VAE_ANCHORS, VAE_PREFIXES)
 from toolkit.models.formats.quant import CheckpointFormatError, Problem
 from toolkit.models.formats.safetensors_header import HeaderError, read_header
-from toolkit.models.formats.scaled_fp8 import FP8_DTYPES, ScaledFp8Linear, keep_fp32_names, storage_dtype
+from toolkit.models.formats.scaled_fp8 import (FP8_DTYPES, ScaledFp8Linear, dequantize_outside_blocks, keep_fp32_names,
+                                              storage_dtype)
+from toolkit.models.formats.vaes import WAN21_LATENTS_MEAN, WAN21_LATENTS_STD
+from toolkit.models.formats.wan_vae import VAE_FAMILIES, wan_vae_key_to_diffusers  # noqa: F401
 
 FORMAT_NAME = "comfy_scaled_fp8"
 
@@ -76,11 +79,10 @@ QWEN3VL_CONSTANTS = dict(rms_norm_eps=1e-6, rope_theta=5_000_000.0, max_position
                          hidden_act="silu", attention_bias=False)
 QWEN_PAD_TOKEN_ID = 151643
 
-# Qwen Image VAE (AutoencoderKLQwenImage), from the public diffusers config of Qwen/Qwen-Image.
-QWEN_IMAGE_LATENTS_MEAN = [-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
-                           0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921]
-QWEN_IMAGE_LATENTS_STD = [2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
-                          3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160]
+# Qwen Image VAE (AutoencoderKLQwenImage), from the public diffusers config of Qwen/Qwen-Image: the Wan 2.1
+# latent space's statistics (formats/vaes.py holds them with the VAE kinds' known configs).
+QWEN_IMAGE_LATENTS_MEAN = WAN21_LATENTS_MEAN
+QWEN_IMAGE_LATENTS_STD = WAN21_LATENTS_STD
 QWEN_IMAGE_VAE_REFERENCE = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
                                 temperal_downsample=[False, True, True], input_channels=3)
 
@@ -371,7 +373,10 @@ def read_krea2_transformer(path: str, *, component: str = "transformer", policy=
     report = _report(path, component, prefix, manifest, result, config,
                      config["text_hidden_dim"] == KREA2_REFERENCE["text_hidden_dim"]
                      and config["num_layers"] == KREA2_REFERENCE["num_layers"])
-    return _finish(model, state, component, report)
+    model = _finish(model, state, component, report)
+    # FP8 stays in the repeated blocks; an FP8 embedder or projection is dequantized (scaled_fp8.py)
+    report["dequantized_layers"] = dequantize_outside_blocks(model)
+    return model
 
 
 read_krea2_transformer.format_name = FORMAT_NAME
@@ -465,75 +470,8 @@ read_qwen3vl_text_encoder.format_name = FORMAT_NAME
 #                                     Qwen Image VAE                                            #
 # --------------------------------------------------------------------------------------------- #
 
-# Our own Wan/Qwen -> diffusers mapping. Families (returned with each key, tested one by one):
-#   conv_in            encoder.conv1 / decoder.conv1                -> {enc,dec}.conv_in
-#   quant_conv         conv1 (the encoder-side quant projection)    -> quant_conv
-#   post_quant_conv    conv2 (the decoder-side quant projection)    -> post_quant_conv
-#   mid_resnet         {enc,dec}.middle.0 / .2                      -> mid_block.resnets.0 / .1
-#   mid_attention      {enc,dec}.middle.1 (norm, to_qkv, proj)      -> mid_block.attentions.0
-#   down_resnet        encoder.downsamples.i (residual blocks)      -> encoder.down_blocks.i
-#   down_resample      encoder.downsamples.i (resample / time_conv) -> encoder.down_blocks.i
-#   up_resnet          decoder.upsamples.i (residual blocks)        -> decoder.up_blocks.L.resnets.j
-#   up_resample        decoder.upsamples.i (resample / time_conv)   -> decoder.up_blocks.L.upsamplers.0
-#   head               {enc,dec}.head.0 (norm) / .2 (conv)          -> norm_out / conv_out
-# and inside residual blocks: residual.0 -> norm1, residual.2 -> conv1, residual.3 -> norm2,
-# residual.6 -> conv2, shortcut -> conv_shortcut.
-VAE_FAMILIES = ("conv_in", "quant_conv", "post_quant_conv", "mid_resnet", "mid_attention", "down_resnet",
-                "down_resample", "up_resnet", "up_resample", "head")
-_RESIDUAL = {"residual.0.gamma": "norm1.gamma", "residual.2.weight": "conv1.weight", "residual.2.bias": "conv1.bias",
-             "residual.3.gamma": "norm2.gamma", "residual.6.weight": "conv2.weight", "residual.6.bias": "conv2.bias",
-             "shortcut.weight": "conv_shortcut.weight", "shortcut.bias": "conv_shortcut.bias"}
-_ATTENTION = ("norm.gamma", "to_qkv.weight", "to_qkv.bias", "proj.weight", "proj.bias")
-_RESAMPLE = ("resample.1.weight", "resample.1.bias", "time_conv.weight", "time_conv.bias")
-_HEAD = {"head.0.gamma": "norm_out.gamma", "head.2.weight": "conv_out.weight", "head.2.bias": "conv_out.bias"}
-
-
-def wan_vae_key_to_diffusers(key: str, num_res_blocks: int, num_levels: int) -> tuple[str, str] | None:
-    """(diffusers key, family) for one original Wan/Qwen VAE key, or None when it has no mapping.
-    `num_res_blocks`/`num_levels` give the decoder's flat `upsamples` index layout: each level holds
-    num_res_blocks + 1 residual blocks, then (except the last level) one upsampler."""
-    if key in ("conv1.weight", "conv1.bias"):
-        return "quant_conv." + key.split(".", 1)[1], "quant_conv"
-    if key in ("conv2.weight", "conv2.bias"):
-        return "post_quant_conv." + key.split(".", 1)[1], "post_quant_conv"
-    side, _, rest = key.partition(".")
-    if side not in ("encoder", "decoder"):
-        return None
-    if rest in ("conv1.weight", "conv1.bias"):
-        return f"{side}.conv_in.{rest.split('.', 1)[1]}", "conv_in"
-    if rest in _HEAD:
-        return f"{side}.{_HEAD[rest]}", "head"
-    m = re.fullmatch(r"middle\.(\d+)\.(.+)", rest)
-    if m:
-        idx, inner = int(m.group(1)), m.group(2)
-        if idx in (0, 2) and inner in _RESIDUAL and not inner.startswith("shortcut"):
-            return f"{side}.mid_block.resnets.{idx // 2}.{_RESIDUAL[inner]}", "mid_resnet"
-        if idx == 1 and inner in _ATTENTION:
-            return f"{side}.mid_block.attentions.0.{inner}", "mid_attention"
-        return None
-    if side == "encoder":
-        m = re.fullmatch(r"downsamples\.(\d+)\.(.+)", rest)
-        if not m:
-            return None
-        idx, inner = int(m.group(1)), m.group(2)
-        if inner in _RESIDUAL:
-            return f"encoder.down_blocks.{idx}.{_RESIDUAL[inner]}", "down_resnet"
-        if inner in _RESAMPLE:
-            return f"encoder.down_blocks.{idx}.{inner}", "down_resample"
-        return None
-    m = re.fullmatch(r"upsamples\.(\d+)\.(.+)", rest)
-    if not m:
-        return None
-    idx, inner = int(m.group(1)), m.group(2)
-    per_level = num_res_blocks + 2
-    level, pos = divmod(idx, per_level)
-    if level >= num_levels or (level == num_levels - 1 and pos > num_res_blocks):
-        return None
-    if pos <= num_res_blocks and inner in _RESIDUAL:
-        return f"decoder.up_blocks.{level}.resnets.{pos}.{_RESIDUAL[inner]}", "up_resnet"
-    if pos == num_res_blocks + 1 and inner in _RESAMPLE:
-        return f"decoder.up_blocks.{level}.upsamplers.0.{inner}", "up_resample"
-    return None
+# The Wan/Qwen key mapping lives in formats/wan_vae.py (torch-free: the detector and the VAE
+# kinds of formats/vaes.py use it too); its names stay importable from here.
 
 
 def wan_vae_structure(shapes: dict, component: str = "vae") -> dict:

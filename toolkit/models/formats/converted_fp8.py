@@ -15,8 +15,11 @@ diffusers config in `config_dir`, with the FP8 weights still FP8 (`ScaledFp8Line
    same scale). An FP8 weight that the converter merges with another tensor is dequantized
    before the real conversion (a single scale cannot describe the merge): reported, never silent.
    An original tensor the converter drops is reported as dropped (diffusers' own choice).
-3. Build on the meta device, put a ScaledFp8Linear at each FP8 Linear, account for every key
-   (missing, unexpected, shape: named errors), then read the data and load strict.
+3. Build on the meta device, put a ScaledFp8Linear at each FP8 Linear of a repeated block (an
+   FP8 embedder or projection outside the blocks is dequantized: model code reads its
+   `.weight.dtype` as the compute dtype, formats/scaled_fp8.py), account for every key (missing,
+   unexpected, shape: named errors), then read the data and load strict. A converter that takes
+   the library config (the LDM UNet's) gets the config folder's.
 
 `dequantize=True` (text encoders, as ComfyUI always multiplies them in full precision) turns every
 FP8 weight into `policy.dtype` at load instead.
@@ -29,7 +32,7 @@ import torch.nn as nn
 from toolkit.models.formats import quant
 from toolkit.models.formats.comfy import (_account, _empty_weights, _fail, _finish, _header, _install_scaled_layers,
                                           _policy)
-from toolkit.models.formats.scaled_fp8 import FP8_DTYPES, keep_fp32_names, storage_dtype
+from toolkit.models.formats.scaled_fp8 import FP8_DTYPES, in_repeated_block, keep_fp32_names, storage_dtype
 
 FORMAT_NAME = "comfy_scaled_fp8"
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
@@ -42,6 +45,23 @@ def load_converter(name: str | None):
         return lambda checkpoint, **_: dict(checkpoint)
     module, _, func = name.rpartition(":")
     return getattr(importlib.import_module(module or "diffusers.loaders.single_file_utils"), func)
+
+
+def with_config(convert, config_dir: str):
+    """A converter that takes the library config (the LDM UNet's: diffusers' convert_ldm_unet_checkpoint)
+    gets the one in `config_dir`."""
+    import functools
+    import inspect
+    import json
+    import os
+    try:
+        takes = "config" in inspect.signature(convert).parameters
+    except (TypeError, ValueError):
+        return convert
+    if not takes:
+        return convert
+    with open(os.path.join(config_dir, "config.json")) as f:
+        return functools.partial(convert, config=json.load(f))
 
 
 def file_prefix(keys) -> str:
@@ -94,7 +114,7 @@ def read_converted_fp8(path: str, load_cls, config_dir: str, converter: str | No
     plain = quant.plain_keys(header, result, prefix=prefix)
     weights = {layer + ".weight": spec for layer, spec in result.quantized.items()}
     shapes = {k: header.tensors[prefix + k].shape for k in plain + list(weights)}
-    convert = load_converter(converter)
+    convert = with_config(load_converter(converter), config_dir)
     try:
         sources, dropped = trace(convert, shapes)
     except Exception as e:
@@ -123,7 +143,10 @@ def read_converted_fp8(path: str, load_cls, config_dir: str, converter: str | No
     # an FP8 weight that also feeds a tensor other than those Linears is dequantized everywhere
     shared = {srcs[0] for target, srcs in sources.items() if len(srcs) == 1 and srcs[0] in weights
               and target.removesuffix(".weight") not in fp8_targets}
-    fp8_targets = {layer: src for layer, src in fp8_targets.items() if src + ".weight" not in shared}
+    # FP8 stays in the repeated blocks; embedders and projections around them are dequantized, as
+    # model code reads their `.weight.dtype` for the compute dtype (formats/scaled_fp8.py)
+    fp8_targets = {layer: src for layer, src in fp8_targets.items()
+                   if src + ".weight" not in shared and in_repeated_block(model, layer)}
     install, target_shapes = {}, {}
     for layer, src_layer in fp8_targets.items():
         spec = weights[src_layer + ".weight"]

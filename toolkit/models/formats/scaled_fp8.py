@@ -25,6 +25,17 @@ Two forward paths:
   expected relative error is about 2-3%; PARITY_RTOL = 5% leaves room for that and catches a
   misread scale (which is off by orders of magnitude) or a broken kernel.
 
+The weight's dtype is FP8, and model code reads `.weight.dtype` as if it were the compute dtype: Z-Image's
+TimestepEmbedder casts its input to `mlp[0].weight.dtype`, Wan's to `next(time_embedder.parameters()).dtype`,
+diffusers' `ModelMixin.dtype` is the first floating parameter's (pipelines cast latents to it). So:
+- the readers keep FP8 only in the repeated blocks (`in_repeated_block`: under an nn.ModuleList), where
+  the memory is; an FP8 Linear outside them (embedders, projections: a small share of the weights, the
+  ones whose dtype callers read) is dequantized at load, so those callers see the compute dtype and
+  keep their input's precision (a cast to e4m3 would round a timestep embedding to 3 mantissa bits);
+- the layer computes in its compute dtype (`compute_dtype`, set by LoRA, else the dtype it was built
+  for) whatever dtype its input arrives in: an input a caller cast to FP8 is widened, never multiplied
+  as FP8 (which the CPU kernels do not implement), so no caller pattern inside a block can break a step.
+
 Moves: `module.to(device)` keeps every tensor's dtype, so it is safe. `module.to(dtype)` is not:
 it would expand every FP8 weight. `move_preserving(module, device, runtime_dtype)` moves a whole
 model and gives each tensor its storage dtype: FP8 weights keep FP8, scales keep float32, modules
@@ -90,6 +101,7 @@ class ScaledFp8Linear(nn.Linear):
         self._scaled_mm_on = False
         self._scaled_mm_checks: dict = {}      # (device str, dtype) -> (ok, detail)
         self.activation_scale = ACTIVATION_SCALE
+        self._built_dtype = bias_dtype         # the runtime dtype the reader built it for
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, *, full_precision_matrix_mult: bool = False) -> "ScaledFp8Linear":
@@ -116,7 +128,14 @@ class ScaledFp8Linear(nn.Linear):
                 f"bias={self.bias is not None}, weight=float8_e4m3fn{flags}")
 
     # -- forward ----------------------------------------------------------------------------------
+    @property
+    def runtime_dtype(self) -> torch.dtype:
+        """The dtype it computes in when its input is FP8 (a caller cast to `.weight.dtype`)."""
+        return getattr(self, "compute_dtype", None) or self._built_dtype
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype in FP8_DTYPES:
+            x = x.to(self.runtime_dtype)
         if self._scaled_mm_on and not (torch.is_grad_enabled() and x.requires_grad) and self._passes(x.device, x.dtype):
             return self._forward_scaled_mm(x)
         return self._forward_dequant(x)
@@ -225,6 +244,42 @@ def parity_error(layer: ScaledFp8Linear, device, dtype) -> float:
     if not torch.isfinite(got).all():
         return math.inf
     return float((got - ref).norm() / ref.norm().clamp_min(_MIN_SCALE))
+
+
+def in_repeated_block(model: nn.Module, name: str) -> bool:
+    """Whether the layer `name` sits in one of the model's repeated blocks (a child of an
+    nn.ModuleList on its path: `transformer_blocks.3.attn.to_q`), not in an embedder or projection
+    around them (`t_embedder.mlp.0`, `x_embedder`, `proj_out`), whose dtype model code reads."""
+    parts = name.split(".")
+    module = model
+    for part in parts[:-1]:
+        if isinstance(module, nn.ModuleList):
+            return True
+        module = getattr(module, part, None)
+        if module is None:
+            return False
+    return isinstance(module, nn.ModuleList)
+
+
+def dequantize_outside_blocks(model: nn.Module) -> list:
+    """Replace every ScaledFp8Linear outside the repeated blocks by an nn.Linear of its dequantized weight
+    (`weight * weight_scale`, in float32, stored in the layer's runtime dtype): for a reader that installs
+    its FP8 layers before it knows where they sit. Returns their names."""
+    done = []
+    for name, layer in list(model.named_modules()):
+        if not isinstance(layer, ScaledFp8Linear) or in_repeated_block(model, name):
+            continue
+        dtype = layer.runtime_dtype
+        new = nn.Linear(layer.in_features, layer.out_features, layer.bias is not None, device=layer.weight.device,
+                        dtype=dtype)
+        with torch.no_grad():
+            new.weight = nn.Parameter(layer.dequantized_weight(torch.float32).to(dtype), requires_grad=False)
+            if layer.bias is not None:
+                new.bias = nn.Parameter(layer.bias.detach().to(dtype), requires_grad=False)
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, new.eval())
+        done.append(name)
+    return done
 
 
 def _guess_runtime_dtype(module: nn.Module) -> torch.dtype:

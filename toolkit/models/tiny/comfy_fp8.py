@@ -1,11 +1,13 @@
 """A tiny model's denoiser written as a ComfyUI scaled-FP8 single file, the layout users download.
 
-    write_comfy_fp8(arch, folder, out_path, role="transformer", markers="metadata") -> dict
+    write_comfy_fp8(arch, folder, out_path, role="transformer", markers="metadata", every_linear=False) -> dict
 
 Reads the denoiser of a tiny diffusers folder (float32), maps it to the original key layout with
 the arch row's `SingleFile.original` (the inverse of diffusers' converter), and writes:
 - every 2-D weight inside a block (`<stack>.<n>.`) as float8_e4m3fn with a scalar F32
   `weight_scale` = amax/448 (ComfyUI's quantizer), every other tensor BF16 (as real files do);
+  `every_linear=True` quantizes every 2-D weight, the embedders and projections outside the blocks
+  too, as some real files do (whose callers read `.weight.dtype`: formats/scaled_fp8.py);
 - the per-layer options as the header's `_quantization_metadata` ({"format_version", "layers"}),
   or per-layer `comfy_quant` uint8 JSON tensors (markers="comfy_quant"); every fourth quantized
   layer is marked `full_precision_matrix_mult`, as real files mark some layers;
@@ -33,9 +35,9 @@ def _original_layout(spec, state: dict) -> dict:
     return dict(state)            # no row: the file uses the library's own names (a text encoder)
 
 
-def _check_inverse(spec, original: dict, state: dict):
-    from toolkit.models.formats.converted_fp8 import load_converter
-    convert = load_converter(spec.single_file.converter if spec.single_file else None)
+def _check_inverse(spec, original: dict, state: dict, config_dir: str):
+    from toolkit.models.formats.converted_fp8 import with_config, load_converter
+    convert = with_config(load_converter(spec.single_file.converter if spec.single_file else None), config_dir)
     back = convert({PREFIX + k: v.clone() for k, v in original.items()})
     back = {k.removeprefix(PREFIX): v for k, v in back.items()}
     if set(back) != set(state):
@@ -46,11 +48,13 @@ def _check_inverse(spec, original: dict, state: dict):
         raise ValueError(f"{spec.role}: the original layout converts back to other values for {bad[:3]}")
 
 
-def quantized_names(original: dict) -> list:
-    return [k for k, t in original.items() if k.endswith(".weight") and t.ndim == 2 and BLOCK.search(k)]
+def quantized_names(original: dict, every_linear: bool = False) -> list:
+    return [k for k, t in original.items() if k.endswith(".weight") and t.ndim == 2
+            and (every_linear or BLOCK.search(k))]
 
 
-def write_comfy_fp8(arch: str, folder, out_path, role: str = "transformer", markers: str = "metadata") -> dict:
+def write_comfy_fp8(arch: str, folder, out_path, role: str = "transformer", markers: str = "metadata",
+                    every_linear: bool = False) -> dict:
     """Write the file; returns {"path", "quantized", "full_precision_matrix_mult", "tensors"}."""
     from safetensors import safe_open
     from safetensors.torch import save_file
@@ -66,9 +70,9 @@ def write_comfy_fp8(arch: str, folder, out_path, role: str = "transformer", mark
         with safe_open(os.path.join(sub, name), "pt") as f:
             state.update({k: f.get_tensor(k) for k in f.keys()})
     original = _original_layout(spec, state)
-    _check_inverse(spec, original, state)
+    _check_inverse(spec, original, state, sub)
     tensors, layers = {}, {}
-    for i, key in enumerate(quantized_names(original)):
+    for i, key in enumerate(quantized_names(original, every_linear)):
         layer = key[:-len(".weight")]
         q, s = quantize_fp8(original[key])
         tensors[PREFIX + key], tensors[PREFIX + layer + ".weight_scale"] = q, s
