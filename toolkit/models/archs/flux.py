@@ -176,7 +176,8 @@ def to_original(state: dict) -> dict:
 
 TRANSFORMER_FILE = SingleFile(
     "toolkit.models.archs.flux:convert_original", "toolkit.models.archs.flux:to_original",
-    anchors=("double_blocks.0.img_attn.qkv.weight", "time_in.in_layer.weight"),
+    # img_mod: FLUX.1's per-block modulation (FLUX.2's files share the rest of these names)
+    anchors=("double_blocks.0.img_attn.qkv.weight", "double_blocks.0.img_mod.lin.weight", "time_in.in_layer.weight"),
     config="toolkit.models.archs.flux:transformer_config", kind="flux1_dit", label="FLUX.1 transformer")
 
 COMPONENTS = (
