@@ -26,7 +26,7 @@ from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
 DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "qwen_image",
-             "qwen_image_edit", "sd3", "wan21", "wan22_5b", "wan22_a14b", "zimage")
+             "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan22_5b", "wan22_a14b", "zimage")
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
@@ -50,25 +50,38 @@ def no_hub(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-def others(arch: str, folder: str) -> dict:
-    """Every component but the denoisers (and the scheduler: the row's scheduler_file) from the tiny folder."""
+def in_file(arch: str) -> tuple:
+    """What ships with the denoiser in its file (Stable Audio's seconds conditioners)."""
+    return tuple(c.role for c in ARCHS[arch].components if c.with_denoiser and c.single_file is not None)
+
+
+def others(arch: str, folder: str, but=None) -> dict:
+    """Every component but the denoisers and what their files hold (and the scheduler: the row's
+    scheduler_file), from the tiny folder."""
+    but = set(in_file(arch) if but is None else but)
     return {c.role: os.path.join(folder, c.folder) for c in ARCHS[arch].components
-            if c.kind not in (DENOISER, "scheduler") and os.path.isdir(os.path.join(folder, c.folder))}
+            if c.kind not in (DENOISER, "scheduler") and c.role not in but
+            and os.path.isdir(os.path.join(folder, c.folder))}
 
 
 def denoiser_files(arch: str, folder: str, tmp_path, dtype=None, prefix="model.diffusion_model.") -> dict:
-    """{role: file} of each denoiser, written as ComfyUI's `diffusion_models/` files have it."""
-    out = {}
-    for role in ARCHS[arch].denoiser_roles:
-        path = str(tmp_path / f"{arch}_{role}.safetensors")
-        write_component(arch, folder, role, path, prefix=prefix, dtype=dtype)
-        out[role] = path
+    """{role: file} of each denoiser, written as ComfyUI's `diffusion_models/` files have it; a denoiser
+    with parts of its own is one checkpoint, each part under its prefix."""
+    from toolkit.models.tiny.checkpoints import write_checkpoint
+    first, *rest = ARCHS[arch].denoiser_roles
+    out = {role: str(tmp_path / f"{arch}_{role}.safetensors") for role in (first, *rest)}
+    if in_file(arch):
+        write_checkpoint(arch, folder, out[first], roles=(first, *in_file(arch)), dtype=dtype)
+    else:
+        write_component(arch, folder, first, out[first], prefix=prefix, dtype=dtype)
+    for role in rest:
+        write_component(arch, folder, role, out[role], prefix=prefix, dtype=dtype)
     return out
 
 
-def model_of_files(arch: str, folder: str, files: dict) -> dict:
+def model_of_files(arch: str, folder: str, files: dict, but=None) -> dict:
     first, *rest = ARCHS[arch].denoiser_roles
-    model = {"name_or_path": files[first], "components": {**others(arch, folder), **{r: files[r] for r in rest}}}
+    model = {"name_or_path": files[first], "components": {**others(arch, folder, but), **{r: files[r] for r in rest}}}
     return {"arch": arch, **model} if arch in AMBIGUOUS else model
 
 
@@ -117,11 +130,13 @@ def test_a_comfyui_denoiser_loads_offline_and_equals_its_folder(arch, tiny, tmp_
     prefix = PREFIXES[DIT_ARCHS.index(arch) % len(PREFIXES)]          # every prefix ComfyUI's files use, in turn
     files = denoiser_files(arch, folder, tmp_path, prefix=prefix)
     det = detect_file(files[ARCHS[arch].denoiser_roles[0]])
-    assert det.arch == AMBIGUOUS.get(arch, arch) and det.parts["transformer"].prefix == prefix
-    assert det.parts["transformer"].config.known == "tiny"
+    sf = ARCHS[arch].component("transformer").single_file
+    assert det.arch == AMBIGUOUS.get(arch, arch)
+    assert det.parts["transformer"].prefix == (sf.prefixes[0] if in_file(arch) else prefix)
+    assert det.parts["transformer"].config.known == "tiny" and set(in_file(arch)) <= set(det.parts)
     holder = load(model_of_files(arch, folder, files))
     reference = folder_model(arch)
-    for role in ARCHS[arch].denoiser_roles:
+    for role in ARCHS[arch].denoiser_roles + in_file(arch):
         module = holder.loaded[role]
         assert module._aitk_file_config.known == "tiny" and module._aitk_checkpoint_report["format"] == "original"
         a, b = module.state_dict(), reference.loaded[role].state_dict()
@@ -158,7 +173,7 @@ def test_a_scaled_fp8_file_loads_without_a_config_folder(arch, tiny, tmp_path, n
     files = {}
     for role in ARCHS[arch].denoiser_roles:
         files[role] = write_comfy_fp8(arch, folder, tmp_path / f"{arch}_{role}_fp8_scaled.safetensors", role=role)["path"]
-    holder = load(model_of_files(arch, folder, files))
+    holder = load(model_of_files(arch, folder, files, but=()))       # FP8 files hold the denoiser alone
     for role in ARCHS[arch].denoiser_roles:
         module, reference = holder.loaded[role], dict(folder_model(arch).loaded[role].named_modules())
         assert module._aitk_checkpoint_report["format"] == "comfy_scaled_fp8" and module._aitk_file_config.known == "tiny"
@@ -275,7 +290,7 @@ def test_shapes_that_match_no_known_config_are_refused_naming_the_nearest(tiny, 
 def test_the_known_tiny_config_is_what_the_tiny_factory_builds(arch, tiny):
     folder = tiny(arch)
     spec = ARCHS[arch]
-    for role in spec.denoiser_roles:
+    for role in spec.denoiser_roles + in_file(arch):
         known = _known(spec.component(role).single_file)["tiny"]
         with open(os.path.join(folder, spec.component(role).folder, "config.json")) as f:
             config = {k: v for k, v in json.load(f).items() if not k.startswith("_")}
@@ -286,9 +301,10 @@ def test_the_known_tiny_config_is_what_the_tiny_factory_builds(arch, tiny):
 
 
 def _known(single_file) -> dict:
-    """The known configs of the row whose config rule `single_file` names (its module's TRANSFORMER_KNOWN)."""
+    """The known configs a row's config rule matches against: `<part>_config` uses its module's `<PART>_KNOWN`."""
     import importlib
-    return importlib.import_module(single_file.config.rpartition(":")[0]).TRANSFORMER_KNOWN
+    module, _, fn = single_file.config.rpartition(":")
+    return getattr(importlib.import_module(module), fn.removesuffix("_config").upper() + "_KNOWN")
 
 
 def _lists(d: dict) -> dict:
@@ -345,6 +361,7 @@ REAL = (
     ("ltx", "ltxv-13b", "ltx", None, ()),
     ("hunyuan_video", "hunyuanvideo", "hunyuan_video", None, ()),
     ("lumina2", "lumina-image-2.0", "lumina2", None, ()),
+    ("stable_audio", "stable-audio-open-1.0", "stable_audio", None, ()),
 )
 
 
