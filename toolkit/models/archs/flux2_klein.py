@@ -43,14 +43,16 @@ def transformer_signature(view) -> dict:
             "timestep_guidance_channels": view.dim("time_in.in_layer.weight", 1),
             "num_layers": view.count(r"double_blocks\.(\d+)\."),
             "num_single_layers": view.count(r"single_blocks\.(\d+)\."),
-            "mlp": view.dim("double_blocks.0.img_mlp.0.weight"), "guidance_embeds": view.has("guidance_in.in_layer.weight")}
+            "mlp": view.dim("double_blocks.0.img_mlp.0.weight"),
+            "guidance_embeds": view.has("guidance_in.in_layer.weight")}
 
 
 def transformer_facts(c: dict) -> dict:
     width = c["num_attention_heads"] * c["attention_head_dim"]
     return {"width": width, "in_channels": c["in_channels"],
             "out": (c.get("out_channels") or c["in_channels"]) * c.get("patch_size", 1) ** 2,
-            "joint_attention_dim": c["joint_attention_dim"], "timestep_guidance_channels": c["timestep_guidance_channels"],
+            "joint_attention_dim": c["joint_attention_dim"],
+            "timestep_guidance_channels": c["timestep_guidance_channels"],
             "num_layers": c["num_layers"], "num_single_layers": c["num_single_layers"],
             "mlp": 2 * int(width * c["mlp_ratio"]), "guidance_embeds": c["guidance_embeds"]}     # SwiGLU: 2 halves
 

@@ -41,11 +41,14 @@ def transformer_signature(view) -> dict:
         raise FileKindError("no img_in.proj / txt_in.input_embedder: not a HunyuanVideo transformer")
     width, in_channels, patch_t, patch, _ = view.shape("img_in.proj.weight")
     return {"width": width, "in_channels": in_channels, "patch": [patch_t, patch],
-            "patch_out": view.dim("final_layer.linear.weight"), "text_embed_dim": view.dim("txt_in.input_embedder.weight", 1),
+            "patch_out": view.dim("final_layer.linear.weight"),
+            "text_embed_dim": view.dim("txt_in.input_embedder.weight", 1),
             "pooled_projection_dim": view.dim("vector_in.in_layer.weight", 1),
-            "num_layers": view.count(r"double_blocks\.(\d+)\."), "num_single_layers": view.count(r"single_blocks\.(\d+)\."),
+            "num_layers": view.count(r"double_blocks\.(\d+)\."),
+            "num_single_layers": view.count(r"single_blocks\.(\d+)\."),
             "num_refiner_layers": view.count(r"txt_in\.individual_token_refiner\.blocks\.(\d+)\."),
-            "mlp": view.dim("double_blocks.0.img_mlp.fc1.weight"), "guidance_embeds": view.has("guidance_in.mlp.0.weight"),
+            "mlp": view.dim("double_blocks.0.img_mlp.fc1.weight"),
+            "guidance_embeds": view.has("guidance_in.mlp.0.weight"),
             "qk_norm": "rms_norm" if view.has("double_blocks.0.img_attn_q_norm.weight") else None}
 
 
@@ -104,10 +107,12 @@ RENAMES = (
     (_R + r"norm_out\.linear", _TXT + r"\1.adaLN_modulation.1"), (_R, _TXT + r"\1."),
     (_D + r"norm1\.linear", r"double_blocks.\1.img_mod.linear"),
     (_D + r"norm1_context\.linear", r"double_blocks.\1.txt_mod.linear"),
-    (_D + r"attn\.norm_q", r"double_blocks.\1.img_attn_q_norm"), (_D + r"attn\.norm_k", r"double_blocks.\1.img_attn_k_norm"),
+    (_D + r"attn\.norm_q", r"double_blocks.\1.img_attn_q_norm"),
+    (_D + r"attn\.norm_k", r"double_blocks.\1.img_attn_k_norm"),
     (_D + r"attn\.norm_added_q", r"double_blocks.\1.txt_attn_q_norm"),
     (_D + r"attn\.norm_added_k", r"double_blocks.\1.txt_attn_k_norm"),
-    (_D + r"attn\.to_out\.0", r"double_blocks.\1.img_attn_proj"), (_D + r"attn\.to_add_out", r"double_blocks.\1.txt_attn_proj"),
+    (_D + r"attn\.to_out\.0", r"double_blocks.\1.img_attn_proj"),
+    (_D + r"attn\.to_add_out", r"double_blocks.\1.txt_attn_proj"),
     (_D + r"ff\.net\.0\.proj", r"double_blocks.\1.img_mlp.fc1"), (_D + r"ff\.net\.2", r"double_blocks.\1.img_mlp.fc2"),
     (_D + r"ff_context\.net\.0\.proj", r"double_blocks.\1.txt_mlp.fc1"),
     (_D + r"ff_context\.net\.2", r"double_blocks.\1.txt_mlp.fc2"),

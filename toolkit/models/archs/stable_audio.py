@@ -36,7 +36,8 @@ PROJECTION_KNOWN = {"stable-audio-open-1.0": dict(text_encoder_dim=768, conditio
 def transformer_signature(view) -> dict:
     if not view.has("transformer.project_in.weight") or not view.has("to_cond_embed.0.weight"):
         raise FileKindError("no transformer.project_in / to_cond_embed: not a Stable Audio DiT")
-    return {"width": view.dim("transformer.project_in.weight"), "in_channels": view.dim("transformer.project_in.weight", 1),
+    return {"width": view.dim("transformer.project_in.weight"),
+            "in_channels": view.dim("transformer.project_in.weight", 1),
             "out_channels": view.dim("transformer.project_out.weight"),
             "cross_attention_dim": view.dim("to_cond_embed.0.weight"),
             "cross_attention_input_dim": view.dim("to_cond_embed.0.weight", 1),
@@ -96,7 +97,8 @@ def convert_original(checkpoint: dict, **_) -> dict:
     return out
 
 
-_TO_ORIGINAL = (("transformer_blocks.", "layers."), ("attn1", "self_attn"), ("attn2", "cross_attn"), ("ff.net.", "ff.ff."),
+_TO_ORIGINAL = (("transformer_blocks.", "layers."), ("attn1", "self_attn"), ("attn2", "cross_attn"),
+                ("ff.net.", "ff.ff."),
                 ("norm1.weight", "pre_norm.gamma"), ("norm1.bias", "pre_norm.beta"),
                 ("norm2.weight", "cross_attend_norm.gamma"), ("norm2.bias", "cross_attend_norm.beta"),
                 ("norm3.weight", "ff_norm.gamma"), ("norm3.bias", "ff_norm.beta"), ("to_out.0", "to_out"))
@@ -142,7 +144,8 @@ def convert_projection(checkpoint: dict, **_) -> dict:
         if key.startswith("prompt."):
             continue
         new = key.replace("embedder.embedding", "time_positional_embedding")
-        out[new.replace("seconds_start", "start_number_conditioner").replace("seconds_total", "end_number_conditioner")] = t
+        new = new.replace("seconds_start", "start_number_conditioner")
+        out[new.replace("seconds_total", "end_number_conditioner")] = t
     return out
 
 
@@ -150,14 +153,16 @@ def projection_to_original(state: dict) -> dict:
     out = {}
     for key, t in state.items():
         new = key.replace("time_positional_embedding", "embedder.embedding")
-        out[new.replace("start_number_conditioner", "seconds_start").replace("end_number_conditioner", "seconds_total")] = t
+        new = new.replace("start_number_conditioner", "seconds_start")
+        out[new.replace("end_number_conditioner", "seconds_total")] = t
     return out
 
 
 TRANSFORMER_FILE = SingleFile(
     "toolkit.models.archs.stable_audio:convert_original", "toolkit.models.archs.stable_audio:to_original",
     anchors=("transformer.rotary_pos_emb.inv_freq", "transformer.layers.0.self_attn.to_qkv.weight"),
-    prefixes=("model.model.", "model.diffusion_model.", ""), config="toolkit.models.archs.stable_audio:transformer_config",
+    prefixes=("model.model.", "model.diffusion_model.", ""),
+    config="toolkit.models.archs.stable_audio:transformer_config",
     kind="stable_audio_dit", label="Stable Audio DiT")
 PROJECTION_FILE = SingleFile(
     "toolkit.models.archs.stable_audio:convert_projection", "toolkit.models.archs.stable_audio:projection_to_original",

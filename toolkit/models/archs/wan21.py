@@ -22,8 +22,8 @@ WAN21_1_3B = dict(_WAN, num_attention_heads=12, num_layers=30, ffn_dim=8960)
 WAN_14B = dict(_WAN, num_attention_heads=40, num_layers=40, ffn_dim=13824)
 WAN22_5B = dict(_WAN, num_attention_heads=24, num_layers=30, ffn_dim=14336, in_channels=48, out_channels=48)
 TINY_WAN = dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=16, out_channels=16,
-                text_dim=32, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True, qk_norm="rms_norm_across_heads",
-                eps=1e-06, image_dim=None, added_kv_proj_dim=None, rope_max_seq_len=1024)
+                text_dim=32, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True,
+                qk_norm="rms_norm_across_heads", eps=1e-06, image_dim=None, added_kv_proj_dim=None, rope_max_seq_len=1024)
 # Wan-AI/Wan2.1-T2V-1.3B-Diffusers and -14B-Diffusers transformer/config.json; and the tiny factory's
 TRANSFORMER_KNOWN = {"wan2.1-t2v-1.3b": WAN21_1_3B, "wan2.1-t2v-14b": WAN_14B, "tiny": TINY_WAN}
 

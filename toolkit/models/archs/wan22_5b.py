@@ -19,7 +19,8 @@ TRANSFORMER_KNOWN = {"wan2.2-ti2v-5b": WAN22_5B, "tiny": dict(TINY_WAN, in_chann
 
 
 def transformer_config(view):
-    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the Wan 2.2 TI2V 5B transformer")
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Wan 2.2 TI2V 5B transformer")
 
 # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json: the per-channel statistics the pipeline
 # un-normalises the latents with before decoding
