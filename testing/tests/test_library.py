@@ -137,8 +137,10 @@ def test_default_repos_present_or_a_download_command(lib):
     assert rows["zimage"]["default_present"] is True and "download" not in rows["zimage"]
     assert rows["sd1"]["default_present"] is False                       # cached, but not finished
     assert rows["sd1"]["download"] == f"hf download {SD1_REPO}"
-    assert rows["flux"] == {"arch": "flux", "variant": None, "repo": "black-forest-labs/FLUX.1-dev",
-                            "default_present": False, "download": "hf download black-forest-labs/FLUX.1-dev"}
+    flux = [r for r in lib["archs"] if r["arch"] == "flux"]            # one row a variant: dev, schnell
+    assert flux[0] == {"arch": "flux", "variant": "dev", "repo": "black-forest-labs/FLUX.1-dev",
+                       "default_present": False, "download": "hf download black-forest-labs/FLUX.1-dev"}
+    assert [r["variant"] for r in flux] == ["dev", "schnell"]
     assert "krea2" not in rows                                           # no public repo
 
 

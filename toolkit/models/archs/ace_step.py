@@ -74,7 +74,7 @@ SPEC = ArchSpec(
     pipeline="AceStepPipeline", holder=AceStepModel, output_type="pt",   # (B, C, T) waveform in [-1, 1]
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
-        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen3"),     # Qwen3-Embedding's BPE
         Component("text_encoder", "transformers:PreTrainedModel", TEXT_ENCODER),
         # the condition encoder and audio (de)tokenizer ship inside the DiT checkpoint
         Component("condition_encoder", f"{_MODELING}:AceStepConditionEncoder", TEXT_ENCODER, with_denoiser=True),

@@ -1,14 +1,61 @@
-"""FLUX.1 [dev]: a double/single-stream DiT over CLIP-L (pooled) and T5-XXL, the 16-channel Flux
-VAE, latents packed as 2x2-patch tokens; guidance is an embedded scale, not CFG."""
+"""FLUX.1 [dev] and [schnell]: a double/single-stream DiT over CLIP-L (pooled) and T5-XXL, the
+16-channel Flux VAE, latents packed as 2x2-patch tokens; guidance is an embedded scale, not CFG (dev).
+
+Its files: BFL's original layout (ComfyUI's `diffusion_models/flux1-dev.safetensors`, and the denoiser
+of its all-in-one `flux1-dev-fp8`), read with the configs below; schnell's file has no guidance
+embedder, which is how a file says which it is."""
 import re
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, SingleFile, Task, Tiny, pick_linears)
+                                 SampleDefaults, SingleFile, Task, Tiny, Variant, pick_linears)
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
 
+# FLUX.1-dev's scheduler/scheduler_config.json (schnell's: a fixed shift of 1, the variant below)
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5,
                         max_shift=1.15, base_image_seq_len=256, max_image_seq_len=4096)
+SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", **SCHEDULER_CONFIG)
+
+FLUX1 = dict(patch_size=1, in_channels=64, out_channels=None, num_layers=19, num_single_layers=38,
+             attention_head_dim=128, num_attention_heads=24, joint_attention_dim=4096, pooled_projection_dim=768,
+             axes_dims_rope=[16, 56, 56])
+# black-forest-labs/FLUX.1-dev and FLUX.1-schnell transformer/config.json; and the tiny factory's
+TRANSFORMER_KNOWN = {
+    "flux1-dev": dict(FLUX1, guidance_embeds=True),
+    "flux1-schnell": dict(FLUX1, guidance_embeds=False),
+    "tiny": dict(patch_size=1, in_channels=64, out_channels=None, num_layers=2, num_single_layers=2,
+                 attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32,
+                 guidance_embeds=True, axes_dims_rope=[4, 6, 6]),
+}
+
+
+def flux1_signature(view) -> dict:
+    """What a BFL-layout FLUX.1 file's shapes tell (heads and rope axes they do not)."""
+    if not view.has("img_in.weight") or not view.has("double_blocks.0.img_mod.lin.weight"):
+        raise FileKindError("no img_in / double_blocks.0.img_mod: not a FLUX.1 transformer")
+    return {"width": view.dim("img_in.weight"), "in_channels": view.dim("img_in.weight", 1),
+            "out": view.dim("final_layer.linear.weight"), "joint_attention_dim": view.dim("txt_in.weight", 1),
+            "pooled_projection_dim": view.dim("vector_in.in_layer.weight", 1),
+            "num_layers": view.count(r"double_blocks\.(\d+)\."),
+            "num_single_layers": view.count(r"single_blocks\.(\d+)\."),
+            "guidance_embeds": view.has("guidance_in.in_layer.weight")}
+
+
+def flux1_facts(c: dict) -> dict:
+    return {"width": c["num_attention_heads"] * c["attention_head_dim"], "in_channels": c["in_channels"],
+            "out": (c.get("out_channels") or c["in_channels"]) * c.get("patch_size", 1) ** 2,
+            "joint_attention_dim": c["joint_attention_dim"], "pooled_projection_dim": c["pooled_projection_dim"],
+            "num_layers": c["num_layers"], "num_single_layers": c["num_single_layers"],
+            "guidance_embeds": c["guidance_embeds"]}
+
+
+def transformer_config(view):
+    return from_known(flux1_signature(view), TRANSFORMER_KNOWN, flux1_facts, "the FLUX.1 transformer",
+                      variants={"flux1-dev": "dev", "flux1-schnell": "schnell"},
+                      notes={"flux1-dev": ("FLUX.1 Kontext [dev] has the same shapes: model.arch flux_kontext "
+                                           "reads it as Kontext",)})
 
 
 def tiny_flux_encoders(b):
@@ -127,16 +174,20 @@ def to_original(state: dict) -> dict:
                  (r"^norm_out\.linear\.",))
 
 
+TRANSFORMER_FILE = SingleFile(
+    "toolkit.models.archs.flux:convert_original", "toolkit.models.archs.flux:to_original",
+    # img_mod: FLUX.1's per-block modulation (FLUX.2's files share the rest of these names)
+    anchors=("double_blocks.0.img_attn.qkv.weight", "double_blocks.0.img_mod.lin.weight", "time_in.in_layer.weight"),
+    config="toolkit.models.archs.flux:transformer_config", kind="flux1_dit", label="FLUX.1 transformer")
+
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
-    Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
-    Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER),
+    Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_l"),
+    Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
     Component("text_encoder", "CLIPTextModel", TEXT_ENCODER),
     Component("text_encoder_2", "T5EncoderModel", TEXT_ENCODER),
     Component("vae", "AutoencoderKL", VAE),
-    Component("transformer", "FluxTransformer2DModel", DENOISER, single_file=SingleFile(
-        "toolkit.models.archs.flux:convert_original", "toolkit.models.archs.flux:to_original",
-        anchors=("double_blocks.0.img_attn.qkv.weight", "time_in.in_layer.weight"))),
+    Component("transformer", "FluxTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
 )
 
 SPEC = ArchSpec(
@@ -145,9 +196,15 @@ SPEC = ArchSpec(
            Task("inpaint", "FluxInpaintPipeline", strength=0.6)),
     components=COMPONENTS, pipeline_init_kwargs={"image_encoder": None, "feature_extractor": None},
     defaults=SampleDefaults(1024, 1024, 28, 3.5), uses_negative_prompt=False,
+    # the model cards: dev 28 steps at guidance 3.5; schnell (timestep-distilled) 4 steps, no guidance
+    variants={"dev": Variant(name_or_path="black-forest-labs/FLUX.1-dev"),
+              "schnell": Variant({"num_inference_steps": 4, "guidance_scale": 0.0},
+                                 name_or_path="black-forest-labs/FLUX.1-schnell",
+                                 scheduler={"shift": 1.0, "use_dynamic_shifting": False})},
+    scheduler_file=SCHEDULER_FILE,
     latents=Latents("packed", 16, patch=2, format=latent_formats.FLUX),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}),
-    description="FLUX.1 (CLIP + T5, packed tokens)",
+    description="FLUX.1 [dev] / [schnell] (CLIP + T5, packed tokens)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     # FlowMatchHeun's set_timesteps takes no sigmas (DPM++ runs: the pipeline drops them for flow-sigma schedulers)
     samplers_excluded=("heun",),

@@ -8,6 +8,8 @@ from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
                                  SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.base_model import BaseModel
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
 
 # the pipelines' prompt templates and how many leading tokens each drops (diffusers' own constants)
@@ -26,8 +28,39 @@ PREFIX_TOKENS = {PROMPT_TEMPLATE: 34, EDIT_PLUS_TEMPLATE: 64}
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=1.0, use_dynamic_shifting=True, base_shift=0.5, max_shift=0.9,
                         base_image_seq_len=256, max_image_seq_len=8192, shift_terminal=0.02,
                         time_shift_type="exponential")
+SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", **SCHEDULER_CONFIG)
 
 TEXT_HIDDEN = 32
+
+# Qwen/Qwen-Image transformer/config.json (Qwen-Image-2512's and the Edit models' have its shapes); the tiny factory's
+QWEN_IMAGE = dict(patch_size=2, in_channels=64, out_channels=16, num_layers=60, attention_head_dim=128,
+                  num_attention_heads=24, joint_attention_dim=3584, guidance_embeds=False, axes_dims_rope=[16, 56, 56])
+TINY_TRANSFORMER = dict(patch_size=2, in_channels=64, out_channels=16, num_layers=2, attention_head_dim=16,
+                        num_attention_heads=2, joint_attention_dim=TEXT_HIDDEN, guidance_embeds=False,
+                        axes_dims_rope=[4, 6, 6], zero_cond_t=False, use_additional_t_cond=False, use_layer3d_rope=False)
+TRANSFORMER_KNOWN = {"qwen-image": QWEN_IMAGE, "tiny": TINY_TRANSFORMER}
+
+
+def transformer_signature(view) -> dict:
+    """What a Qwen-Image file's shapes tell (its keys are diffusers' own names)."""
+    if not view.has("img_in.weight") or not view.has("txt_norm.weight"):
+        raise FileKindError("no img_in / txt_norm: not a Qwen-Image transformer")
+    return {"width": view.dim("img_in.weight"), "in_channels": view.dim("img_in.weight", 1),
+            "patch_out": view.dim("proj_out.weight"), "joint_attention_dim": view.dim("txt_in.weight", 1),
+            "num_layers": view.count(r"transformer_blocks\.(\d+)\."),
+            "head_dim": view.dim("transformer_blocks.0.attn.norm_q.weight")}
+
+
+def transformer_facts(c: dict) -> dict:
+    return {"width": c["num_attention_heads"] * c["attention_head_dim"], "in_channels": c["in_channels"],
+            "patch_out": c["patch_size"] ** 2 * c["out_channels"], "joint_attention_dim": c["joint_attention_dim"],
+            "num_layers": c["num_layers"], "head_dim": c["attention_head_dim"]}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the Qwen-Image transformer",
+                      notes={"qwen-image": ("Qwen-Image-Edit has the same shapes: model.arch qwen_image_edit reads "
+                                            "it as the Edit model",)})
 
 
 def tiny_qwen_tokenizer():
@@ -115,12 +148,14 @@ def lora_modules(fmt, linears):
 
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
-    Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+    Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),
     Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
     Component("vae", "AutoencoderKLQwenImage", VAE),
     # ComfyUI's Qwen-Image files use diffusers' names (under model.diffusion_model.): nothing to convert
     Component("transformer", "QwenImageTransformer2DModel", DENOISER, single_file=SingleFile(
-        None, anchors=("img_in.weight", "txt_norm.weight", "transformer_blocks.0.img_mod.1.weight"))),
+        None, anchors=("img_in.weight", "txt_norm.weight", "transformer_blocks.0.img_mod.1.weight"),
+        config="toolkit.models.archs.qwen_image:transformer_config", kind="qwen_image_dit",
+        label="Qwen-Image transformer")),
 )
 
 SPEC = ArchSpec(
@@ -130,6 +165,7 @@ SPEC = ArchSpec(
     holder=QwenImageModel, components=COMPONENTS,
     defaults=SampleDefaults(1328, 1328, 50, 4.0),     # the model card: 1328^2 (1:1), 50 steps, true CFG 4.0
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),     # the Qwen Image VAE = Wan 2.1's space
+    scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
     description="Qwen-Image (Qwen2.5-VL text encoder, true CFG, packed tokens)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},

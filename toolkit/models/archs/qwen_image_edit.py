@@ -5,11 +5,31 @@ call passes the reference images (ctrl_img, ctrl_img_1, ctrl_img_2, at their own
 sizes them) as `image`, and width/height, so the output is the requested size (the pipeline otherwise
 derives it from the first reference's aspect at 1024x1024 area).
 
-Same text encoder, tokenizer and VAE files as Qwen-Image (the tiny recipe is qwen_image.py's)."""
+Same text encoder, tokenizer and VAE files as Qwen-Image (the tiny recipe is qwen_image.py's). Its
+denoiser files have Qwen-Image's layout and shapes: a file named without `model.arch` is taken for
+qwen_image (the detector says qwen_image_edit fits it too); `model.arch: qwen_image_edit` reads it here."""
+from dataclasses import replace
+
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
                                  Latents, SampleDefaults, Task, Tiny)
-from toolkit.models.archs.qwen_image import QwenImageModel, tiny_qwen_image_shared, tiny_qwen_image_transformer
+from toolkit.models.archs.qwen_image import (COMPONENTS, QWEN_IMAGE, SCHEDULER_FILE, TINY_TRANSFORMER, QwenImageModel,
+                                             tiny_qwen_image_shared, tiny_qwen_image_transformer, transformer_facts,
+                                             transformer_signature)
+from toolkit.models.formats.dit_configs import from_known
+
+# Qwen/Qwen-Image-Edit-2509 transformer/config.json (Qwen-Image's; 2511's sets zero_cond_t, which no shape
+# shows); and the tiny factory's
+TRANSFORMER_KNOWN = {"qwen-image-edit-2509": QWEN_IMAGE, "tiny": TINY_TRANSFORMER}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Qwen-Image-Edit transformer")
+
+
+TRANSFORMER_FILE = replace(COMPONENTS[-1].single_file, config="toolkit.models.archs.qwen_image_edit:transformer_config",
+                           label="Qwen-Image-Edit transformer")
 
 
 def tiny_qwen2vl_processor(tokenizer):
@@ -34,16 +54,17 @@ SPEC = ArchSpec(
     pipeline="QwenImageEditPlusPipeline", holder=QwenImageModel,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
-        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),
         Component("processor", "transformers:Qwen2VLProcessor", PROCESSOR),
         Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
         Component("vae", "AutoencoderKLQwenImage", VAE),
-        Component("transformer", "QwenImageTransformer2DModel", DENOISER),
+        Component("transformer", "QwenImageTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     defaults=SampleDefaults(1024, 1024, 40, 4.0),     # the model card: 40 steps, true CFG 4.0 (1024^2 area)
     # edit only: the reference image is required; the model card's 1 to 3 images
     tasks=(Task("edit", "QwenImageEditPlusPipeline", takes=("ctrl_img_1", "ctrl_img_2")),),
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),
+    scheduler_file=SCHEDULER_FILE,             # the Edit repos' scheduler is Qwen-Image's
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
     description="Qwen-Image-Edit-2509 (Edit Plus): edit an input image (Qwen2.5-VL sees it), true CFG",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},

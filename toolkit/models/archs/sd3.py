@@ -1,10 +1,18 @@
 """Stable Diffusion 3 / 3.5: an MMDiT over two CLIP encoders with projection (CLIP-L, OpenCLIP-bigG:
 hidden states side by side, zero-padded to T5's width, then joined with T5-XXL's; pooled
 projections concatenated), the 16-channel VAE with shift and scale, flow-match Euler (shift 3).
-One arch for the 3.5 Large / Large Turbo / Medium and 3 Medium checkpoints (variants)."""
+One arch for the 3.5 Large / Large Turbo / Medium and 3 Medium checkpoints (variants).
+
+Its files: SAI's MMDiT layout (ComfyUI's `sd3.5_large.safetensors`, alone or with its text encoders and
+VAE in one file), read with the configs below; the shapes tell 3 Medium, 3.5 Large and 3.5 Medium
+apart (3.5 Large Turbo has 3.5 Large's: `model.variant` says which)."""
+import math
+
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, SingleFile, Task, Tiny, Variant)
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
 
 # diffusers -> SAI's original MMDiT names (the inverse of diffusers' converter; formats/original_layout.py)
@@ -47,6 +55,55 @@ def to_original(state: dict) -> dict:
 
 
 SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0)     # every SD3/3.5 repo's scheduler_config.json
+SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", **SCHEDULER_CONFIG)
+
+_MMDIT = dict(sample_size=128, patch_size=2, in_channels=16, out_channels=16, attention_head_dim=64,
+              joint_attention_dim=4096, pooled_projection_dim=2048)
+# the stable-diffusion-3-medium-diffusers, 3.5-large (and -large-turbo) and 3.5-medium transformer/config.json;
+# and the tiny factory's
+TRANSFORMER_KNOWN = {
+    "sd3-medium": dict(_MMDIT, num_layers=24, num_attention_heads=24, caption_projection_dim=1536,
+                       pos_embed_max_size=192, dual_attention_layers=[], qk_norm=None),
+    "sd3.5-large": dict(_MMDIT, num_layers=38, num_attention_heads=38, caption_projection_dim=2432,
+                        pos_embed_max_size=192, dual_attention_layers=[], qk_norm="rms_norm"),
+    "sd3.5-medium": dict(_MMDIT, num_layers=24, num_attention_heads=24, caption_projection_dim=1536,
+                         pos_embed_max_size=384, dual_attention_layers=list(range(13)), qk_norm="rms_norm"),
+    "tiny": dict(sample_size=8, patch_size=2, in_channels=16, out_channels=16, num_layers=2, attention_head_dim=16,
+                 num_attention_heads=2, joint_attention_dim=32, caption_projection_dim=32, pooled_projection_dim=32,
+                 pos_embed_max_size=32, dual_attention_layers=[0], qk_norm="rms_norm"),
+}
+
+
+def transformer_signature(view) -> dict:
+    """What an MMDiT file's shapes tell: widths, depth, the blocks with a second (self) attention, QK norm."""
+    if not view.has("x_embedder.proj.weight") or not view.has("joint_blocks.0.x_block.attn.qkv.weight"):
+        raise FileKindError("no x_embedder.proj / joint_blocks.0.x_block.attn.qkv: not an SD3 MMDiT")
+    width, in_channels, patch, _ = view.shape("x_embedder.proj.weight")
+    return {"width": width, "in_channels": in_channels, "patch_size": patch,
+            "out": view.dim("final_layer.linear.weight"),
+            "pos_embed_max_size": math.isqrt(view.dim("pos_embed", 1)),
+            "joint_attention_dim": view.dim("context_embedder.weight", 1),
+            "caption_projection_dim": view.dim("context_embedder.weight"),
+            "pooled_projection_dim": view.dim("y_embedder.mlp.0.weight", 1),
+            "num_layers": view.count(r"joint_blocks\.(\d+)\."),
+            "dual_attention_layers": view.indices(r"joint_blocks\.(\d+)\.x_block\.attn2\.qkv\.weight$"),
+            "qk_norm": "rms_norm" if view.has("joint_blocks.0.x_block.attn.ln_q.weight") else None}
+
+
+def transformer_facts(c: dict) -> dict:
+    return {"width": c["num_attention_heads"] * c["attention_head_dim"], "in_channels": c["in_channels"],
+            "patch_size": c["patch_size"], "out": c["out_channels"] * c["patch_size"] ** 2,
+            "pos_embed_max_size": c["pos_embed_max_size"], "joint_attention_dim": c["joint_attention_dim"],
+            "caption_projection_dim": c["caption_projection_dim"], "pooled_projection_dim": c["pooled_projection_dim"],
+            "num_layers": c["num_layers"], "dual_attention_layers": list(c.get("dual_attention_layers") or []),
+            "qk_norm": c.get("qk_norm")}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the SD3 MMDiT",
+                      variants={"sd3-medium": "3-medium", "sd3.5-large": "3.5-large", "sd3.5-medium": "3.5-medium"},
+                      notes={"sd3.5-large": ("3.5 Large Turbo has the same shapes: model.variant 3.5-large-turbo "
+                                             "says it is",)})
 PIPELINE_KWARGS = {"image_encoder": None, "feature_extractor": None}
 
 
@@ -97,9 +154,9 @@ SPEC = ArchSpec(
            Task("inpaint", "StableDiffusion3InpaintPipeline", strength=0.6)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
-        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
-        Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER),
-        Component("tokenizer_3", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_l"),
+        Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_g"),
+        Component("tokenizer_3", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
         Component("text_encoder", "CLIPTextModelWithProjection", TEXT_ENCODER),
         Component("text_encoder_2", "CLIPTextModelWithProjection", TEXT_ENCODER),
         Component("text_encoder_3", "T5EncoderModel", TEXT_ENCODER),
@@ -107,12 +164,13 @@ SPEC = ArchSpec(
         # ComfyUI's SD3/3.5 files (SAI's MMDiT keys)
         Component("transformer", "SD3Transformer2DModel", DENOISER, single_file=SingleFile(
             "convert_sd3_transformer_checkpoint_to_diffusers", "toolkit.models.archs.sd3:to_original",
-            anchors=("joint_blocks.0.x_block.attn.qkv.weight",))),
+            anchors=("joint_blocks.0.x_block.attn.qkv.weight",),
+            config="toolkit.models.archs.sd3:transformer_config", kind="sd3_mmdit", label="SD3 MMDiT")),
     ),
     pipeline_init_kwargs=PIPELINE_KWARGS,
     defaults=SampleDefaults(1024, 1024, 28, 3.5), size_divisor=16,      # VAE 8x, 2x2 patches
     latents=Latents("BCHW", 16, format=latent_formats.SD3),
-    variants=VARIANTS,
+    variants=VARIANTS, scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0},
               pipeline_kwargs=PIPELINE_KWARGS),
     description="Stable Diffusion 3 / 3.5 (MMDiT, CLIP-L + CLIP-G + T5, 16-ch VAE)",

@@ -1,21 +1,79 @@
 """Wan 2.1 text-to-video: a 3D DiT over UMT5-XXL and the causal Wan VAE (16 channels, 8x spatial,
-4x temporal), UniPC with flow sigmas as the diffusers repos ship it."""
+4x temporal), UniPC with flow sigmas as the diffusers repos ship it.
+
+Its files: the original Wan layout (ComfyUI's `diffusion_models/wan2.1_t2v_1.3B_fp16.safetensors`),
+read with the configs below; the Wan 2.2 rows read theirs with their own. A Wan 2.2 A14B expert has
+Wan 2.1 14B's shapes: a file named without `model.arch` is taken for wan21 (the detector says
+wan22_a14b fits it too)."""
 import re
+from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
                                  SampleDefaults, SingleFile, Tiny, pick_linears)
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
+
+_WAN = dict(patch_size=[1, 2, 2], attention_head_dim=128, in_channels=16, out_channels=16, text_dim=4096, freq_dim=256,
+            cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-06, image_dim=None, added_kv_proj_dim=None,
+            rope_max_seq_len=1024)
+WAN21_1_3B = dict(_WAN, num_attention_heads=12, num_layers=30, ffn_dim=8960)
+WAN_14B = dict(_WAN, num_attention_heads=40, num_layers=40, ffn_dim=13824)
+WAN22_5B = dict(_WAN, num_attention_heads=24, num_layers=30, ffn_dim=14336, in_channels=48, out_channels=48)
+TINY_WAN = dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=16, out_channels=16,
+                text_dim=32, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True,
+                qk_norm="rms_norm_across_heads", eps=1e-06, image_dim=None, added_kv_proj_dim=None, rope_max_seq_len=1024)
+# Wan-AI/Wan2.1-T2V-1.3B-Diffusers and -14B-Diffusers transformer/config.json; and the tiny factory's
+TRANSFORMER_KNOWN = {"wan2.1-t2v-1.3b": WAN21_1_3B, "wan2.1-t2v-14b": WAN_14B, "tiny": TINY_WAN}
+
+
+def transformer_signature(view) -> dict:
+    """What an original-layout Wan file's shapes tell (the heads they do not: 128 wide in every release)."""
+    if not view.has("patch_embedding.weight") or not view.has("head.head.weight"):
+        raise FileKindError("no patch_embedding / head.head: not a Wan transformer")
+    width, in_channels, *patch = view.shape("patch_embedding.weight")
+    return {"width": width, "in_channels": in_channels, "patch_size": list(patch),
+            "patch_out": view.dim("head.head.weight"), "text_dim": view.dim("text_embedding.0.weight", 1),
+            "freq_dim": view.dim("time_embedding.0.weight", 1), "num_layers": view.count(r"blocks\.(\d+)\."),
+            "ffn_dim": view.dim("blocks.0.ffn.0.weight"),
+            "image_dim": view.dim("img_emb.proj.1.weight", 1) if view.has("img_emb.proj.1.weight") else None,
+            "added_kv_proj_dim": view.dim("blocks.0.cross_attn.k_img.weight", 1)
+            if view.has("blocks.0.cross_attn.k_img.weight") else None}
+
+
+def transformer_facts(c: dict) -> dict:
+    patch = list(c["patch_size"])
+    return {"width": c["num_attention_heads"] * c["attention_head_dim"], "in_channels": c["in_channels"],
+            "patch_size": patch, "patch_out": c["out_channels"] * patch[0] * patch[1] * patch[2],
+            "text_dim": c["text_dim"], "freq_dim": c["freq_dim"], "num_layers": c["num_layers"], "ffn_dim": c["ffn_dim"],
+            "image_dim": c.get("image_dim"), "added_kv_proj_dim": c.get("added_kv_proj_dim")}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the Wan 2.1 transformer",
+                      notes={"wan2.1-t2v-14b": ("a Wan 2.2 T2V A14B expert has the same shapes: model.arch wan22_a14b "
+                                                "reads it as one",)})
+
+
+# the layout every Wan row reads; each arch's own `config` picks among its known configs
+WAN_FILE = SingleFile("convert_wan_transformer_to_diffusers", "toolkit.models.archs.wan21:to_original",
+                      anchors=("blocks.0.self_attn.q.weight", "patch_embedding.weight"), kind="wan_dit",
+                      label="Wan transformer")
 
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
-    Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+    Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="umt5_xxl"),
     Component("text_encoder", "UMT5EncoderModel", TEXT_ENCODER),
     Component("vae", "AutoencoderKLWan", VAE),
-    Component("transformer", "WanTransformer3DModel", DENOISER, single_file=SingleFile(
-        "convert_wan_transformer_to_diffusers", "toolkit.models.archs.wan21:to_original",
-        anchors=("blocks.0.self_attn.q.weight", "patch_embedding.weight"))),
+    Component("transformer", "WanTransformer3DModel", DENOISER, single_file=replace(
+        WAN_FILE, config="toolkit.models.archs.wan21:transformer_config", label="Wan 2.1 transformer")),
 )
+
+
+def with_transformer_config(components: tuple, config: str, label: str) -> tuple:
+    """`components` with the transformer read by another Wan row's config rule."""
+    return components[:-1] + (replace(components[-1], single_file=replace(WAN_FILE, config=config, label=label)),)
 
 # diffusers name -> original (Wan/ComfyUI) name, applied in order: the inverse of diffusers' rename table
 TO_ORIGINAL = (("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
@@ -85,12 +143,19 @@ def tiny_wan_transformer(b, role: str = "transformer", **over):
         return WanTransformer3DModel(**dims).eval()
 
 
+def unipc_flow_config(flow_shift: float = 3.0) -> dict:
+    """What the Wan diffusers repos ship (scheduler/scheduler_config.json): UniPC with flow sigmas
+    (Wan 2.1 and 2.2 A14B: shift 3.0; 2.2 TI2V 5B: 5.0)."""
+    return dict(_class_name="UniPCMultistepScheduler", num_train_timesteps=1000, prediction_type="flow_prediction",
+                use_flow_sigmas=True, flow_shift=flow_shift, solver_order=2, solver_type="bh2", predict_x0=True,
+                lower_order_final=True, final_sigmas_type="zero", timestep_spacing="linspace")
+
+
 def unipc_flow_scheduler(flow_shift: float = 3.0):
-    """What the Wan diffusers repos ship: UniPC with flow sigmas (480p shift 3.0)."""
     from diffusers import UniPCMultistepScheduler
-    return UniPCMultistepScheduler(num_train_timesteps=1000, prediction_type="flow_prediction", use_flow_sigmas=True,
-                                   flow_shift=flow_shift, solver_order=2, solver_type="bh2", predict_x0=True,
-                                   lower_order_final=True, final_sigmas_type="zero", timestep_spacing="linspace")
+    config = unipc_flow_config(flow_shift)
+    config.pop("_class_name")
+    return UniPCMultistepScheduler(**config)
 
 
 def _tiny(b):
@@ -106,6 +171,7 @@ SPEC = ArchSpec(
     components=COMPONENTS, pipeline_init_kwargs={"transformer_2": None}, output_type="np",
     defaults=SampleDefaults(832, 480, 30, 5.0, num_frames=33, fps=16, output_ext="mp4"),
     latents=Latents("BCFHW", 16, temporal=4, format=latent_formats.WAN21),
+    scheduler_file=unipc_flow_config(3.0),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 5.0,
                       "fps": 8}),
     description="Wan 2.1 text-to-video",

@@ -1,12 +1,26 @@
 """Wan 2.2 TI2V 5B text-to-video: a dense 3D DiT over UMT5-XXL (Wan 2.1's) and the Wan 2.2 VAE
 (48 channels, 2x2 pixel patches + 8x = 16x spatial, 4x temporal); per-token timesteps
-(`expand_timesteps`, a model_index.json setting), UniPC with flow sigmas (shift 5)."""
+(`expand_timesteps`, a model_index.json setting), UniPC with flow sigmas (shift 5).
+
+Its files: the original Wan layout (ComfyUI's `diffusion_models/wan2.2_ti2v_5B_fp16.safetensors`), read
+with the configs below (48 latent channels tell it from the other Wan rows)."""
 from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Task, Tiny
-from toolkit.models.archs.wan21 import COMPONENTS, LORA, tiny_umt5, tiny_wan_transformer, unipc_flow_scheduler
+from toolkit.models.archs.wan21 import (COMPONENTS, LORA, TINY_WAN, WAN22_5B, tiny_umt5, tiny_wan_transformer,
+                                        transformer_facts, transformer_signature, unipc_flow_config,
+                                        unipc_flow_scheduler, with_transformer_config)
+from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.tiny import kit
+
+# Wan-AI/Wan2.2-TI2V-5B-Diffusers transformer/config.json; and the tiny factory's
+TRANSFORMER_KNOWN = {"wan2.2-ti2v-5b": WAN22_5B, "tiny": dict(TINY_WAN, in_channels=48, out_channels=48)}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Wan 2.2 TI2V 5B transformer")
 
 # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json: the per-channel statistics the pipeline
 # un-normalises the latents with before decoding
@@ -36,14 +50,18 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="wan22_5b", modality="video", default_name_or_path="Wan-AI/Wan2.2-TI2V-5B-Diffusers",
-    pipeline="WanPipeline", components=COMPONENTS,
+    pipeline="WanPipeline",
+    components=with_transformer_config(COMPONENTS, "toolkit.models.archs.wan22_5b:transformer_config",
+                                       "Wan 2.2 TI2V 5B transformer"),
     # TI2V: the same components run image-to-video (the first frame's latents, per-token timesteps)
     tasks=(Task("txt2img", "WanPipeline"), Task("i2v", "WanImageToVideoPipeline")),
-    pipeline_init_kwargs={"transformer_2": None}, output_type="np",
+    # expand_timesteps is its model_index.json setting: here too for its files, which carry none
+    pipeline_init_kwargs={"transformer_2": None, "expand_timesteps": True}, output_type="np",
     # model card: 720P (1280x704), 121 frames at 24 fps; the diffusers example: 50 steps, guidance 5.0
     defaults=SampleDefaults(1280, 704, 50, 5.0, num_frames=121, fps=24, output_ext="mp4"),
     size_divisor=32,                # 16x VAE x 2x2 DiT patches
     latents=Latents("BCFHW", 48, spatial=16, temporal=4, format=latent_formats.WAN22),
+    scheduler_file=unipc_flow_config(5.0),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 5.0,
                       "fps": 8}, pipeline_kwargs={"expand_timesteps": True}),
     description="Wan 2.2 TI2V 5B text-to-video",

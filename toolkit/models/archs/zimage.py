@@ -1,10 +1,54 @@
-"""Z-Image Turbo: a single-stream DiT over a Qwen3 text encoder and the Flux VAE (16 channels)."""
+"""Z-Image Turbo: a single-stream DiT over a Qwen3 text encoder and the Flux VAE (16 channels).
+
+Its files: the original Z-Image layout (ComfyUI's `diffusion_models/z_image_turbo_bf16.safetensors`),
+read with the configs below. Lumina 2's files share its block names; Z-Image's pad tokens and its
+modulation tell them apart."""
 import re
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
                                  SampleDefaults, SingleFile, Task, Tiny, pick_linears)
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
+
+# Tongyi-MAI/Z-Image-Turbo scheduler/scheduler_config.json
+SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", num_train_timesteps=1000, use_dynamic_shifting=False,
+                      shift=3.0)
+# Tongyi-MAI/Z-Image-Turbo transformer/config.json (Z-Image's has the same shapes); and the tiny factory's
+TRANSFORMER_KNOWN = {
+    "z-image-turbo": dict(all_patch_size=[2], all_f_patch_size=[1], in_channels=16, dim=3840, n_layers=30,
+                          n_refiner_layers=2, n_heads=30, n_kv_heads=30, norm_eps=1e-05, qk_norm=True, cap_feat_dim=2560,
+                          rope_theta=256.0, t_scale=1000.0, axes_dims=[32, 48, 48], axes_lens=[1536, 512, 512]),
+    "tiny": dict(all_patch_size=[2], all_f_patch_size=[1], in_channels=16, dim=32, n_layers=2, n_refiner_layers=1,
+                 n_heads=2, n_kv_heads=2, norm_eps=1e-05, qk_norm=True, cap_feat_dim=32, rope_theta=256.0, t_scale=1000.0,
+                 axes_dims=[4, 6, 6], axes_lens=[1024, 512, 512]),
+}
+
+
+def transformer_signature(view) -> dict:
+    if not view.has("x_pad_token") or not view.has("layers.0.adaLN_modulation.0.weight"):
+        raise FileKindError("no x_pad_token / layers.0.adaLN_modulation.0: not a Z-Image transformer")
+    qk_norm = view.has("layers.0.attention.q_norm.weight")
+    return {"width": view.dim("x_embedder.weight"), "patch_in": view.dim("x_embedder.weight", 1),
+            "patch_out": view.dim("final_layer.linear.weight"), "cap_feat_dim": view.dim("cap_embedder.1.weight", 1),
+            "n_layers": view.count(r"layers\.(\d+)\."), "n_refiner_layers": view.count(r"noise_refiner\.(\d+)\."),
+            "context_refiner_layers": view.count(r"context_refiner\.(\d+)\."),
+            "qkv": view.dim("layers.0.attention.qkv.weight"), "qk_norm": qk_norm,
+            "head_dim": view.dim("layers.0.attention.q_norm.weight") if qk_norm else None}
+
+
+def transformer_facts(c: dict) -> dict:
+    head = c["dim"] // c["n_heads"]
+    patch = c["all_patch_size"][0] ** 2 * c["all_f_patch_size"][0]
+    return {"width": c["dim"], "patch_in": patch * c["in_channels"], "patch_out": patch * c["in_channels"],
+            "cap_feat_dim": c["cap_feat_dim"], "n_layers": c["n_layers"], "n_refiner_layers": c["n_refiner_layers"],
+            "context_refiner_layers": c["n_refiner_layers"], "qkv": (c["n_heads"] + 2 * c["n_kv_heads"]) * head,
+            "qk_norm": c["qk_norm"], "head_dim": head if c["qk_norm"] else None}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the Z-Image transformer")
 
 
 TO_ORIGINAL = (("all_final_layer.2-1.", "final_layer."), ("all_x_embedder.2-1.", "x_embedder."),
@@ -60,15 +104,16 @@ SPEC = ArchSpec(
            Task("inpaint", "ZImageInpaintPipeline", strength=1.0)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
-        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen3"),
         Component("text_encoder", "Qwen3Model", TEXT_ENCODER),
         Component("vae", "AutoencoderKL", VAE),
         Component("transformer", "ZImageTransformer2DModel", DENOISER, single_file=SingleFile(
             "convert_z_image_transformer_checkpoint_to_diffusers", "toolkit.models.archs.zimage:to_original",
-            anchors=("layers.0.attention.qkv.weight", "cap_embedder.0.weight"))),
+            anchors=("layers.0.attention.qkv.weight", "cap_embedder.0.weight"),
+            config="toolkit.models.archs.zimage:transformer_config", kind="zimage_dit", label="Z-Image transformer")),
     ),
     defaults=SampleDefaults(1024, 1024, 8, 0.0),      # the model card: 8 steps, no CFG (distilled)
-    latents=Latents("BCHW", 16, format=latent_formats.FLUX),
+    latents=Latents("BCHW", 16, format=latent_formats.FLUX), scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
     description="Z-Image Turbo (Qwen3 text encoder, 16-ch VAE)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},

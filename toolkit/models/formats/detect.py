@@ -12,7 +12,9 @@ load funnel, inspection, /library, profiles), fed by the arch rows' `SingleFile`
 
 Where several arch rows' anchors match (the same UNet layout in SD 1.x and 2.x), each one's config
 function decides: a file whose shapes equal a known real config of one arch is that arch; else the
-first whose derived config is consistent. No torch, no tensor data.
+first whose derived config is consistent. Where several take it equally (FLUX.1 dev and Kontext,
+Wan 2.1 14B and a Wan 2.2 A14B expert have the same shapes), the first is named and `alike` lists
+the others: the request's `model.arch` decides. No torch, no tensor data.
 """
 import os
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ class Detection:
     parts: dict = field(default_factory=dict)        # role -> Part (the arch's components in the file)
     kinds: tuple = ()                                # a component file: (kind, label, [(arch, role)...])
     problems: tuple = ()                             # why no arch or kind was recognised, or what did not match
+    alike: tuple = ()                                # other archs that take the file as well (model.arch decides)
 
     @property
     def denoiser(self) -> Part | None:
@@ -63,7 +66,9 @@ class Detection:
                 "components": {r: p.public() for r, p in self.parts.items()},
                 "kinds": [{"kind": k, "label": label, "fits": [{"arch": a, "role": r} for a, r in fits]}
                           for k, label, fits in self.kinds],
-                "problems": list(self.problems)}
+                "problems": list(self.problems), "alike": list(self.alike),
+                "guessed": (f"{self.arch} (as well: {', '.join(self.alike)}; model.arch decides)"
+                            if self.alike else None)}
 
 
 def detect_file(path: str) -> Detection:
@@ -131,8 +136,10 @@ def detect(header) -> Detection:
         name, denoiser, parts = min(candidates, key=rank)
         if denoiser.error is not None:
             problems.append(f"{ARCHS[name].name} {denoiser.role}: {denoiser.error}")
+        alike = tuple(n for n, d, _p in candidates if n != name and d.error is None and d.config is not None
+                      and rank((n, d, _p)) == rank((name, denoiser, parts)))
         variant = denoiser.config.variant if denoiser.config else None
-        return Detection(name, variant, parts, (), tuple(problems))
+        return Detection(name, variant, parts, (), tuple(problems), alike)
     if kinds:
         return Detection(kinds=tuple((k, label, tuple(fits)) for k, (label, fits) in kinds.items()))
     return Detection(problems=("no arch's denoiser or component layout matched its keys",))
