@@ -29,6 +29,10 @@ class Vocabulary:
     comfy: tuple               # ComfyUI's folders holding it, relative to the ComfyUI checkout
     hub: tuple                 # (repo, subfolder) in the hub cache
     build: str = ""            # "module:function(folder)" writing it from a pinned package
+    # the pad token, where ComfyUI's folder pads otherwise: it keeps one CLIP folder (sd1_tokenizer,
+    # padding with the end token) and pads OpenCLIP's encoders with "!" in code; a copy with this pad
+    # is written to the cache
+    comfy_pad: str = ""
 
 
 VOCABULARIES = {
@@ -37,9 +41,14 @@ VOCABULARIES = {
                                                                    "tokenizer")),
                          "toolkit.tokenizers:write_clip_l"),
     # SDXL's and SD3's second CLIP pads with "!" (OpenCLIP's 0 id), not the end token
-    "clip_g": Vocabulary("clip_g", ("comfy/sdxl_clip_tokenizer",),
+    "clip_g": Vocabulary("clip_g", ("comfy/sd1_tokenizer",),
                          (("stabilityai/stable-diffusion-xl-base-1.0", "tokenizer_2"),),
-                         "toolkit.tokenizers:write_clip_g"),
+                         "toolkit.tokenizers:write_clip_g", comfy_pad="!"),
+    # SD 2.x's (OpenCLIP-H): the same vocabulary, padded with "!" too
+    "clip_h": Vocabulary("clip_h", ("comfy/sd1_tokenizer",),
+                         (("stabilityai/stable-diffusion-2-1", "tokenizer"),
+                          ("stabilityai/stable-diffusion-2-1-base", "tokenizer")),
+                         "toolkit.tokenizers:write_clip_h", comfy_pad="!"),
 }
 
 
@@ -74,7 +83,7 @@ def find_tokenizer(vocab: str, *, role: str, near: str | None = None) -> str:
         for rel in v.comfy:
             folder = os.path.join(root, rel)
             if _is_tokenizer(folder):
-                return folder
+                return _repadded(folder, v) if v.comfy_pad else folder
             looked.append(folder)
     for repo, sub in v.hub:
         folder = _hub_folder(repo, sub)
@@ -107,7 +116,24 @@ def _hub_folder(repo: str, sub: str) -> str | None:
     return None
 
 
-def _build(v: Vocabulary, folder: str) -> str:
+def _repadded(source: str, v: Vocabulary) -> str:
+    """`source` (a ComfyUI tokenizer folder) padding with `v.comfy_pad`, as a cached copy named for
+    the folder and its files' mtimes (a changed ComfyUI folder gives a new copy)."""
+    import hashlib
+    stamp = [os.path.realpath(source)] + [f"{n}:{os.stat(os.path.join(source, n)).st_mtime_ns}"
+                                          for n in sorted(os.listdir(source))]
+    digest = hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
+    folder = os.path.join(cache_root(), f"{v.name}-comfy-{digest}")
+    if _is_tokenizer(folder):
+        return folder
+
+    def write(tmp):
+        from transformers import AutoTokenizer
+        AutoTokenizer.from_pretrained(source, pad_token=v.comfy_pad).save_pretrained(tmp)
+    return _build(v, folder, write)
+
+
+def _build(v: Vocabulary, folder: str, write=None) -> str:
     """Write the tokenizer once into the cache: to a temporary sibling, then renamed into place."""
     import shutil
     import tempfile
@@ -116,7 +142,7 @@ def _build(v: Vocabulary, folder: str) -> str:
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{v.name}.", dir=os.path.dirname(folder))
     try:
-        load_object(v.build)(tmp)
+        (write or load_object(v.build))(tmp)
         try:
             os.rename(tmp, folder)
         except OSError:         # another process wrote it first: theirs is the same
@@ -174,4 +200,9 @@ def write_clip_l(folder: str):
 
 def write_clip_g(folder: str):
     """SDXL's tokenizer_2 (OpenCLIP bigG's): pads with "!"."""
+    _write_clip(folder, "!")
+
+
+def write_clip_h(folder: str):
+    """SD 2.x's tokenizer (OpenCLIP-H's): pads with "!"."""
     _write_clip(folder, "!")
