@@ -371,7 +371,7 @@ def test_sd2_v_prediction_without_a_marker_is_comfyuis_test_of_one_bias(dtype, t
 # -- configs: the tiny ones are the factory's; real dimensions detect as the real ones ---------------
 def test_the_known_tiny_configs_are_what_the_tiny_factory_builds(tiny, tmp_path):
     from toolkit.models.archs import sd2, sdxl
-    from toolkit.models.formats.clip import CLIP_L_KNOWN
+    from toolkit.models.formats.clip import CLIP_G_KNOWN, CLIP_L_KNOWN
     from toolkit.models.formats.openclip import OPENCLIP_G_KNOWN, OPENCLIP_H_KNOWN
     refiner = variant_folder("sdxl", tmp_path / "refiner", build=sdxl.tiny_refiner,
                              pipeline="StableDiffusionXLImg2ImgPipeline", **sdxl.REFINER_KWARGS)
@@ -380,7 +380,8 @@ def test_the_known_tiny_configs_are_what_the_tiny_factory_builds(tiny, tmp_path)
              (tiny("sdxl"), "text_encoder_2", OPENCLIP_G_KNOWN["tiny"]),
              (refiner, "unet", sdxl.UNET_KNOWN["tiny-refiner"]),
              (tiny("sd2"), "unet", sd2.UNET_KNOWN["tiny"]), (tiny("sd2"), "vae", sd2.VAE_KNOWN["tiny"]),
-             (tiny("sd2"), "text_encoder", OPENCLIP_H_KNOWN["tiny"])]
+             (tiny("sd2"), "text_encoder", OPENCLIP_H_KNOWN["tiny"]),
+             (tiny("sd3"), "text_encoder_2", CLIP_G_KNOWN["tiny-sd3"])]
     for folder, sub, known in cases:
         with open(os.path.join(folder, sub, "config.json")) as f:
             config = json.load(f)
