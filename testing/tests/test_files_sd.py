@@ -225,6 +225,11 @@ def test_an_sdxl_checkpoint_generates_through_the_engine(tiny, tmp_path, no_hub)
         assert frames[-1][0]["status"] == "ok", frames[-2][0]
         res = next(h for h, _ in frames if h["type"] == "result")
         assert (pixels(eng.client.get(res["url"]).content) == want).all()
+        # /models serves each variant's sample: the refiner's refines an image the form asks for
+        row = next(a for a in eng.client.get("/models").json()["archs"] if a["name"] == "sdxl")
+        refiner = row["variant_samples"]["refiner"]
+        assert refiner["task"] == "img2img" and refiner["init_img"] is None and refiner["strength"] == 0.3
+        assert row["variant_tasks"]["refiner"] == ["img2img", "inpaint"] and row["variant_samples"]["vpred"]["height"] == 1216
     finally:
         eng.close()
 
