@@ -2,6 +2,7 @@
 
     .venv/bin/python testing/bench_load.py [--repeat 5] [--big-gb 1.0] [--size 512 --steps 20]
     .venv/bin/python testing/bench_load.py --formats [--double 1 --single 1 --tokens 256]   (bench_formats.py)
+    .venv/bin/python testing/bench_load.py --checkpoints [--models sd15,sdxl]   (bench_checkpoints.py)
 
 Prints a table and writes testing/.bench/bench_load.json. Targets (from the issue):
 funnel folder load <= 1.1x from_pretrained; ~1 GB component >= 0.8x raw safetensors read;
@@ -87,9 +88,16 @@ def main():
     ap.add_argument("--double", type=int, default=1, help="--formats: double-stream blocks")
     ap.add_argument("--single", type=int, default=1, help="--formats: single-stream blocks")
     ap.add_argument("--tokens", type=int, default=256, help="--formats: image tokens per step")
+    ap.add_argument("--checkpoints", action="store_true",
+                    help="all-in-one checkpoints at real dimensions vs diffusers (testing/bench_checkpoints.py)")
+    ap.add_argument("--models", default="sd15,sdxl", help="--checkpoints: sd15, sdxl (SDXL is 6.9 GB in fp16)")
+    ap.add_argument("--work", default=None, help="--checkpoints: where the files are written (a temporary folder)")
     args = ap.parse_args()
     if args.formats:
         return formats(args)
+    if args.checkpoints:
+        from testing import bench_checkpoints
+        return bench_checkpoints.main(args, args.out.replace("bench_load.json", "bench_checkpoints.json"))
 
     from diffusers import DiffusionPipeline, ZImageTransformer2DModel
     from safetensors.torch import load_file

@@ -57,6 +57,7 @@ CROSS_PAIRS = {
     ("qwen_image", "qwen_image_edit"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("flux", "chroma"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer", "vae": "vae"},
     ("flux", "flux_kontext"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae")},
+    ("sd1", "sd2"): {"vae": "vae"},             # SD 2.x ships SD 1.x's VAE
 }
 
 

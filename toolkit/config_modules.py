@@ -245,10 +245,10 @@ class GenerateImageConfig:
                 raw = defaults.get(name)
             extras[name] = None if raw is None else _coerce(raw, extra.type, f"{where}.{name}")
         gen = cls(**values, extras=extras)
-        gen.validate(spec, where)
+        gen.validate(spec, where, variant)
         return gen
 
-    def validate(self, spec: ArchSpec, where: str = "sample"):
+    def validate(self, spec: ArchSpec, where: str = "sample", variant: str | None = None):
         from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
 
         if not isinstance(self.prompt, str):
@@ -303,23 +303,25 @@ class GenerateImageConfig:
                               f"{self.resize_mode!r}")
         if self.strength is not None and not (0 < self.strength <= 1):
             raise ConfigError(f"{where}.strength", f"must be in (0, 1], got {self.strength}")
-        self._resolve_task(spec, where)
+        self._resolve_task(spec, where, variant)
         self.cache = step_cache.validate(self.cache, spec, f"{where}.cache")
 
-    def _resolve_task(self, spec: ArchSpec, where: str):
+    def _resolve_task(self, spec: ArchSpec, where: str, variant: str | None = None):
         """Fix `task` (as given, else from the inputs: mask_img -> inpaint, init_img -> img2img (i2v
-        on a video arch), a reference image -> edit, none -> the arch's first task
-        that needs no input, else its first) and `strength` (the task's default when unset). An input
-        the task does not take, a missing one, or a task the arch does not serve is refused, naming
-        the field."""
+        on a video arch), a reference image -> edit, none -> the first task of the variant's (the
+        arch's) that needs no input, else its first) and `strength` (the task's default when unset).
+        An input the task does not take, a missing one, or a task the variant does not serve is
+        refused, naming the field."""
         given = [name for name in IMAGE_INPUTS if getattr(self, name)]
-        served = ", ".join(spec.task_names)
+        tasks = spec.tasks_for(variant)
+        served = ", ".join(t.name for t in tasks)
+        who = f"arch {spec.name}" + (f" ({variant})" if variant and tasks != spec.tasks else "")
         if self.task is not None:
             if self.task not in TASKS:
                 raise ConfigError(f"{where}.task", f"unknown task {self.task!r} (known: {', '.join(TASKS)})")
-            if spec.task(self.task) is None:
-                raise ConfigError(f"{where}.task", f"arch {spec.name} has no {self.task} task (its tasks: {served})")
-            task = spec.task(self.task)
+            task = next((t for t in tasks if t.name == self.task), None)
+            if task is None:
+                raise ConfigError(f"{where}.task", f"{who} has no {self.task} task (its tasks: {served})")
         else:
             if self.mask_img:
                 cause, name = "mask_img", "inpaint"
@@ -328,10 +330,10 @@ class GenerateImageConfig:
             elif any(getattr(self, r) for r in REFERENCES):
                 cause, name = next(r for r in REFERENCES if getattr(self, r)), "edit"
             else:
-                cause, name = None, next((t.name for t in spec.tasks if not t.needs), spec.tasks[0].name)
-            task = spec.task(name)
+                cause, name = None, next((t.name for t in tasks if not t.needs), tasks[0].name)
+            task = next((t for t in tasks if t.name == name), None)
             if task is None:
-                raise ConfigError(f"{where}.{cause}", f"arch {spec.name} takes no {cause}: it has no {name} task "
+                raise ConfigError(f"{where}.{cause}", f"{who} takes no {cause}: it has no {name} task "
                                   f"(its tasks: {served})")
         for name in given:
             if name not in task.inputs:

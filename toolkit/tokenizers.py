@@ -39,6 +39,10 @@ class Vocabulary:
     embedded: str = ""         # the tensor a model file carries it in ("spiece_model")
     from_embedded: str = ""    # "module:function(data: bytes, folder)" writing the tokenizer from it
     adapt: str = ""            # "module:function(source, folder)": a ComfyUI folder made the tokenizer
+    # the pad token, where ComfyUI's folder pads otherwise: it keeps one CLIP folder (sd1_tokenizer,
+    # padding with the end token) and pads OpenCLIP's encoders with "!" in code; a copy with this pad
+    # is written to the cache
+    comfy_pad: str = ""
 
 
 VOCABULARIES = {
@@ -47,9 +51,14 @@ VOCABULARIES = {
                                                                    "tokenizer")),
                          "toolkit.tokenizers:write_clip_l"),
     # SDXL's and SD3's second CLIP pads with "!" (OpenCLIP's 0 id), not the end token
-    "clip_g": Vocabulary("clip_g", ("comfy/sdxl_clip_tokenizer",),
+    "clip_g": Vocabulary("clip_g", ("comfy/sd1_tokenizer",),
                          (("stabilityai/stable-diffusion-xl-base-1.0", "tokenizer_2"),),
-                         "toolkit.tokenizers:write_clip_g"),
+                         "toolkit.tokenizers:write_clip_g", comfy_pad="!"),
+    # SD 2.x's (OpenCLIP-H): the same vocabulary, padded with "!" too
+    "clip_h": Vocabulary("clip_h", ("comfy/sd1_tokenizer",),
+                         (("stabilityai/stable-diffusion-2-1", "tokenizer"),
+                          ("stabilityai/stable-diffusion-2-1-base", "tokenizer")),
+                         "toolkit.tokenizers:write_clip_h", comfy_pad="!"),
     # T5's 32k SentencePiece (T5 v1.1 and t5-base share it): Flux, Chroma, SD3, LTX-Video, Stable Audio
     "t5_xxl": Vocabulary("t5_xxl", ("comfy/text_encoders/t5_tokenizer",),
                          (("google/t5-v1_1-xxl", ""), ("black-forest-labs/FLUX.1-dev", "tokenizer_2"),
@@ -126,6 +135,8 @@ def find_tokenizer(vocab: str, *, role: str, near: str | None = None, files=(), 
         for rel in v.comfy:
             folder = os.path.join(root, rel)
             if _is_tokenizer(folder):
+                if v.comfy_pad:        # ComfyUI pads this vocabulary in code: a copy with its pad
+                    folder = _repadded(folder, v)
                 if v.adapt:        # keyed by the folder and its files' times: an updated ComfyUI is adapted again
                     stamp = [os.path.realpath(folder)] + [f"{n}:{os.stat(os.path.join(folder, n)).st_mtime_ns}"
                                                           for n in sorted(os.listdir(folder))]
@@ -226,6 +237,23 @@ def _hub_folder(repo: str, sub: str) -> str | None:
         if _is_tokenizer(folder):
             return folder
     return None
+
+
+def _repadded(source: str, v: Vocabulary) -> str:
+    """`source` (a ComfyUI tokenizer folder) padding with `v.comfy_pad`, as a cached copy named for
+    the folder and its files' mtimes (a changed ComfyUI folder gives a new copy)."""
+    import hashlib
+    stamp = [os.path.realpath(source)] + [f"{n}:{os.stat(os.path.join(source, n)).st_mtime_ns}"
+                                          for n in sorted(os.listdir(source))]
+    digest = hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
+    folder = os.path.join(cache_root(), f"{v.name}-comfy-{digest}")
+    if _is_tokenizer(folder):
+        return folder
+
+    def write(tmp):
+        from transformers import AutoTokenizer
+        AutoTokenizer.from_pretrained(source, pad_token=v.comfy_pad).save_pretrained(tmp)
+    return _build(v, folder, write)
 
 
 def _build(v: Vocabulary, folder: str, write=None) -> str:
@@ -357,3 +385,8 @@ def adapt_qwen3(source: str, folder: str):
         tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in missing])
     tok.chat_template = QWEN3_CHAT_TEMPLATE
     tok.save_pretrained(folder)
+
+
+def write_clip_h(folder: str):
+    """SD 2.x's tokenizer (OpenCLIP-H's): pads with "!"."""
+    _write_clip(folder, "!")

@@ -339,18 +339,20 @@ class Engine:
                        variant: str | None = None) -> dict:
         """The sample a request that sets no sample key gets, as GenerateImageConfig.to_dict(): for a
         profile, [generation] over its defaults over its variant's and arch's; for an arch, its variant's
-        over its own. What the Generate form starts from. A control image is left None."""
+        over its own. What the Generate form starts from. An input image its default task needs (an
+        edit's control image, a refiner's init image) is left None."""
         sample = {}
         if profile is not None:
             prof = self.profiles.get(profile)
             arch, variant, sample = prof.architecture, prof.variant, self.profiles.sample_defaults(profile)
         spec = ARCHS_BY_NAME[arch]
-        stand_in = spec.needs_ctrl_img and not sample.get("ctrl_img")
-        if stand_in:   # the arch needs one to validate; the form asks the person for it
-            sample = {**sample, "ctrl_img": "ctrl_img"}
+        # the default task's images: stand-ins to validate; the form asks the person for them
+        task = spec.task(sample["task"]) if sample.get("task") else spec.tasks_for(variant)[0]
+        stand_in = [n for n in (task.needs if task else ()) if not sample.get(n)]
+        sample = {**sample, **{n: n for n in stand_in}}
         out = GenerateImageConfig.from_dict(sample, arch, "sample", variant).to_dict()
-        if stand_in:
-            out["ctrl_img"] = None
+        for name in stand_in:
+            out[name] = None
         return out
 
     def check_paths(self, model):

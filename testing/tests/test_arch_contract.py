@@ -94,7 +94,8 @@ def test_row(arch):
     # the real defaults (each variant's) and the tiny request validate like any request
     for variant in list(spec.variants) or [None]:
         mc = ModelConfig.from_dict({"arch": arch, "name_or_path": "x/y", "variant": variant})
-        GenerateImageConfig.from_dict({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}, mc)
+        needs = spec.tasks_for(variant)[0].needs        # a variant that only refines needs its image
+        GenerateImageConfig.from_dict({name: "x.png" for name in needs}, mc)
     GenerateImageConfig.from_dict({**({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}), **spec.tiny.sample}, arch)
     json.dumps(spec.public())
     # the tasks: the first runs `pipeline`; each task's class takes the arch's components, the arguments its

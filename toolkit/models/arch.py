@@ -42,7 +42,12 @@ class Variant:
     defaults: dict = field(default_factory=dict)      # SampleDefaults fields
     extras: dict = field(default_factory=dict)        # sample_extras defaults
     name_or_path: str | None = None
-    scheduler: dict = field(default_factory=dict)     # over the arch's scheduler_file (v-prediction, zero SNR)
+    # over the arch's scheduler_file (v-prediction, zero SNR); one naming another `_class_name` is the
+    # variant's whole scheduler config (Playground's EDM solver)
+    scheduler: dict = field(default_factory=dict)
+    tasks: tuple = ()             # the arch's tasks it serves, its default first (() = all): a refiner only refines
+    pipeline_kwargs: dict = field(default_factory=dict)   # init arguments its repo's model_index sets
+    without: tuple = ()           # optional roles its repo ships none of (model_index names them null)
 
 
 @dataclass(frozen=True)
@@ -289,6 +294,11 @@ class ArchSpec:
         if tasks[0].pipeline != self.pipeline:
             raise ValueError(f"arch {self.name}: the first task ({tasks[0].name}) must run `pipeline` "
                              f"({self.pipeline})")
+        for vname, v in self.variants.items():
+            if set(v.tasks) - set(names):
+                raise ValueError(f"arch {self.name} variant {vname}: serves tasks the arch has not ({v.tasks})")
+            if set(v.without) - {c.role for c in self.components if c.optional}:
+                raise ValueError(f"arch {self.name} variant {vname}: only optional roles may be absent ({v.without})")
 
     def task(self, name: str) -> Task | None:
         return next((t for t in self.tasks if t.name == name), None)
@@ -317,11 +327,35 @@ class ArchSpec:
         v = self.variants.get(variant or self.default_variant) if self.variants else None
         return (v.name_or_path if v is not None and v.name_or_path else None) or self.default_name_or_path
 
+    def variant_row(self, variant: str | None = None) -> Variant | None:
+        return self.variants.get(variant or self.default_variant) if self.variants else None
+
     def scheduler_for_files(self, variant: str | None = None) -> dict:
         """The scheduler config a model read from single files samples with: the repo's, the
-        variant's entries on top ({} when the row has none: a config folder is needed)."""
-        v = self.variants.get(variant or self.default_variant) if self.variants else None
-        return {**self.scheduler_file, **(v.scheduler if v is not None else {})} if self.scheduler_file else {}
+        variant's entries on top, or the variant's own when it names another class ({} when the row
+        has none: a config folder is needed)."""
+        v = self.variant_row(variant)
+        over = v.scheduler if v is not None else {}
+        if over.get("_class_name") and over["_class_name"] != self.scheduler_file.get("_class_name"):
+            return dict(over)
+        return {**self.scheduler_file, **over} if self.scheduler_file else {}
+
+    def tasks_for(self, variant: str | None = None) -> tuple:
+        """The Task rows a variant serves, its default first (the arch's, unless the variant says)."""
+        v = self.variant_row(variant)
+        if v is None or not v.tasks:
+            return self.tasks
+        return tuple(self.task(name) for name in v.tasks)
+
+    def init_kwargs(self, variant: str | None = None) -> dict:
+        """The pipeline's fixed init arguments, the variant's on top (the refiner's aesthetic score)."""
+        v = self.variant_row(variant)
+        return {**self.pipeline_init_kwargs, **(v.pipeline_kwargs if v is not None else {})}
+
+    def absent(self, variant: str | None = None) -> tuple:
+        """Optional roles the variant's model has none of."""
+        v = self.variant_row(variant)
+        return tuple(v.without) if v is not None else ()
 
     def sample_defaults(self, variant: str | None = None) -> dict:
         """SampleDefaults fields and extras' defaults, with the variant's on top."""
@@ -348,6 +382,7 @@ class ArchSpec:
                 "sample_extras": {k: e.default for k, e in self.sample_extras.items()},
                 "sample_extra_types": {k: e.type for k, e in self.sample_extras.items()},
                 "variants": {name: self.sample_defaults(name) for name in self.variants},
+                "variant_tasks": {name: [t.name for t in self.tasks_for(name)] for name in self.variants},
                 "variant_sources": {name: self.default_source(name) for name in self.variants},
                 "default_variant": self.default_variant,
                 "components": [c.role for c in self.components],

@@ -90,16 +90,23 @@ class BaseModel:
         from toolkit.models.v2.sources import component_present
 
         files = FileSources(self.model_config, self.spec) if named_by_files(self.model_config) else None
+        absent = self.spec.absent(self.model_config.variant)
         for spec in self.components:
+            if spec.role in absent and spec.role not in self.model_config.components:
+                yield spec.role, None, None, None       # the variant has none (the SDXL refiner's CLIP-L)
+                continue
             if files is not None:           # single files people have (toolkit/models/file_sources.py)
                 src = files.source(spec)
                 source, config_source, part = src.source, src.config_source, src.part
                 subfolder = spec.folder if src.subfolder else None
+                whole = src.subfolder           # a folder or repo of the whole model (else the component's own)
             else:
                 source, config_source = self.source_for(spec)
                 part = None
                 subfolder = None if spec.role in self.model_config.components else spec.folder
-            if spec.optional and isinstance(source, str) and not component_present(source, spec.role, spec.folder):
+                whole = True
+            if (spec.optional and whole and isinstance(source, str)
+                    and not component_present(source, spec.role, spec.folder)):
                 yield spec.role, None, None, None
                 continue
             kwargs = dict(role=spec.role, subfolder=subfolder, policy=self.policy_for(spec),
@@ -167,7 +174,8 @@ class BaseModel:
         roles = {c.role for c in self.components}
         config = {k: v for k, v in index.items() if k in params and k not in roles and not k.startswith("_")
                   and not (isinstance(v, list) and len(v) == 2)}
-        config.update(self.spec.pipeline_init_kwargs)
+        config.update({k: v for k, v in self.spec.init_kwargs(mc.variant).items()
+                       if k in params or k in self.spec.pipeline_init_kwargs})
         return config
 
     def unload(self):
@@ -209,7 +217,8 @@ class BaseModel:
         kwargs = {k: v for k, v in components.items() if k in params}
         kwargs.update({k: v for k, v in self.pipeline.config.items()
                        if k in params and k not in components and not k.startswith("_")})
-        kwargs.update({k: v for k, v in self.spec.pipeline_init_kwargs.items() if k in params and k not in components})
+        kwargs.update({k: v for k, v in self.spec.init_kwargs(self.model_config.variant).items()
+                       if k in params and k not in components})
         pipe = cls(**kwargs)
         pipe.set_progress_bar_config(disable=True)
         return pipe

@@ -62,6 +62,10 @@ class FileSources:
             part = self.detection(mc.name_or_path).parts.get(comp.role)
             if part is not None and part.error is None and comp.single_file.config:
                 return Source(mc.name_or_path, None, part.prefix, comp.single_file, subfolder=False)
+            if part is not None and part.error is not None and comp.single_file.config:
+                # in the file, but of no known shape: never guessed at, nor fetched from elsewhere
+                raise ConfigError("model.name_or_path", f"{os.path.basename(mc.name_or_path)}: {comp.role}: "
+                                  f"{part.error} (or give model.components.{comp.role})")
             if part is not None or (comp.kind == DENOISER and not self.detection(mc.name_or_path).parts):
                 # the denoiser, in a layout whose config the row does not hold: from a config folder
                 base = mc.extras_name_or_path or self.default_repo() or self.spec.default_source(mc.variant)

@@ -24,6 +24,21 @@ CLIP_L_KNOWN = {
 }
 
 
+# CLIP-G (OpenCLIP ViT-bigG) in the transformers layout, with its projection: SD3's text_encoder_2
+# and ComfyUI's `clip_g.safetensors` (SDXL checkpoints carry it in OpenCLIP's: formats/openclip.py)
+CLIP_G_FACTS = CLIP_FACTS + ("projection_dim",)
+CLIP_G_KNOWN = {
+    # stabilityai/stable-diffusion-xl-base-1.0 text_encoder_2/config.json (SD3's text_encoder_2 is the same)
+    "clip-vit-bigg-14": dict(vocab_size=49408, hidden_size=1280, intermediate_size=5120, num_hidden_layers=32,
+                             num_attention_heads=20, max_position_embeddings=77, hidden_act="gelu", projection_dim=1280,
+                             bos_token_id=0, eos_token_id=2, pad_token_id=1, **_COMMON),
+    # toolkit/models/archs/sd3.py's tiny text_encoder_2
+    "tiny-sd3": dict(vocab_size=800, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     max_position_embeddings=77, hidden_act="quick_gelu", projection_dim=16, bos_token_id=798,
+                     eos_token_id=799, pad_token_id=799, **_COMMON),
+}
+
+
 def _strip(key: str) -> str:
     return key.removeprefix("text_model.")
 
@@ -51,6 +66,21 @@ def is_clip_l(view) -> bool:
     return True
 
 
+def clip_g_config(view) -> FileConfig:
+    sig = clip_signature(view)
+    if view.has("text_projection.weight"):
+        sig["projection_dim"] = view.dim("text_projection.weight")
+    return known_config(sig, CLIP_G_KNOWN, CLIP_G_FACTS, "CLIP-G text encoder")
+
+
+def is_clip_g(view) -> bool:
+    try:
+        clip_g_config(view)
+    except FileKindError:
+        return False
+    return True
+
+
 def convert_clip(state: dict) -> dict:
     """The transformers names already; what CLIPTextModel has no use for (a file's projection and
     logit scale, older transformers' position_ids buffer) is dropped by the reader's alignment."""
@@ -71,3 +101,10 @@ CLIP_L = SingleFile(
     prefixes=("cond_stage_model.transformer.", "conditioner.embedders.0.transformer.",
               "text_encoders.clip_l.transformer.", ""),
     config="toolkit.models.formats.clip:clip_l_config", matches="toolkit.models.formats.clip:is_clip_l")
+CLIP_G = SingleFile(
+    converter="toolkit.models.formats.clip:convert_clip", original="toolkit.models.formats.clip:to_original",
+    kind="clip_g", label="CLIP-G text encoder",
+    anchors=("text_model.embeddings.token_embedding.weight", "text_model.final_layer_norm.weight",
+             "text_projection.weight"),
+    prefixes=("text_encoders.clip_g.transformer.", ""),
+    config="toolkit.models.formats.clip:clip_g_config", matches="toolkit.models.formats.clip:is_clip_g")

@@ -35,6 +35,7 @@ class View:
     dtypes: dict = field(default_factory=dict)
     metadata: dict = field(default_factory=dict)    # the file's __metadata__
     all_keys: frozenset = frozenset()               # every key of the file (markers outside the prefix)
+    header: object = field(default=None, compare=False, repr=False)   # for `raw`: the file's header
 
     @classmethod
     def of(cls, header, prefix: str = "") -> "View":
@@ -43,7 +44,15 @@ class View:
             if name.startswith(prefix):
                 shapes[name[len(prefix):]] = tuple(info.shape)
                 dtypes[name[len(prefix):]] = info.dtype
-        return cls(prefix, shapes, dtypes, dict(header.metadata), frozenset(header.tensors))
+        return cls(prefix, shapes, dtypes, dict(header.metadata), frozenset(header.tensors), header)
+
+    def raw(self, key: str, max_bytes: int = 4096) -> bytes:
+        """The stored bytes of one small tensor under the prefix (what a shape cannot tell: SD 2.x's
+        v-prediction shows in one bias's spread). Refuses large tensors; no torch."""
+        from toolkit.models.formats.safetensors_header import read_raw_bytes
+        if self.header is None or self.prefix + key not in self.header.tensors:
+            raise FileKindError(f"{self.prefix}{key} is missing")
+        return read_raw_bytes(self.header, self.prefix + key, max_bytes)
 
     def has(self, key: str) -> bool:
         return key in self.shapes

@@ -84,6 +84,70 @@ def _norm(v):
     return list(v) if isinstance(v, tuple) else v
 
 
+def _depths(config: dict) -> list:
+    """Transformer blocks per attending level: a config may say one number for all (the refiner's 4)
+    or one per level ([1, 2, 10], the non-attending level's entry unused)."""
+    depth = config.get("transformer_layers_per_block", 1)
+    types = config.get("down_block_types") or ()
+    per = list(depth) if isinstance(depth, (list, tuple)) else [depth] * len(types)
+    return [d for d, t in zip(per, types) if t.startswith("CrossAttn")]
+
+
+def _unet_same(sig: dict, config: dict, key: str) -> bool:
+    if key == "transformer_layers_per_block":
+        return _depths(sig) == _depths(config)
+    return _norm(config.get(key)) == _norm(sig.get(key))
+
+
+def unet_config(view, known: dict, what: str, variant_of=None) -> FileConfig:
+    """The known UNet config whose shape facts equal the file's (transformer depth compared per
+    attending level, however each writes it); else an error naming the nearest and what differs."""
+    sig = unet_signature(view)
+    for name, config in known.items():
+        if all(_unet_same(sig, config, k) for k in UNET_FACTS):
+            return FileConfig(dict(config), known=name, variant=variant_of(name) if variant_of else None)
+    if not known:
+        raise FileKindError(f"{what}: no known config")
+    best = max(known, key=lambda n: sum(_unet_same(sig, known[n], k) for k in UNET_FACTS))
+    diff = [f"{k} {sig.get(k)!r} (not {known[best].get(k)!r})" for k in UNET_FACTS
+            if not _unet_same(sig, known[best], k)]
+    raise FileKindError(f"{what}: its shapes match no known config (nearest known {best}: {', '.join(diff)})")
+
+
+# -- prediction type: what a file says, or ComfyUI's test of one bias -----------------------------
+V_PRED_MARKER, ZTSNR_MARKER = "v_pred", "ztsnr"     # top-level marker keys (NoobAI and other v-pred fine-tunes)
+V_PRED_STD = 0.09            # ComfyUI's threshold: a v-prediction SD 2.x UNet's norm1 bias spreads wider
+
+
+def _floats(raw: bytes, dtype: str) -> list:
+    import struct
+    if dtype == "BF16":
+        return [struct.unpack("<f", struct.pack("<I", h << 16))[0]
+                for (h,) in struct.iter_unpack("<H", raw)]
+    fmt = {"F16": "<e", "F32": "<f", "F64": "<d"}.get(dtype)
+    if fmt is None:
+        raise FileKindError(f"a {dtype} bias: no v-prediction test for it")
+    return [v for (v,) in struct.iter_unpack(fmt, raw)]
+
+
+def looks_v_prediction(view) -> bool:
+    """An SD 2.x UNet's prediction type from its file: the `v_pred` marker when present, else
+    ComfyUI's heuristic (supported_models.SD20.model_type): the population spread of the first
+    transformer block's norm1 bias in the last output block (output_blocks.11 at real size) is above
+    0.09 for the 768 v-prediction models. Inpainting UNets (9 input channels) are epsilon."""
+    if V_PRED_MARKER in view.all_keys:
+        return True
+    if view.has("input_blocks.0.0.weight") and view.dim("input_blocks.0.0.weight", 1) != 4:
+        return False
+    last = view.count(r"output_blocks\.(\d+)\.") - 1
+    key = f"output_blocks.{last}.1.transformer_blocks.0.norm1.bias"
+    if not view.has(key):
+        return False
+    values = _floats(view.raw(key), view.dtypes.get(key, "F32"))
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5 > V_PRED_STD
+
+
 def convert_unet(state: dict, config: dict) -> dict:
     """diffusers' converter (it finds the UNet under model.diffusion_model.)."""
     from diffusers.loaders.single_file_utils import convert_ldm_unet_checkpoint

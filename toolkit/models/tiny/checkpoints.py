@@ -67,15 +67,17 @@ def _save(tensors: dict, out_path, dtype, metadata=None) -> dict:
     return {"path": out_path, "tensors": len(out), "bytes": os.path.getsize(out_path)}
 
 
-def write_checkpoint(arch: str, folder, out_path, roles=None, dtype=None, extra: dict | None = None) -> dict:
-    """`extra`: more tensors to write as they are (marker keys such as `v_pred`)."""
+def write_checkpoint(arch: str, folder, out_path, roles=None, dtype=None, extra: dict | None = None,
+                     prefixes: dict | None = None) -> dict:
+    """`extra`: more tensors to write as they are (marker keys such as `v_pred`); `prefixes`: role ->
+    prefix where a variant's checkpoints put it (the SDXL refiner's OpenCLIP-G is its embedder 0)."""
     from toolkit.models.registry import get_arch
     spec = get_arch(arch)
     tensors = {}
     for comp in spec.components:
         if comp.single_file is None or not comp.single_file.anchors or (roles is not None and comp.role not in roles):
             continue
-        prefix = comp.single_file.prefixes[0]
+        prefix = (prefixes or {}).get(comp.role, comp.single_file.prefixes[0])
         tensors.update({prefix + k: v for k, v in original_state(arch, folder, comp.role).items()})
     tensors.update(extra or {})
     return _save(tensors, out_path, dtype)

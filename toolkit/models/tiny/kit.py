@@ -66,12 +66,13 @@ def clip_text_encoder(tokenizer, *, hidden: int = 32, projection: bool = False, 
     """CLIPTextModel (or CLIPTextModelWithProjection, as SDXL's and SD3's second encoders are)."""
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
-    config = CLIPTextConfig(
+    dims = dict(
         vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, projection_dim=hidden,
         num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=77, hidden_act="quick_gelu",
         # the pooled output is read at the eos position: the ids must be the tokenizer's
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, **over)
+        pad_token_id=tokenizer.pad_token_id)
+    config = CLIPTextConfig(**{**dims, **over})        # `over` may change any (OpenCLIP's GELU)
     return (CLIPTextModelWithProjection if projection else CLIPTextModel)(config).eval()
 
 

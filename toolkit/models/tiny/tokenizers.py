@@ -209,8 +209,9 @@ def qwen2_tokenizer(extra_corpus: Sequence[str] = (), *, prefixes: dict | None =
     return (tok, vocab, merges) if with_vocab else tok
 
 
-def clip_tokenizer():
-    """CLIPTokenizer: byte-level BPE with '</w>' word ends; every byte and byte+'</w>' in the vocab."""
+def clip_tokenizer(pad: str = "<|endoftext|>"):
+    """CLIPTokenizer: byte-level BPE with '</w>' word ends; every byte and byte+'</w>' in the vocab.
+    `pad`: OpenCLIP's encoders (SDXL's second, SD 2.x's) pad with "!", OpenAI's CLIP-L with the end."""
     from transformers import CLIPTokenizer
 
     bos, eos = "<|startoftext|>", "<|endoftext|>"
@@ -226,7 +227,7 @@ def clip_tokenizer():
         merges=merges,
         bos_token=bos,
         eos_token=eos,
-        pad_token=eos,
+        pad_token=pad,
         unk_token=eos,
         model_max_length=77,
     )
