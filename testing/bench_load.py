@@ -2,6 +2,8 @@
 
     .venv/bin/python testing/bench_load.py [--repeat 5] [--big-gb 1.0] [--size 512 --steps 20]
     .venv/bin/python testing/bench_load.py --formats [--double 1 --single 1 --tokens 256]   (bench_formats.py)
+    .venv/bin/python testing/bench_load.py --checkpoints [--arch sdxl --dtype float16]
+        ... bytes read switching two checkpoints that share their VAE (bench_switch.py)
 
 Prints a table and writes testing/.bench/bench_load.json. Targets (from the issue):
 funnel folder load <= 1.1x from_pretrained; ~1 GB component >= 0.8x raw safetensors read;
@@ -87,9 +89,14 @@ def main():
     ap.add_argument("--double", type=int, default=1, help="--formats: double-stream blocks")
     ap.add_argument("--single", type=int, default=1, help="--formats: single-stream blocks")
     ap.add_argument("--tokens", type=int, default=256, help="--formats: image tokens per step")
+    ap.add_argument("--checkpoints", action="store_true", help="all-in-one checkpoints at real dimensions")
+    from testing import bench_switch
+    bench_switch.add_arguments(ap)
     args = ap.parse_args()
     if args.formats:
         return formats(args)
+    if args.checkpoints:
+        return checkpoint_switch(args)
 
     from diffusers import DiffusionPipeline, ZImageTransformer2DModel
     from safetensors.torch import load_file
@@ -186,6 +193,12 @@ def main():
           f"(ratio {g['ratio_unset']:.3f})  hook set {g['holder_hook_set_s']:.3f} s vs {g['bare_s_2']:.3f} s "
           f"(ratio {g['ratio_set']:.3f}) (target <= 1.02)")
     print(f"wrote {args.out}")
+
+
+def checkpoint_switch(args):
+    """--checkpoints, its switching half: bytes read going Pony -> Illustrious (testing/bench_switch.py)."""
+    from testing import bench_switch
+    bench_switch.write(args, bench_switch.run(args))
 
 
 def formats(args):

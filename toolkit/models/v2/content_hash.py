@@ -20,7 +20,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 CACHE_ENV = "AITK_HASH_CACHE"
-CHUNK = 16 << 20                 # bytes read per call: bounded memory whatever the tensor's size
+CHUNK = 8 << 20                  # bytes read per call: bounded memory whatever the tensor's size
 MAX_FILES = 4096                 # files the persistent cache remembers (the oldest are forgotten)
 _lock = threading.Lock()
 _memory: dict = {}               # file key -> {prefix: [digest, bytes]}
@@ -63,16 +63,21 @@ def _hash(header, prefix: str) -> tuple:
     names = sorted(n for n in header.tensors if n.startswith(prefix))
     fd = os.open(header.path, os.O_RDONLY)
     try:
+        local = threading.local()
+
         def one(name):
             info = header.tensors[name]
             h = hashlib.sha256()
+            if getattr(local, "buf", None) is None:       # one buffer per thread, read into again and again
+                local.buf = bytearray(CHUNK)
+            view = memoryview(local.buf)
             offset, end = header.data_start + info.begin, header.data_start + info.end
             while offset < end:
-                block = os.pread(fd, min(CHUNK, end - offset), offset)
-                if not block:
+                n = os.preadv(fd, [view[:min(CHUNK, end - offset)]], offset)
+                if not n:
                     raise OSError(f"{os.path.basename(header.path)}: {name} is truncated")
-                h.update(block)
-                offset += len(block)
+                h.update(view[:n])
+                offset += n
             return h.digest()
         workers = min(8, os.cpu_count() or 1)
         with ThreadPoolExecutor(workers) as pool:
