@@ -209,7 +209,8 @@ class Engine:
         self.faults = faults
         self.worker_options = {"device": device, "keep_resident_gb": keep_resident_gb, "faults": faults,
                                "cond_cache_mb": cond_cache_mb, "prefetch": prefetch,
-                               "model_folders": tuple(self.model_folders)}
+                               "model_folders": tuple(self.model_folders),
+                               "model_roots": tuple(self.model_roots) if self.model_roots is not None else None}
         self.worker_kind = worker
         self.worker = None
         self.worker_state: m.State | None = None

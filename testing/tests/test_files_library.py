@@ -234,6 +234,22 @@ def test_a_checkpoint_by_its_file_name_on_the_a1111_routes_with_sd_vae(srv):
     assert r.status_code == 422 and "nope.safetensors" in r.json()["detail"][0]["msg"]
 
 
+def test_listing_the_trees_never_imports_torch(srv):
+    import json
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = ("import sys, json; from toolkit.library import scan; "
+            f"d = scan({srv.engine.model_folders!r}, hub_cache=False); "
+            "assert any(e.get('companions') for e in d['entries']), d; "
+            "print(json.dumps(sorted(m for m in ('torch', 'safetensors', 'diffusers', 'transformers', 'open_clip') "
+            "if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": root})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
 # -- sharing ---------------------------------------------------------------------------------------------
 def test_switching_two_checkpoints_that_share_a_vae_loads_only_what_differs(lib, srv):
     """Pony -> Illustrious: byte-identical VAEs (one content hash) are one pool entry; /health says the
@@ -281,11 +297,11 @@ def _header_bytes(path) -> int:
 
 
 # -- a denoiser alone, and model.vae ---------------------------------------------------------------------
-def _holder(model: dict, folders=()):
+def _holder(model: dict, folders=(), roots=None):
     from toolkit.models.base_model import get_model_class
     mc = ModelConfig.from_dict(model)
     holder = get_model_class(mc.arch)(mc)
-    holder.library_folders = tuple(folders)
+    holder.library_folders, holder.library_roots = tuple(folders), roots
     holder.load_model()
     return holder
 
@@ -317,6 +333,11 @@ def test_a_denoiser_given_alone_takes_its_companions_from_the_model_folders(tiny
     shutil.move(str(elsewhere / "vae"), str(models / "vae"))
     shutil.move(str(elsewhere / "text_encoders"), str(models / "text_encoders"))
     _same(_holder({"name_or_path": str(unet)}).loaded["vae"], a, "vae")
+    # an engine whose model roots hold the file but not its tree reads nothing beside it
+    with pytest.raises(ConfigError) as e:
+        _holder({"name_or_path": str(unet)}, roots=[str(models / "diffusion_models")])
+    assert "text_encoder, vae" in e.value.message
+    _same(_holder({"name_or_path": str(unet)}, roots=[str(tmp_path)]).loaded["vae"], a, "vae")
 
 
 def test_model_vae_replaces_any_models_vae(tiny, tmp_path, tiny_clip_cache):

@@ -44,6 +44,7 @@ class BaseModel:
         self._task_pipelines: dict = {}         # task -> (component identities, pipeline): see pipeline_for
         self.cond_cache = None                  # the worker's ConditioningCache (toolkit/models/v2/cond_cache.py)
         self.library_folders = ()               # engine.model_folders: where a file's companions are found
+        self.library_roots = None               # engine.model_roots (None: anywhere): the file's own tree only inside
 
     # -- status -------------------------------------------------------------------------------
     def print_and_status_update(self, message: str, stage: str = "status"):
@@ -91,7 +92,7 @@ class BaseModel:
         from toolkit.models.v2.sources import component_present
 
         mc = self.model_config
-        files = FileSources(mc, self.spec, self.library_folders) if named_by_files(mc) else None
+        files = FileSources(mc, self.spec, self.library_folders, self.library_roots) if named_by_files(mc) else None
         for spec in self.components:
             src = self._original_file(spec) if files is None else None
             if src is not None:     # a file people have, given for a folder's model (model.vae): read by its row

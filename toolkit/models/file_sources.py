@@ -45,9 +45,12 @@ def named_by_files(mc) -> bool:
 
 
 class FileSources:
-    def __init__(self, model_config, spec, folders=()):
+    def __init__(self, model_config, spec, folders=(), roots=None):
         self.mc, self.spec = model_config, spec
         self.folders = tuple(folders)            # the model folders companions are looked for in
+        # where an engine may read model files (engine.model_roots; None: anywhere): the tree the model's
+        # file lies in lends its companions only from inside them, as a request naming them would
+        self.roots = None if roots is None else [os.path.realpath(r) for r in roots]
         self._detected = {}
         self._companions = None
 
@@ -92,7 +95,10 @@ class FileSources:
         folders = list(self.folders)
         if _file(self.mc.name_or_path):
             tree = model_trees.containing_tree(self.mc.name_or_path)
-            if tree is not None and tree.models not in folders:
+            real = os.path.realpath(tree.models) if tree is not None else None
+            inside = real is not None and (self.roots is None or any(real == r or real.startswith(r + os.sep)
+                                                                     for r in self.roots))
+            if inside and tree.models not in folders:
                 folders.insert(0, tree.models)
         return folders
 
