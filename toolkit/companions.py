@@ -57,8 +57,8 @@ def describe(path: str, root: str):
         return None
     if det.arch is not None or not det.kinds:
         return None
-    kind, label, fits = det.kinds[0]
-    fits = tuple(f for _k, _l, fs in det.kinds for f in fs)
+    kind, label, _fits = det.kinds[0]
+    fits = tuple(f for _k, _l, fs in det.kinds for f in fs)      # every kind's: one layout may be two kinds
     name = os.path.relpath(path, root).replace(os.sep, "/")
     return ComponentFile(os.path.abspath(path), root, name, kind, label, fits)
 
@@ -92,7 +92,7 @@ def _rank(cf: ComponentFile, arch: str, near_root: str | None):
     others = [a for a in ARCHS if a != arch and len(_words(a)) > 2 and _words(a) in stem and _words(a) not in _words(arch)]
     return (bool(others),                                   # named for another arch (sdxl_vae for sd1)
             _words(arch) not in stem,                       # named for this one (wan21 in wan_2.1_vae)
-            not (_words(cf.kind) in stem or any(len(w) > 1 and w in stem for w in cf.kind.split("_")[:1])),
+            not any(w in stem for w in [_words(cf.kind)] + [x for x in cf.kind.split("_") if len(x) > 2]),
             cf.root != near_root,                           # the denoiser's own tree first
             cf.name)
 

@@ -379,3 +379,15 @@ def test_engine_comfyui_path_is_a_model_folder(tmp_path):
         with pytest.raises(ConfigError) as e:
             make(comfyui_path=bad)
         assert e.value.key == "engine.comfyui_path"
+
+
+def test_a_component_file_beside_extras_takes_its_config_from_the_roles_subfolder(tiny, tmp_path, tiny_clip_cache):
+    """A model named by files with extras_name_or_path (a library entry whose layout needs a config folder):
+    a component file given beside it is read with the config in that folder's role subfolder (vae/)."""
+    a = tiny("sd1")
+    unet, vae = tmp_path / "u.safetensors", tmp_path / "v.safetensors"
+    write_component("sd1", a, "unet", unet)
+    write_component("sd1", a, "vae", vae)
+    holder = _holder({"arch": "sd1", "name_or_path": str(unet), "extras_name_or_path": a,
+                      "components": {"vae": str(vae)}})
+    _same(holder.loaded["vae"], a, "vae")
