@@ -2,7 +2,9 @@
 
     .venv/bin/python testing/bench_load.py [--repeat 5] [--big-gb 1.0] [--size 512 --steps 20]
     .venv/bin/python testing/bench_load.py --formats [--double 1 --single 1 --tokens 256]   (bench_formats.py)
-    .venv/bin/python testing/bench_load.py --checkpoints [--models sd15,sdxl]   (bench_checkpoints.py)
+    .venv/bin/python testing/bench_load.py --checkpoints [--models sd15,sdxl] [--arch sdxl --dtype float16]
+        load times (bench_checkpoints.py), then bytes read switching two checkpoints that share their VAE
+        (bench_switch.py)
 
 Prints a table and writes testing/.bench/bench_load.json. Targets (from the issue):
 funnel folder load <= 1.1x from_pretrained; ~1 GB component >= 0.8x raw safetensors read;
@@ -92,12 +94,15 @@ def main():
                     help="all-in-one checkpoints at real dimensions vs diffusers (testing/bench_checkpoints.py)")
     ap.add_argument("--models", default="sd15,sdxl", help="--checkpoints: sd15, sdxl (SDXL is 6.9 GB in fp16)")
     ap.add_argument("--work", default=None, help="--checkpoints: where the files are written (a temporary folder)")
+    from testing import bench_switch
+    bench_switch.add_arguments(ap)
     args = ap.parse_args()
     if args.formats:
         return formats(args)
     if args.checkpoints:
         from testing import bench_checkpoints
-        return bench_checkpoints.main(args, args.out.replace("bench_load.json", "bench_checkpoints.json"))
+        bench_checkpoints.main(args, args.out.replace("bench_load.json", "bench_checkpoints.json"))
+        return checkpoint_switch(args)
 
     from diffusers import DiffusionPipeline, ZImageTransformer2DModel
     from safetensors.torch import load_file
@@ -194,6 +199,12 @@ def main():
           f"(ratio {g['ratio_unset']:.3f})  hook set {g['holder_hook_set_s']:.3f} s vs {g['bare_s_2']:.3f} s "
           f"(ratio {g['ratio_set']:.3f}) (target <= 1.02)")
     print(f"wrote {args.out}")
+
+
+def checkpoint_switch(args):
+    """--checkpoints, its switching half: bytes read going Pony -> Illustrious (testing/bench_switch.py)."""
+    from testing import bench_switch
+    bench_switch.write(args, bench_switch.run(args))
 
 
 def formats(args):

@@ -58,6 +58,7 @@ class ModelConfig:
     lora_fuse: bool = False                # fuse the active LoRAs into the weights (exactly undone on change)
     variant: str | None = None             # arch variant (krea2: turbo | raw); default: the arch's first
     components: dict = field(default_factory=dict)   # role -> local file/folder, overriding name_or_path per component
+    vae: str | None = None                 # a VAE file or folder for any model: components.vae (A1111's sd_vae)
     profile: str | None = None             # the profile this config came from (display only)
     local_only: bool = False               # never consult a hub, even for a repo-looking name
 
@@ -88,6 +89,7 @@ class ModelConfig:
         if not values["name_or_path"] and not values.get("components"):
             raise ConfigError(f"{where}.name_or_path", f"arch {arch} has no public repo: give a local diffusers "
                               "folder, component paths, or a profile")
+        _vae_override(values, spec, where)
         comps = values.get("components") or {}
         if not isinstance(comps, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
                                                   for k, v in comps.items()):
@@ -128,6 +130,28 @@ class ModelConfig:
     def without_loras(self) -> "ModelConfig":
         """The holder's identity: LoRAs are switched on a resident holder, never part of what is loaded."""
         return replace(self, lora_path=None, lora_scale=1.0, loras=(), lora_fuse=False)
+
+
+def _vae_override(values: dict, spec, where: str):
+    """`model.vae` is `model.components.vae` (a checkpoint's own VAE replaced, as A1111's sd_vae does):
+    moved there, so one model named either way is one holder. Refused, naming `model.vae`, when the
+    arch has no VAE, the path is not there, or components.vae names another."""
+    vae = values.get("vae")
+    if vae is None:
+        return
+    if not isinstance(vae, str) or not vae:
+        raise ConfigError(f"{where}.vae", f"must be the path of a VAE file or folder, got {vae!r}")
+    check_values(vae, f"{where}.vae")
+    if "vae" not in {c.role for c in spec.components}:
+        raise ConfigError(f"{where}.vae", f"arch {spec.name} has no VAE component")
+    if not os.path.exists(os.path.expanduser(vae)):
+        raise ConfigError(f"{where}.vae", f"no such file or folder: {vae}")
+    comps = values.get("components")
+    comps = dict(comps) if isinstance(comps, dict) else {}
+    if comps.get("vae") not in (None, vae):
+        raise ConfigError(f"{where}.vae", "components.vae names another VAE: give one of them")
+    values["components"] = {**comps, "vae": vae}
+    values["vae"] = None
 
 
 def _detected(d: dict, where: str) -> dict:

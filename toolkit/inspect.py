@@ -37,7 +37,7 @@ import os
 import sys
 
 from toolkit.models.formats import layouts, quant
-from toolkit.models.formats.arch_detect import detect_single_file
+from toolkit.models.formats.detect import detect
 from toolkit.models.formats.safetensors_header import FP8_DTYPES, HeaderError, dtype_counts, read_header
 
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json")
@@ -101,10 +101,15 @@ def inspect_file(path: str) -> dict:
         return out
     shapes = {k: v.shape for k, v in header.tensors.items()}
     det = layouts.detect(header.tensors, shapes)
-    single = detect_single_file(header.tensors) if det["architecture"] == layouts.UNKNOWN else None
-    if single:
-        det = {"architecture": f"{single['arch']} {single['role']}", "layout": "original",
-               "prefix": single["prefix"], "ignore_prefixes": ()}
+    found = detect(header) if det["architecture"] == layouts.UNKNOWN else None      # the arch rows' detector
+    single = None
+    if found is not None and found.denoiser is not None:
+        d = found.denoiser
+        single = {"arch": found.arch, "role": d.role, "prefix": d.prefix}
+        what = f"checkpoint ({', '.join(found.parts)})" if found.all_in_one else d.role
+        det = {"architecture": f"{found.arch} {what}", "layout": "original", "prefix": d.prefix, "ignore_prefixes": ()}
+    elif found is not None and found.kinds:
+        det = {"architecture": found.kinds[0][0], "layout": "original", "prefix": "", "ignore_prefixes": ()}
     prefix = det["prefix"]
     manifest, problems = quant.parse_manifest(header, prefix, det["ignore_prefixes"])
     result = quant.audit(header, manifest, prefix=prefix, ignore_prefixes=det["ignore_prefixes"])
@@ -116,9 +121,11 @@ def inspect_file(path: str) -> dict:
         "tensor_count": len(header.tensors),
         "dtype_counts": counts,
         "architecture": det["architecture"],
-        "architecture_label": layouts.LABELS.get(det["architecture"], det["architecture"]),
+        "architecture_label": layouts.LABELS.get(det["architecture"], det["architecture"]) if not
+        (found and found.kinds and not single) else found.kinds[0][1],
         "arch": single["arch"] if single else None, "role": single["role"] if single else None,
         "layout": det["layout"],
+        "detection": found.public() if found is not None else None,
         "sizes": _sizes(header, det),
         "quantization": {"sources": list(manifest.sources), "formats": manifest.formats()},
         "quantized_layers": len(result.quantized),

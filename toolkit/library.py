@@ -7,20 +7,26 @@ process can list them (GET /library) and a client can offer them before a reques
 Where models are looked for:
 - the local hub cache (HF_HUB_CACHE / HF_HOME; `hub_cache` overrides): each `models--owner--name`
   repo with a snapshot (refs/main, else the newest);
-- `folders` (engine.model_folders): a ComfyUI `models/` tree (diffusion_models/, unet/, checkpoints/,
-  text_encoders/, clip/, vae/, loras/), or plain folders of diffusers folders and single files;
+- `folders` (engine.model_folders): a ComfyUI `models/` tree (checkpoints/, diffusion_models/, unet/,
+  text_encoders/, clip/, vae/, loras/), an A1111/Forge `models/` tree (Stable-diffusion/, Lora/,
+  LyCORIS/, VAE/, text_encoder/), either given as its `models/` folder or the install above it
+  (toolkit/model_trees.py), or plain folders of diffusers folders and single files;
 - the engine's profiles (toolkit/profiles.py).
 
 An Entry: {name, source: hub|folder|profile, path (folder/file; null for a profile), repo (hub only),
-kind: pipeline|single_file|component|lora, arch (null when not detected), variant, role (a single
-file's component role), format (e.g. "bf16 diffusers", "comfy_scaled_fp8"), dtype, bytes (on disk,
-each file once), complete, missing (what makes it incomplete), model (the `model` dict a
-POST /generate takes for it; null when it cannot be loaded on its own: a component, a LoRA, a file
-whose arch is unknown or whose sibling components are missing)}.
+kind: pipeline|checkpoint (all-in-one)|single_file (a denoiser alone)|component|lora, tree (a folder's:
+comfyui|a1111|plain), arch (null when not detected), variant, role (a single file's component role),
+format (e.g. "bf16 diffusers", "comfy_scaled_fp8"), dtype, bytes (on disk, each file once), complete,
+missing (what makes it incomplete), model (the `model` dict a POST /generate takes for it; null when it
+cannot be loaded on its own: a component, a LoRA, a file whose arch is unknown or whose sibling
+components are missing)}. A checkpoint or denoiser file also has `parts` (the components in it, each
+with the known config it is), `companions` (role -> the file, or tokenizer, it will use from the trees)
+and `missing_roles`; a component file has `component_kind`, `label` and `fits` ([{arch, role}]: what
+it can be). toolkit/library_files.py says how a file is completed.
 
 Arch detection: a diffusers folder's model_index.json `_class_name` against the registry's pipeline
 classes (the repo id, then the component set, settles a class several archs share); a single file by
-its safetensors header (toolkit/inspect.py) against each arch's `checkpoint_formats`.
+its safetensors header (formats/detect.py, fed by the arch rows; Krea 2's older layout table too).
 
 ArchPresence, per arch with a public repo (per distinct variant repo): {arch, variant, repo,
 default_present (toolkit/local_weights.weights_here), download: "hf download REPO" when absent}.
@@ -28,12 +34,10 @@ default_present (toolkit/local_weights.weights_here), download: "hf download REP
 import json
 import os
 
-COMFY_DENOISERS = ("diffusion_models", "unet", "checkpoints")
-COMFY_COMPONENTS = ("text_encoders", "clip", "vae")
-COMFY_LORAS = ("loras",)
-COMFY_DIRS = COMFY_DENOISERS + COMFY_COMPONENTS + COMFY_LORAS
+from toolkit import companions, library_files, model_trees
+
 MAX_DEPTH = 4                      # how deep a plain folder is walked for models
-_DTYPES = {"BF16": "bf16", "F16": "f16", "F32": "f32", "F64": "f64", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2"}
+_DTYPES = library_files.DTYPES
 
 
 # -- registry lookups --------------------------------------------------------------------------------
@@ -65,17 +69,6 @@ def _arch_of_index(index: dict, repo: str | None) -> tuple:
     exact = [n for n in candidates if {c.role for c in ARCHS[n].components if not c.optional} == present]
     name = (exact or candidates)[0]
     return name, ARCHS[name].default_variant
-
-
-def _archs_for_layout(layout: str) -> list:
-    """(arch, profile key) pairs whose checkpoint_formats accept a detected single-file layout."""
-    from toolkit.models.registry import ARCHS
-    out = []
-    for name in ARCHS:
-        for key, formats in ARCHS[name].checkpoint_formats.items():
-            if layout in formats:
-                out.append((name, key))
-    return out
 
 
 # -- files -------------------------------------------------------------------------------------------
@@ -215,39 +208,6 @@ def scan_hub(cache: str) -> list:
 
 
 # -- folders -----------------------------------------------------------------------------------------
-def _file_entry(path: str, root: str, kind_hint: str | None) -> dict:
-    """A single .safetensors file: detected from its header."""
-    from toolkit.inspect import inspect_file
-    report = inspect_file(path)
-    rel = os.path.relpath(path, root).replace(os.sep, "/")
-    entry = {"name": rel, "source": "folder", "path": os.path.abspath(path), "repo": None,
-             "kind": kind_hint or "single_file", "arch": None, "variant": None, "role": None,
-             "dtype": None, "format": report.get("format"), "bytes": report.get("size_bytes") or _bytes(path),
-             "complete": not report.get("error") and not report.get("problem_count"),
-             "missing": [report["error"]] if report.get("error") else list(report.get("problems") or [])[:3],
-             "model": None}
-    counts = report.get("dtype_counts") or {}
-    floats = {d: c for d, c in counts.items() if d in _DTYPES}
-    entry["dtype"] = _DTYPES[max(floats, key=floats.get)] if floats else None
-    matches = _archs_for_layout(report.get("architecture") or "")
-    entry["summary"] = report.get("summary")
-    if report.get("arch"):          # an original-layout file an arch row's anchors recognise
-        from toolkit.models.registry import ARCHS
-        arch = report["arch"]
-        entry.update(arch=arch, role=report["role"], variant=ARCHS[arch].default_variant,
-                     kind="single_file" if report["role"] in ARCHS[arch].denoiser_roles else "component")
-    elif matches:
-        from toolkit.profiles import component_role
-        arch, key = matches[0]
-        role = component_role(arch, key) if key == "diffusion_model" else key
-        from toolkit.models.registry import ARCHS
-        entry.update(arch=arch, role=role, variant=ARCHS[arch].default_variant)
-        entry["kind"] = "single_file" if role in ARCHS[arch].denoiser_roles else "component"
-    elif kind_hint is None:
-        entry["kind"] = "single_file"
-    return entry
-
-
 def _gguf_entry(path: str, root: str) -> dict:
     """A GGUF denoiser (toolkit/models/formats/gguf_header.py): arch from its tensor layout, format
     "GGUF Q4_K". Its text encoders and VAE come from a diffusers folder or repo of the arch
@@ -309,17 +269,11 @@ def _lora_entry(path: str, root: str) -> dict:
     return entry
 
 
-def _hint(name: str) -> str | None:
-    """The kind a ComfyUI `models/` sub-folder holds."""
-    return "lora" if name in COMFY_LORAS else "component" if name in COMFY_COMPONENTS else \
-        "single_file" if name in COMFY_DENOISERS else None
-
-
-def _walk(folder: str, root: str, kind_hint: str | None, depth: int = 0, comfy: bool = False, seen=None):
-    """Entries under a plain folder (or a ComfyUI tree, `comfy`: its top sub-folders say the kind):
-    diffusers folders (not descended), tokenizer folders, .safetensors files. An entry whose real path
-    leaves `root` (a link out of the model folder) is skipped, as a request naming it is refused
-    (engine.model_roots); a folder reached twice (a link loop) is walked once."""
+def _walk(folder: str, root: str, tree, kind_hint: str | None, depth: int = 0, seen=None):
+    """Entries under a folder of `tree` (model_trees.Tree: a ComfyUI or A1111 tree's top sub-folders say
+    the kind): diffusers folders (not descended), tokenizer folders, .safetensors and .gguf files. An entry
+    whose real path leaves `root` (a link out of the model folder) is skipped, as a request naming it is
+    refused (engine.model_roots); a folder reached twice (a link loop) is walked once."""
     from toolkit.inspect import TOKENIZER_FILES
     top = os.path.realpath(root)
     seen = set() if seen is None else seen
@@ -342,50 +296,24 @@ def _walk(folder: str, root: str, kind_hint: str | None, depth: int = 0, comfy: 
             elif set(os.listdir(p)) & set(TOKENIZER_FILES + ("tokenizer.json",)):
                 yield _tokenizer_entry(p, root)
             elif depth < MAX_DEPTH:
-                yield from _walk(p, root, _hint(n) if comfy else kind_hint, depth + 1, seen=seen)
+                sub = model_trees.hint(tree, n) if depth == 0 else kind_hint
+                yield from _walk(p, root, tree, sub, depth + 1, seen=seen)
         elif n.lower().endswith(".safetensors"):
-            yield _lora_entry(p, root) if kind_hint == "lora" else _file_entry(p, root, kind_hint)
+            yield _lora_entry(p, root) if kind_hint == model_trees.LORA else library_files.file_entry(p, root, kind_hint)
         elif n.lower().endswith(".gguf"):
             yield _gguf_entry(p, root)
 
 
 def scan_folder(folder: str) -> list:
-    """A ComfyUI `models/` tree (one of its sub-folders is there) or a plain folder."""
+    """A ComfyUI or A1111/Forge tree (its `models/` folder, or the install above it) or a plain folder."""
     folder = os.path.abspath(os.path.expanduser(folder))
     if not os.path.isdir(folder):
         return []
-    comfy = any(os.path.isdir(os.path.join(folder, d)) for d in COMFY_DIRS)
-    return list(_walk(folder, folder, None, comfy=comfy))
-
-
-def _attach_components(entries: list):
-    """A single denoiser file loads with its arch's other components: the first complete file of each
-    role the arch needs from the same library folder (and a tokenizer folder found there). Without them
-    the entry has no `model` and says what is missing."""
-    from toolkit.models.registry import ARCHS
+    tree = model_trees.tree_of(folder)
+    entries = list(_walk(tree.models, tree.models, tree, None))
     for e in entries:
-        if e["kind"] != "single_file" or not e["arch"] or not e["complete"] or e.get("_extras"):
-            continue
-        spec = ARCHS[e["arch"]]
-        comps = {e["role"]: e["path"]}
-        missing = []
-        for c in spec.components:
-            if c.role in comps or c.role == "scheduler" or c.optional:
-                continue
-            if c.role in spec.denoiser_roles:
-                continue          # another denoiser (wan22_a14b's transformer_2) is not offered here
-            same = [o for o in entries if o is not e and o.get("_root") == e.get("_root") and o["complete"]
-                    and o["role"] == c.role and (o["arch"] in (e["arch"], None))]
-            if same:
-                comps[c.role] = same[0]["path"]
-            else:
-                missing.append(c.role)
-        if missing:
-            e["missing"] = [f"no {r} file for {e['arch']} in this folder" for r in missing]
-            continue
-        e["model"] = {"arch": e["arch"], "local_only": True, "components": comps}
-        if e["variant"]:
-            e["model"]["variant"] = e["variant"]
+        e["tree"] = tree.kind
+    return entries
 
 
 # -- profiles ----------------------------------------------------------------------------------------
@@ -438,20 +366,30 @@ def arch_presence(hub_entries=()) -> list:
     return out
 
 
+def title(entry: dict) -> str:
+    """What a client that picks models by name (A1111's sd_model_checkpoint, sd_vae) calls a folder
+    entry: its path under its tree's sub-folder ("ponyXL.safetensors" for Stable-diffusion/ponyXL...)."""
+    name = entry["name"]
+    return name.split("/", 1)[1] if entry.get("tree") in ("comfyui", "a1111") and "/" in name else name
+
+
 def scan(folders=(), profiles=None, hub_cache: str | None = None) -> dict:
+    """`hub_cache=False`: the model folders (and profiles) alone, no hub cache or default repos listed."""
     if hub_cache is None:
         from huggingface_hub import constants
         hub_cache = constants.HF_HUB_CACHE
-    entries = scan_hub(hub_cache)
-    archs = arch_presence(entries)
+    entries = scan_hub(hub_cache) if hub_cache is not False else []
+    archs = arch_presence(entries) if hub_cache is not False else []
+    found = []
     for folder in folders or ():
-        found = scan_folder(folder)
-        for e in found:
+        for e in scan_folder(folder):
             e["_root"] = folder
-        _attach_components(found)
-        for e in found:
-            e.pop("_root", None)
-        entries.extend(found)
+            found.append(e)
+    library_files.attach_legacy(found)
+    entries.extend(found)
     entries.extend(scan_profiles(profiles))
+    library_files.complete(entries, companions.component_files(folders or ()))
+    for e in found:
+        e.pop("_root", None)
     _attach_extras(entries)
     return {"entries": entries, "archs": archs}

@@ -18,7 +18,7 @@ from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
 ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
                "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker",
                "limits", "lora_folder", "cond_cache_mb", "prefetch", "max_batch", "queue_policy", "max_overtake",
-               "metrics_open", "model_folders")
+               "metrics_open", "model_folders", "comfyui_path")
 
 
 class InferenceEngine(BaseProcess):
@@ -71,6 +71,15 @@ class InferenceEngine(BaseProcess):
         if not isinstance(self.model_folders, list) or not all(
                 isinstance(f, str) and f and os.path.isdir(os.path.expanduser(f)) for f in self.model_folders):
             raise ConfigError("engine.model_folders", f"must be a list of existing folders, got {self.model_folders!r}")
+        # a ComfyUI install: its models/ folder is one more model folder, and its tokenizer folders are found
+        self.comfyui_path = eng.get("comfyui_path") or None
+        if self.comfyui_path is not None:
+            if not isinstance(self.comfyui_path, str) or not os.path.isdir(os.path.join(
+                    os.path.expanduser(self.comfyui_path), "models")):
+                raise ConfigError("engine.comfyui_path", f"must be a ComfyUI install (a folder holding models/), "
+                                  f"got {self.comfyui_path!r}")
+            if self.comfyui_path not in self.model_folders:
+                self.model_folders = [*self.model_folders, self.comfyui_path]
         self.model_roots = self._model_roots(eng)
         self.lora_folder = eng.get("lora_folder") or None
         if self.lora_folder is not None and (not isinstance(self.lora_folder, str)

@@ -208,7 +208,9 @@ class Engine:
         self.profiles = profiles or EMPTY_PROFILES
         self.faults = faults
         self.worker_options = {"device": device, "keep_resident_gb": keep_resident_gb, "faults": faults,
-                               "cond_cache_mb": cond_cache_mb, "prefetch": prefetch}
+                               "cond_cache_mb": cond_cache_mb, "prefetch": prefetch,
+                               "model_folders": tuple(self.model_folders),
+                               "model_roots": tuple(self.model_roots) if self.model_roots is not None else None}
         self.worker_kind = worker
         self.worker = None
         self.worker_state: m.State | None = None
@@ -304,15 +306,21 @@ class Engine:
                 raise ConfigError("model", why)
             model = {"profile": name} if name in self.profiles.profiles else {"arch": name}
         else:
-            raise ConfigError("model", f"unknown model {name!r} (models here: {', '.join(self.model_names()) or 'none'})")
+            model = self.library_models().get(name)     # a checkpoint of the model folders, by its file name
+            if model is None:
+                raise ConfigError("model", f"unknown model {name!r} (models here: "
+                                  f"{', '.join(self.model_names()) or 'none'})")
         return self.profiles.resolve_model(model)[0]
 
     def model_names(self, modality: str | None = None) -> list[str]:
         """The names model_for_name takes that can load here, without the network: profiles whose
         files exist, then archs whose default weights are a local folder or in the local hub cache."""
         names = sorted(self.profiles.profiles) + sorted(set(ARCHS_BY_NAME) - set(self.profiles.profiles))
-        return [n for n in names if (modality is None or self._arch_of_name(n).modality == modality)
-                and self._not_here(n) is None]
+        names = [n for n in names if (modality is None or self._arch_of_name(n).modality == modality)
+                 and self._not_here(n) is None]
+        # then the model folders' checkpoints and denoiser files, by file name
+        return names + [n for n, model in sorted(self.library_models().items()) if n not in names
+                        and (modality is None or ARCHS_BY_NAME[model["arch"]].modality == modality)]
 
     def _arch_of_name(self, name: str):
         prof = self.profiles.profiles.get(name)
@@ -361,7 +369,8 @@ class Engine:
         files exist elsewhere on this machine. (A profile's paths are the operator's, not the request's.)"""
         if self.model_roots is None or not isinstance(model, dict):
             return
-        named = [(f"model.{k}", model.get(k)) for k in ("name_or_path", "extras_name_or_path")] + loras.lora_keys(model)
+        named = [(f"model.{k}", model.get(k)) for k in ("name_or_path", "extras_name_or_path", "vae")] + \
+            loras.lora_keys(model)
         if isinstance(model.get("components"), dict):
             named += [(f"model.components.{role}", path) for role, path in model["components"].items()]
         for key, value in named:
@@ -628,6 +637,30 @@ class Engine:
         """Every model on this machine: hub cache, model folders, profiles (toolkit/library.py)."""
         from toolkit import library
         return library.scan(self.model_folders, self.profiles)
+
+    def library_models(self) -> dict:
+        """The model folders' checkpoints and denoiser files that load as they are (companions found), by
+        the name a client that knows names picks them by (library.title: "ponyXL.safetensors"):
+        {name: model}. The first of two with one name wins."""
+        from toolkit import library
+        if not self.model_folders:
+            return {}
+        out = {}
+        for e in library.scan(self.model_folders, hub_cache=False)["entries"]:
+            if e["source"] == "folder" and e["model"] and e["complete"] and e["kind"] in ("checkpoint", "single_file"):
+                out.setdefault(library.title(e), e["model"])
+        return out
+
+    def vae_files(self) -> dict:
+        """The model folders' VAE files, {name (library.title): path}: what A1111's sd_vae names."""
+        from toolkit import library
+        if not self.model_folders:
+            return {}
+        out = {}
+        for e in library.scan(self.model_folders, hub_cache=False)["entries"]:
+            if e["kind"] == "component" and e["complete"] and any(f["role"] == "vae" for f in e.get("fits") or ()):
+                out.setdefault(library.title(e), e["path"])
+        return out
 
     def warm_load(self, model):
         model = loras.resolve_paths(model, self.lora_folder)

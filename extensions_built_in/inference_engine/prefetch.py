@@ -48,8 +48,9 @@ class _Register:
 
 class Prefetcher:
     def __init__(self, pool, device: str = "cpu", *, enabled: bool = True, free_memory=available_memory,
-                 margin_bytes: int = MARGIN_BYTES):
+                 margin_bytes: int = MARGIN_BYTES, folders=(), roots=None):
         self.pool = pool
+        self.folders, self.roots = tuple(folders), roots    # engine.model_folders and model_roots, as a build takes them
         self.device = device
         self.enabled = enabled
         self.free_memory = free_memory          # injectable: tests fake a small machine
@@ -156,6 +157,7 @@ class Prefetcher:
 
         mc = ModelConfig.from_dict(model).without_loras()
         holder = get_model_class(mc.arch)(mc, device=self.device)
+        holder.library_folders, holder.library_roots = self.folders, self.roots
         plan, seen = [], set()
         for _role, cls, source, kwargs in holder.component_loads():
             if cls is None:

@@ -94,7 +94,7 @@ class WorkerCore:
     `emit(message)` sends each output; `cancel(request_id)` may be called from any thread."""
 
     def __init__(self, emit, *, device: str = "cpu", keep_resident_gb: float = 0, faults: Faults | None = None,
-                 pool=None, cond_cache_mb: float = 256, prefetch: bool = True):
+                 pool=None, cond_cache_mb: float = 256, prefetch: bool = True, model_folders=(), model_roots=None):
         from extensions_built_in.inference_engine.prefetch import Prefetcher
         from toolkit.models.v2.cond_cache import ConditioningCache
         from toolkit.models.v2.pool import ComponentPool
@@ -105,7 +105,11 @@ class WorkerCore:
         self.faults = faults or Faults.from_env()
         # prompt embeddings shared by every holder built here (a swap keeps them): see cond_cache.py
         self.cond_cache = ConditioningCache(int(cond_cache_mb * (1 << 20)))
-        self.prefetcher = Prefetcher(self.pool, device, enabled=prefetch)
+        # engine.model_folders: a model named by one file takes its companion files from there
+        self.model_folders = tuple(model_folders or ())
+        self.model_roots = tuple(model_roots) if model_roots is not None else None   # engine.model_roots
+        self.prefetcher = Prefetcher(self.pool, device, enabled=prefetch, folders=self.model_folders,
+                                     roots=self.model_roots)
         self.holder = None
         self.active_config = None
         self.builds = 0
@@ -343,6 +347,7 @@ class WorkerCore:
             status(message, stage)
         holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status)
         holder.cond_cache = self.cond_cache
+        holder.library_folders, holder.library_roots = self.model_folders, self.model_roots
         with self.pool.building():
             holder.load_model()
         return holder

@@ -43,6 +43,8 @@ class BaseModel:
         self.loaded: dict = {}
         self._task_pipelines: dict = {}         # task -> (component identities, pipeline): see pipeline_for
         self.cond_cache = None                  # the worker's ConditioningCache (toolkit/models/v2/cond_cache.py)
+        self.library_folders = ()               # engine.model_folders: where a file's companions are found
+        self.library_roots = None               # engine.model_roots (None: anywhere): the file's own tree only inside
 
     # -- status -------------------------------------------------------------------------------
     def print_and_status_update(self, message: str, stage: str = "status"):
@@ -89,13 +91,19 @@ class BaseModel:
         from toolkit.models.v2 import aitk
         from toolkit.models.v2.sources import component_present
 
-        files = FileSources(self.model_config, self.spec) if named_by_files(self.model_config) else None
-        absent = self.spec.absent(self.model_config.variant)
+        mc = self.model_config
+        files = FileSources(mc, self.spec, self.library_folders, self.library_roots) if named_by_files(mc) else None
+        absent = self.spec.absent(mc.variant)
         for spec in self.components:
-            if spec.role in absent and spec.role not in self.model_config.components:
+            if spec.role in absent and spec.role not in mc.components:
                 yield spec.role, None, None, None       # the variant has none (the SDXL refiner's CLIP-L)
                 continue
-            if files is not None:           # single files people have (toolkit/models/file_sources.py)
+            src = self._original_file(spec) if files is None else None
+            if src is not None:     # a file people have, given for a folder's model (model.vae): read by its row
+                source, config_source, part = src.source, src.config_source, src.part
+                subfolder = None
+                whole = False
+            elif files is not None:           # single files people have (toolkit/models/file_sources.py)
                 src = files.source(spec)
                 source, config_source, part = src.source, src.config_source, src.part
                 subfolder = spec.folder if src.subfolder else None
@@ -116,6 +124,22 @@ class BaseModel:
             if part is not None:
                 kwargs.update(part=part, single_file=spec.single_file, reader=None)
             yield spec.role, aitk(spec.load_class()), source, kwargs
+
+    def _original_file(self, spec: Component):
+        """The Source of a component file given for a folder's model when the file is in the original
+        layout its row reads with a config from the file (an LDM VAE as `model.vae`), else None (a file
+        in the library's names: the folder's config, as before)."""
+        from toolkit.models.file_sources import FileSources
+        mc = self.model_config
+        given = mc.components.get(spec.role)
+        if not given or mc.extras_name_or_path or not os.path.isfile(os.path.expanduser(given)) \
+                or spec.single_file is None or not spec.single_file.config:
+            return None
+        try:
+            src = FileSources(mc, self.spec)._given(spec, given)
+        except ConfigError:
+            return None
+        return src if src.part is not None else None
 
     def field_for(self, spec: Component, source) -> str:
         """The request key that chose `source` for this component (a malformed file's error names it)."""

@@ -11,8 +11,11 @@ For each component, the first of:
    all, a ComfyUI denoiser file its denoiser);
 3. `extras_name_or_path` (a diffusers folder or repo: the other components and their configs);
 4. what the row holds as data: the scheduler's config (`ArchSpec.scheduler_file`), a tokenizer
-   found offline (toolkit/tokenizers.py);
-5. the arch's default repo, when it is in the local hub cache (or the hub may be asked);
+   found offline (toolkit/tokenizers.py; the ComfyUI installs of the model folders looked in too);
+5. a companion file from the model folders (engine.model_folders, and the ComfyUI or A1111 tree the
+   model's own file lies in): the component file that fits this role of this arch, as GET /library
+   shows it (toolkit/companions.py), read as if given as `model.components.<role>`;
+6. the arch's default repo, when it is in the local hub cache (or the hub may be asked);
 else the model is refused, naming every role still missing and what can give it.
 """
 import os
@@ -42,9 +45,14 @@ def named_by_files(mc) -> bool:
 
 
 class FileSources:
-    def __init__(self, model_config, spec):
+    def __init__(self, model_config, spec, folders=(), roots=None):
         self.mc, self.spec = model_config, spec
+        self.folders = tuple(folders)            # the model folders companions are looked for in
+        # where an engine may read model files (engine.model_roots; None: anywhere): the tree the model's
+        # file lies in lends its companions only from inside them, as a request naming them would
+        self.roots = None if roots is None else [os.path.realpath(r) for r in roots]
         self._detected = {}
+        self._companions = None
 
     def detection(self, path: str):
         """What the file is (formats/detect.py); a file in another format (GGUF) has its own reader."""
@@ -75,12 +83,51 @@ class FileSources:
         if comp.kind == SCHEDULER and self.spec.scheduler_for_files(mc.variant):
             return Source(self.spec.scheduler_for_files(mc.variant), subfolder=False)
         if comp.kind == TOKENIZER and comp.vocab:
-            from toolkit.tokenizers import find_tokenizer
-            return Source(find_tokenizer(comp.vocab, role=comp.role, near=mc.name_or_path), subfolder=False)
+            return Source(self._tokenizer(comp), subfolder=False)
+        companion = self.companion(comp)
+        if companion is not None:
+            return self._given(comp, companion)
         default = self.default_repo()
         if default:
             return Source(default, default)
         raise ConfigError(f"model.components.{comp.role}", self.missing_message())
+
+    def trees(self) -> list:
+        """The model folders, and the tree the model's own file lies in (a ComfyUI `diffusion_models/` file
+        finds its `text_encoders/` and `vae/` beside it)."""
+        from toolkit import model_trees
+        folders = list(self.folders)
+        if _file(self.mc.name_or_path):
+            tree = model_trees.containing_tree(self.mc.name_or_path)
+            real = os.path.realpath(tree.models) if tree is not None else None
+            inside = real is not None and (self.roots is None or any(real == r or real.startswith(r + os.sep)
+                                                                     for r in self.roots))
+            if inside and tree.models not in folders:
+                folders.insert(0, tree.models)
+        return folders
+
+    def companion(self, comp) -> str | None:
+        """The model folders' file for this role of this arch (toolkit/companions.py), else None."""
+        from toolkit import companions
+        sf = comp.single_file
+        if comp.kind == DENOISER or sf is None or not sf.anchors or not (sf.config or self.default_repo()):
+            return None             # a layout whose config the row does not hold needs a config folder
+        if self._companions is None:
+            self._companions = companions.component_files(self.trees())
+        picks = companions.candidates(self.spec.name, comp.role, self._companions, near=self.mc.name_or_path)
+        return picks[0].path if picks else None
+
+    def _tokenizer(self, comp) -> str:
+        """A tokenizer folder for the row's vocabulary: the model folders' ComfyUI installs first, then
+        toolkit/tokenizers.py's order (near the model's file, the hub cache, a pinned package)."""
+        from toolkit import companions
+        from toolkit.tokenizers import find_tokenizer
+        from toolkit import model_trees
+        found = companions.tokenizer_source(comp.vocab, [os.path.join(model_trees.tree_of(f).models, "-")
+                                                         for f in self.trees()])
+        if found is not None and found[0]:
+            return found[0]
+        return find_tokenizer(comp.vocab, role=comp.role, near=self.mc.name_or_path)
 
     def _given(self, comp, path: str) -> Source:
         mc = self.mc
@@ -91,7 +138,8 @@ class FileSources:
         if mc.extras_name_or_path or comp.single_file is None or not comp.single_file.config:
             base = mc.extras_name_or_path or self.spec.default_source(mc.variant)
             folder = mc.name_or_path and os.path.isdir(os.path.expanduser(mc.name_or_path))
-            return Source(path, mc.name_or_path if folder and not mc.extras_name_or_path else base, subfolder=False)
+            # its config in the role's subfolder of that folder or repo
+            return Source(path, mc.name_or_path if folder and not mc.extras_name_or_path else base)
         part = self.detection(path).parts.get(comp.role)
         wanted = comp.single_file
         if part is None:
@@ -169,8 +217,14 @@ class FileSources:
                 continue
             if comp.kind == TOKENIZER and comp.vocab:
                 continue
+            if self.companion(comp) is not None:
+                continue
             roles.append(comp.role)
         repo = self.spec.default_source(self.mc.variant)
+        n = len(self.trees())
+        looked = (f"; none of its files is in the text encoder or VAE folders of the {n} model folder"
+                  f"{'s' if n > 1 else ''} looked in" if n else
+                  "; or keep its file in a ComfyUI or A1111 models folder (engine.model_folders)")
         return (f"{self.spec.name} needs {', '.join(roles)} besides what its files hold: give each as "
                 f"model.components.<role> (a file or folder), or extras_name_or_path (a diffusers folder"
-                + (f", or have {repo} in the local hub cache" if repo else "") + ")")
+                + (f", or have {repo} in the local hub cache" if repo else "") + ")" + looked)

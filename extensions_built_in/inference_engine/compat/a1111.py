@@ -24,6 +24,10 @@ from toolkit.models.registry import ARCHS
 
 MAX_IMAGES = 16                  # per call (batch_size * n_iter)
 MODEL_FIELD = "override_settings.sd_model_checkpoint"
+VAE_FIELD = "override_settings.sd_vae"
+# sd_vae values that keep the checkpoint's own VAE (A1111's "Automatic" picks a same-named file, which
+# nothing here names; "None" is the baked-in one)
+OWN_VAE = ("", "Automatic", "None")
 # /progress shows `current_image` from the worker's small JPEG previews; no latent frames are needed
 PREVIEW_STREAM = {"latents": "none", "preview_image": "jpeg"}
 # engine field -> the client's field, so a 422 names what the client sent
@@ -55,10 +59,10 @@ IMG2IMG_BODY = {"requestBody": {"required": True, "content": {"application/json"
 DEFAULT_STRENGTH = 0.75          # A1111's denoising_strength default
 DEFAULT_MASK_BLUR = 4            # A1111's mask_blur_x / mask_blur_y default
 SAMPLER_NOTE = "the model's own scheduler: what a request without sampler_name (or with 'Default') runs"
-# SillyTavern asks for these when it loads its settings; nothing here upscales or swaps VAEs
+# SillyTavern asks for these when it loads its settings; nothing here upscales
 FIXED_LISTS = {"/sdapi/v1/upscalers": [{"name": "None", "model_name": None, "model_path": None, "model_url": None,
                                         "scale": 1}],
-               "/sdapi/v1/latent-upscale-modes": [], "/sdapi/v1/sd-vae": []}
+               "/sdapi/v1/latent-upscale-modes": []}
 # the LoRA list is read from the folder on every call: nothing to refresh
 REFRESH_ROUTES = ("/sdapi/v1/refresh-loras",)
 
@@ -172,6 +176,10 @@ class A1111:
             raise invalid("override_settings", "must be an object")
         name = overrides.get("sd_model_checkpoint") or self.session.selected
         model, name = await asyncio.to_thread(self.session.resolve, name, MODEL_FIELD, invalid)
+        vae = overrides.get("sd_vae", self.session.options.get("sd_vae"))
+        vae_path = await asyncio.to_thread(self._vae_path, vae, VAE_FIELD if "sd_vae" in overrides else "sd_vae")
+        if vae_path is not None:        # the checkpoint's VAE replaced, as A1111's sd_vae does
+            model = {**model, "vae": None, "components": {**(model.get("components") or {}), "vae": vae_path}}
         if picked:
             model = {**model, "loras": [*(model.get("loras") or []), *picked]}
         sampler = self._sampler(body, model)
@@ -294,13 +302,33 @@ class A1111:
                 for d in listing["loras"]]
 
     def sd_models(self):
-        """Only what can load here (Engine.model_names): profiles, and archs whose weights are local."""
+        """Only what can load here (Engine.model_names): profiles, archs whose weights are local, and the
+        model folders' checkpoints by file name."""
         return [{"title": n, "model_name": n, "hash": None, "sha256": None, "filename": n, "config": None}
                 for n in self.session.image_model_names()]
 
+    def sd_vae(self):
+        """A1111's VAE list: the model folders' VAE files (A1111's models/VAE, ComfyUI's vae/), by name."""
+        return [{"model_name": name, "filename": path} for name, path in sorted(self.engine.vae_files().items())]
+
+    def _vae_path(self, value, field: str) -> str | None:
+        """The VAE file an sd_vae value names (a name from /sdapi/v1/sd-vae, or its filename), None for
+        the checkpoint's own; anything else is a 422 naming `field`."""
+        if value is None or value in OWN_VAE:
+            return None
+        if not isinstance(value, str):
+            raise invalid(field, f"must be a VAE name (a string), got {value!r}")
+        files = self.engine.vae_files()
+        path = files.get(value) or next((p for p in files.values() if p == value), None)
+        if path is None:
+            raise invalid(field, f"unknown VAE {value!r} (VAEs here: {', '.join(sorted(files)) or 'none'}; "
+                                 f"or {' / '.join(repr(v) for v in OWN_VAE[1:])} for the checkpoint's own)")
+        return path
+
     def get_options(self):
         return {**self.session.options, "sd_model_checkpoint": self.session.current_name(),
-                "sd_checkpoint_hash": None, "samples_format": "png", "sd_vae": "Automatic"}
+                "sd_checkpoint_hash": None, "samples_format": "png",
+                "sd_vae": self.session.options.get("sd_vae") or "Automatic"}
 
     async def set_options(self, request: HttpRequest):
         session = self.session
@@ -308,6 +336,8 @@ class A1111:
         name = body.get("sd_model_checkpoint")
         if name is not None:
             _model, name = await asyncio.to_thread(session.resolve, name, "sd_model_checkpoint", invalid)
+        if "sd_vae" in body:
+            await asyncio.to_thread(self._vae_path, body["sd_vae"], "sd_vae")
         for k, v in body.items():
             if k != "sd_model_checkpoint" and len(session.options) < 256 and isinstance(v, (str, int, float, bool)):
                 session.options[k] = v
@@ -536,7 +566,8 @@ def add_routes(app: FastAPI, session: Session, authorized):
                                   ("POST", "/sdapi/v1/skip", api.skip),
                                   ("GET", "/sdapi/v1/samplers", api.samplers),
                                   ("GET", "/sdapi/v1/schedulers", api.schedulers),
-                                  ("GET", "/sdapi/v1/loras", api.loras)):
+                                  ("GET", "/sdapi/v1/loras", api.loras),
+                                  ("GET", "/sdapi/v1/sd-vae", api.sd_vae)):
         app.add_api_route(path, handler, methods=[method], dependencies=deps)
     # the routes whose JSON carries base64 images take more than the JSON default
     app.add_api_route("/sdapi/v1/img2img", api.img2img, methods=["POST"], dependencies=deps, openapi_extra=IMG2IMG_BODY,

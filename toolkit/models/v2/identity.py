@@ -56,6 +56,20 @@ def fingerprint_files(paths) -> tuple:
     return tuple(sorted(out))
 
 
+def part_fingerprint(path: str, prefix: str, config=None) -> tuple:
+    """One component inside a file people have (an all-in-one checkpoint, a ComfyUI component file):
+    the content hash of its tensors (v2/content_hash.py: names relative to `prefix`, dtypes, shapes,
+    bytes) and of the config it is built with. Two checkpoints carrying byte-identical VAEs give one
+    identity, whatever the files' names, prefixes or inodes; its size is what the pool makes room for."""
+    import hashlib
+    import json
+
+    from toolkit.models.v2.content_hash import part_digest
+    digest, nbytes = part_digest(path, prefix)
+    conf = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    return ((f"content:{digest}", nbytes, 0), (f"config:{conf}", 0, 0))
+
+
 def content_fingerprint(folder: str, suffix: str = "") -> tuple:
     """A hash of a component folder's small files (all of them, or those ending in `suffix`):
     the whole identity of a tokenizer or scheduler, and the config part of a model's."""

@@ -19,7 +19,8 @@ from toolkit.errors import ConfigError
 from toolkit.models.arch import load_object
 from toolkit.models.formats.dispatch import detect_format, read_format
 from toolkit.models.formats.safetensors_header import HeaderError, check_file, is_safetensors_name
-from toolkit.models.v2.identity import ComponentIdentity, content_fingerprint, fingerprint_files, weight_files_in
+from toolkit.models.v2.identity import (ComponentIdentity, content_fingerprint, fingerprint_files, part_fingerprint,
+                                       weight_files_in)
 from toolkit.models.v2.policy import LoadPolicy
 from toolkit.models.v2.sources import (ResolvedSource, SourceError, component_config_class, model_index_class,
                                       resolve_source)
@@ -96,7 +97,7 @@ class OstrisModelMixin:
         if isinstance(source, dict):
             return cls._from_code_config(source, role, policy)
         src, load_cls, identity = cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader,
-                                                part)
+                                                part, single_file)
         interceptor = get_load_interceptor()
         if interceptor is not None:
             hit = interceptor.lookup(identity, policy)
@@ -137,23 +138,26 @@ class OstrisModelMixin:
     @classmethod
     def identify(cls, source, *, role: str, subfolder: str | None = None, policy: LoadPolicy = LoadPolicy(),
                  config_source: str | None = None, allow_hub: bool = True, reader=None, part: str | None = None,
-                 **_kwargs) -> ComponentIdentity:
+                 single_file=None, **_kwargs) -> ComponentIdentity:
         """The identity `load` would give this component, without reading it (a prefetch asks the
         pool for it before deciding what to read)."""
         if isinstance(source, dict):
             return cls._code_config_identity(source, role)[1]
-        return cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader, part)[2]
+        return cls._identify(source, role, subfolder, policy, config_source, allow_hub, reader, part, single_file)[2]
 
     @classmethod
-    def _identify(cls, source, role, subfolder, policy, config_source, allow_hub, reader, part=None):
+    def _identify(cls, source, role, subfolder, policy, config_source, allow_hub, reader, part=None, single_file=None):
         try:
             src = resolve_source(source, None if _is_file(source) else subfolder, allow_hub=allow_hub)
         except SourceError as e:
             raise ComponentLoadError(f"{role}: {e}") from None
         load_cls = cls._class_for(src, role)
         files = [src.path] if src.kind == "file" else weight_files_in(src.component_dir)
-        if part is not None:            # one component of a file: the file, and where in it
-            weights = fingerprint_files(files) + ((f"part:{part}", 0, 0),)
+        if part is not None:            # one component of a file: its tensors' content and its config
+            try:
+                weights = part_fingerprint(src.path, part, _part_config(src.path, single_file, part))
+            except (HeaderError, OSError):      # a broken file: load() names it (the file's own check)
+                weights = fingerprint_files(files) + ((f"part:{part}", 0, 0),)
         elif files:
             weights = fingerprint_files(files) + content_fingerprint(_config_dir(src, config_source, subfolder), ".json")
         else:
@@ -362,6 +366,20 @@ def _config_dir(src: ResolvedSource, config_source, subfolder) -> str:
     if config_source and os.path.isdir(os.path.expanduser(config_source)):
         return os.path.join(os.path.expanduser(config_source), subfolder or "")
     return ""
+
+
+def _part_config(path: str, single_file, prefix: str):
+    """The config a file's component is built with (its row's rule over the file's shapes, the arch's
+    facts on top): one VAE's bytes are two components under two archs' scaling factors. None when the
+    file does not give one; reading it then names why."""
+    from toolkit.models.formats.file_view import FileKindError, derive
+    if single_file is None or not single_file.config:
+        return {"converter": getattr(single_file, "converter", None)}
+    try:
+        fc = derive(check_file(path), single_file, prefix)
+    except (FileKindError, HeaderError):
+        return None
+    return {"converter": single_file.converter, "config": fc.config}
 
 
 def _check_weight_files(paths, role: str, field: str | None):

@@ -121,6 +121,9 @@ class ComponentPool:
         self.loaded_bytes = 0                   # their bytes (benchmarks: what a request path read)
         self.adapters: dict[str, AdapterEntry] = {}
         self.adapter_loads = self.adapter_hits = 0
+        # what the latest build read and what it found here (a checkpoint switch: only what differs is read)
+        self.last_build = {"loaded": [], "reused": [], "loaded_bytes": 0, "reused_bytes": 0}
+        self._building = False
         self._lock = threading.Lock()           # readers on the HTTP thread take snapshots
 
     # -- the funnel's interceptor API ------------------------------------------------------------
@@ -136,6 +139,9 @@ class ComponentPool:
                 entry.last_used = time.time()
                 entry.role = identity.role
                 entry.roles.add(identity.role)
+                if self._building:
+                    self.last_build["reused"].append(identity.role)
+                    self.last_build["reused_bytes"] += entry.bytes
             return entry.module
         with self._lock:
             self.misses += 1
@@ -148,6 +154,9 @@ class ComponentPool:
             entry = self.entries[identity.key] = PoolEntry(identity, module, module_bytes(module), time.time(),
                                                            role=identity.role, roles={identity.role})
             self.loaded_bytes += entry.bytes
+            if self._building:
+                self.last_build["loaded"].append(identity.role)
+                self.last_build["loaded_bytes"] += entry.bytes
 
     # -- residency ---------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -155,11 +164,15 @@ class ComponentPool:
         """Route funnel loads through the pool while a holder is built; marks start cleared."""
         for e in self.entries.values():
             e.touched = False
+        with self._lock:
+            self.last_build = {"loaded": [], "reused": [], "loaded_bytes": 0, "reused_bytes": 0}
+            self._building = True
         previous = set_load_interceptor(self)
         try:
             yield self
         finally:
             set_load_interceptor(previous if previous is not self else None)
+            self._building = False
 
     def release_unused(self) -> int:
         """Free entries the last build did not touch, keeping the most recently used of them
@@ -269,7 +282,8 @@ class ComponentPool:
             adapters = [e.describe() for e in self.adapters.values() if e.alive()]
             return {"hits": self.hits, "misses": self.misses, "evictions": self.evictions, "loads": self.loads,
                     "loaded_bytes": self.loaded_bytes, "resident_bytes": sum(e["bytes"] for e in entries), "entries": entries,
-                    "adapters": adapters, "adapter_loads": self.adapter_loads, "adapter_hits": self.adapter_hits}
+                    "adapters": adapters, "adapter_loads": self.adapter_loads, "adapter_hits": self.adapter_hits,
+                    "last_build": {k: list(v) if isinstance(v, list) else v for k, v in self.last_build.items()}}
 
     def holds(self, role: str) -> list:
         return [e for e in self.entries.values() if e.role == role]

@@ -18,7 +18,7 @@ import PromptPanel from './PromptPanel';
 import QueuePanel from './QueuePanel';
 import SettingsDrop, { NO_RESTORE, type RestoreNotice } from './SettingsDrop';
 import { blockingSummary, sampleNotes } from './formChecks';
-import { missingDownload, parseModelParam } from '@/components/library/library';
+import { missingDownload, parseModelParam, type LibraryEntry } from '@/components/library/library';
 import { normalizeModel } from './loras';
 import {
   buildGenerateBody,
@@ -40,7 +40,7 @@ import { useEngineQueue } from './useEngineQueue';
 import { targetJob, useEngines } from './useEngines';
 import { fileUrl, useGallery } from './useGallery';
 import { useGeneration } from './useGeneration';
-import { useModelPresence } from './useModelPresence';
+import { useLibrary } from './useLibrary';
 
 const newRequestId = () => `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
@@ -116,6 +116,14 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
     return true;
   };
 
+  /** A model from the picker (the engine's library): the forms for its arch, then its model keys. */
+  const onPick = (entry: LibraryEntry) => {
+    const a = archs.find((x) => x.name === entry.arch);
+    if (!a || !entry.model) return;
+    resetForms(a, null, typeof entry.model.variant === 'string' ? entry.model.variant : '');
+    setModel(modelFormFromSettings(a, profiles, entry.model));
+  };
+
   const onArch = (name: string) => {
     const next = archs.find((a) => a.name === name);
     if (next) resetForms(next, null);
@@ -141,7 +149,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   }, [queue.snapshot, queue.at, onQueue]);
   const jobRef = job ? { id: job.id, name: job.name } : null;
   // not while the engine is down (stopped from another tab too: the strip polls the job row)
-  const presence = useModelPresence(job?.id ?? null, running);
+  const library = useLibrary(job?.id ?? null, running);
+  const presence = library?.archs ?? null;
   const download = model ? missingDownload(presence, model) : null;
   const notes = useMemo(() => (arch && sample ? sampleNotes(arch, sample) : []), [arch, sample]);
   const blocked = blockingSummary(notes);
@@ -286,6 +295,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
                 onVariant={onVariant}
                 onChange={(p) => setModel({ ...model, ...p })}
                 download={download}
+                library={library?.entries ?? null}
+                onPick={onPick}
                 libraryHref={job ? `/library?job=${encodeURIComponent(job.id)}` : '/library'}
               />
               <LoraPanel

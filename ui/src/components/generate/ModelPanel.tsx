@@ -1,7 +1,9 @@
 'use client';
-// The model: a profile or an arch (both from GET /models) with its variant and name_or_path;
-// quantization, low_vram. (LoRAs: LoraPanel.)
+// The model: one of the engine's library (a checkpoint, a model file with its companions, a diffusers
+// folder: GET /library), or a profile or an arch (GET /models) with its variant and name_or_path; a VAE
+// override from the model folders; quantization, low_vram. (LoRAs: LoraPanel.)
 import Link from 'next/link';
+import { entryKey, pickedEntry, pickerGroups, vaeChoices, type LibraryEntry } from '@/components/library/library';
 import type { ArchInfo, ModelForm, ProfileInfo } from './types';
 
 const QTYPE_SUGGESTIONS = ['qfloat8', 'qint8', 'qint4'];
@@ -19,16 +21,64 @@ interface Props {
   download?: string | null;
   /** the Library page, with this engine */
   libraryHref?: string;
+  /** the engine's library entries (null: not read) */
+  library?: LibraryEntry[] | null;
+  onPick?: (entry: LibraryEntry) => void;
 }
 
-export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange, download, libraryHref = '/library' }: Props) {
+export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange, download, libraryHref = '/library', library = null, onPick }: Props) {
   const variants = Object.keys(arch?.variants ?? {});
   const byProfile = !!model.profile;
+  const groups = library ? pickerGroups(library, archs.map((a) => a.name)) : [];
+  const picked = library ? pickedEntry(library, model) : null;
+  const vaes = library && !byProfile ? vaeChoices(library, model.arch) : [];
+  const vae = model.components?.vae ?? '';
+  const setVae = (path: string) => {
+    const { vae: _old, ...rest } = model.components ?? {};
+    onChange({ components: path ? { ...rest, vae: path } : rest });
+  };
   // the engine could not resolve this profile's defaults (e.g. a [generation] size its arch refuses)
   const profileError = byProfile ? profiles.find((p) => p.name === model.profile)?.sample_error : null;
   return (
     <section className="card" aria-label="Model">
       <h3>Model</h3>
+      {groups.length > 0 && (
+        <label className="field">
+          From your models
+          <select
+            value={picked ? entryKey(picked) : ''}
+            onChange={(e) => {
+              const opt = groups.flatMap((g) => g.options).find((o) => o.key === e.target.value);
+              if (opt && !opt.why) onPick?.(opt.entry);
+            }}
+            aria-label="From your models"
+            data-testid="library-pick"
+          >
+            <option value="">{picked ? '' : 'pick a checkpoint or model file…'}</option>
+            {groups.map((g) => (
+              <optgroup key={g.label} label={g.label}>
+                {g.options.map((o) => (
+                  <option key={o.key} value={o.key} disabled={!!o.why} title={o.why ?? o.entry.path ?? ''}>
+                    {o.label}
+                  </option>
+                ))}
+              </optgroup>
+            ))}
+          </select>
+        </label>
+      )}
+      {picked?.companions && Object.keys(picked.companions).length > 0 && (
+        <div className="muted small" data-testid="library-companions">
+          with{' '}
+          {Object.entries(picked.companions)
+            .map(([role, c]) => {
+              const chosen = model.components?.[role];
+              // a file chosen here (the VAE override) over the one the library found
+              return chosen && chosen !== c.path ? `${role}: ${chosen.split(/[\\/]/).pop()} (chosen)` : `${role}: ${c.name}`;
+            })
+            .join(' · ')}
+        </div>
+      )}
       {profiles.length > 0 && (
         <label className="field">
           Profile
@@ -98,6 +148,20 @@ export default function ModelPanel({ archs, profiles, arch, model, onArch, onPro
           This model is not downloaded: run <code>{download}</code>, or pick one from the <Link href={libraryHref}>library</Link> (a tiny test
           model is <code>tiny:{model.arch}</code>).
         </div>
+      )}
+      {vaes.length > 0 && (
+        <label className="field">
+          VAE
+          <select value={vae} onChange={(e) => setVae(e.target.value)} aria-label="VAE" data-testid="vae-select">
+            <option value="">the model&apos;s own</option>
+            {vaes.map((v) => (
+              <option key={v.path} value={v.path}>
+                {v.name}
+              </option>
+            ))}
+            {vae && !vaes.some((v) => v.path === vae) && <option value={vae}>{vae}</option>}
+          </select>
+        </label>
       )}
       <datalist id="qtype-options">
         {QTYPE_SUGGESTIONS.map((q) => (

@@ -136,6 +136,7 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
     const variant = variantOf(arch, model.variant);
     if (variant) m.variant = variant;
     if (model.components && Object.keys(model.components).length) Object.assign(m, { components: { ...model.components }, local_only: true });
+    if (model.extras_name_or_path?.trim()) m.extras_name_or_path = model.extras_name_or_path.trim();
   }
   if (model.quantize) Object.assign(m, { quantize: true, qtype: model.qtype || DEFAULT_QTYPE });
   if (model.quantize_te) Object.assign(m, { quantize_te: true, qtype_te: model.qtype_te || DEFAULT_QTYPE });
@@ -253,6 +254,7 @@ export function modelFormFromSettings(arch: ArchInfo, profiles: ProfileInfo[], m
     low_vram: model.low_vram === true,
     loras: picksFromSettings(model),
     ...componentsOf(model),
+    ...(typeof model.extras_name_or_path === 'string' && model.extras_name_or_path ? { extras_name_or_path: model.extras_name_or_path } : {}),
   };
 }
 

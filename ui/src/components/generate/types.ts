@@ -188,8 +188,10 @@ export interface ModelForm {
   low_vram: boolean;
   /** applied in order (`model.loras`) */
   loras: LoraPick[];
-  /** role -> local file (a single-file model from the Library page); sent with local_only */
+  /** role -> local file (a single-file model from the Library page, a VAE override); sent with local_only */
   components?: Record<string, string>;
+  /** a diffusers folder or repo the files' other components and configs come from (a library entry's) */
+  extras_name_or_path?: string;
 }
 
 export interface SampleForm {

@@ -1,7 +1,8 @@
 'use client';
 // /library: the models on the engine's machine (GET /library through the proxy), grouped by
-// source, with arch, format, size and completeness; "Use" opens /generate with that model; each
-// arch whose default repo is missing gets its `hf download` command.
+// source, with arch, format, size and completeness (a checkpoint's parts, the companion files a model
+// file will use, what is missing); "Use" opens /generate with that model; each arch whose default repo
+// is missing gets its `hf download` command.
 import Link from 'next/link';
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import { apiFetch, apiJson, describeError } from '@/utils/api';
@@ -91,8 +92,21 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
             <tbody>
               {g.entries.map((e) => (
                 <tr key={`${e.source}:${e.path ?? e.name}`} data-testid="library-entry" data-name={e.name} data-arch={e.arch ?? ''}>
-                  <td data-label="name" title={e.path ?? e.repo ?? ''}>{e.name}</td>
-                  <td data-label="kind">{e.kind === 'component' && e.role ? `component (${e.role})` : e.kind}</td>
+                  <td data-label="name" title={e.path ?? e.repo ?? ''}>
+                    {e.name}
+                    {e.companions && Object.keys(e.companions).length > 0 && (
+                      <div className="muted small" data-testid="library-entry-companions">
+                        with{' '}
+                        {Object.entries(e.companions)
+                          .map(([role, c]) => `${role}: ${c.name}`)
+                          .join(' · ')}
+                      </div>
+                    )}
+                  </td>
+                  <td data-label="kind">
+                    {e.kind === 'component' ? `component (${e.label ?? e.role ?? '?'})` : e.kind}
+                    {e.parts && e.kind === 'checkpoint' && <div className="muted small">{Object.keys(e.parts).join(', ')}</div>}
+                  </td>
                   <td data-label="arch">{e.arch ? `${e.arch}${e.variant ? ` ${e.variant}` : ''}` : <span className="muted">unknown</span>}</td>
                   <td data-label="format">{e.format ?? <span className="muted">—</span>}</td>
                   <td data-label="size">{formatBytes(e.bytes)}</td>

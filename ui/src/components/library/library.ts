@@ -3,12 +3,32 @@
 
 export type LibrarySource = 'hub' | 'folder' | 'profile';
 
+/** A component found in a checkpoint or denoiser file: its layout and the known config it is. */
+export interface LibraryPart {
+  kind: string | null;
+  label: string | null;
+  known: string | null;
+  error: string | null;
+}
+
+/** A file (or tokenizer) of the model folders a model will use for one role. */
+export interface LibraryCompanion {
+  path: string | null;
+  name: string;
+  kind: string;
+  label: string;
+  alternatives?: string[];
+}
+
 export interface LibraryEntry {
   name: string;
   source: LibrarySource;
   path: string | null;
   repo: string | null;
-  kind: 'pipeline' | 'single_file' | 'component' | 'lora';
+  /** checkpoint: an all-in-one file; single_file: a denoiser alone (its companions from the folders) */
+  kind: 'pipeline' | 'checkpoint' | 'single_file' | 'component' | 'lora';
+  /** a model folder's tree: comfyui | a1111 | plain */
+  tree?: string;
   arch: string | null;
   variant: string | null;
   role: string | null;
@@ -19,6 +39,14 @@ export interface LibraryEntry {
   missing: string[];
   /** the `model` of a POST /generate for it; null when it cannot load on its own */
   model: Record<string, unknown> | null;
+  /** a checkpoint or denoiser file: the components in it, the files it takes from the folders, the roles it lacks */
+  parts?: Record<string, LibraryPart>;
+  companions?: Record<string, LibraryCompanion>;
+  missing_roles?: string[];
+  /** a component file: its layout, and the (arch, role) pairs it can fill */
+  component_kind?: string;
+  label?: string;
+  fits?: { arch: string; role: string }[];
 }
 
 export interface ArchPresence {
@@ -103,4 +131,67 @@ export function parseModelParam(raw: string | null | undefined): Record<string, 
   } catch {
     return null;
   }
+}
+
+// -- the Generate page's model picker ---------------------------------------------------------------
+export interface PickerOption {
+  key: string;
+  label: string;
+  entry: LibraryEntry;
+  /** why it cannot load as it is (what is missing), else null */
+  why: string | null;
+}
+
+export const PICKER_GROUPS: { label: string; test: (e: LibraryEntry) => boolean }[] = [
+  { label: 'Checkpoints', test: (e) => e.kind === 'checkpoint' },
+  { label: 'Model files (with their text encoders and VAE)', test: (e) => e.kind === 'single_file' },
+  { label: 'Diffusers folders and repos', test: (e) => e.kind === 'pipeline' && e.source !== 'profile' },
+];
+
+/** A stable key of an entry (its source and path). */
+export function entryKey(e: LibraryEntry): string {
+  return `${e.source}:${e.path ?? e.repo ?? e.name}`;
+}
+
+/** The last segment of a folder entry's name under its tree's sub-folder (what A1111 lists). */
+export function entryTitle(e: LibraryEntry): string {
+  return e.tree && e.tree !== 'plain' && e.name.includes('/') ? e.name.slice(e.name.indexOf('/') + 1) : e.name;
+}
+
+/** The models the picker offers, grouped: loadable ones first in each group (names sorted), then those that
+ * lack something, with what. Only archs the engine serves (`archs`) appear. */
+export function pickerGroups(entries: LibraryEntry[], archs: string[]): { label: string; options: PickerOption[] }[] {
+  const served = new Set(archs);
+  return PICKER_GROUPS.map((g) => {
+    const options = entries
+      .filter((e) => g.test(e) && e.arch && served.has(e.arch) && (e.model !== null || e.missing.length > 0))
+      .map((e) => {
+        const loadable = e.model !== null && e.complete;
+        const detail = [e.arch, e.variant, e.format].filter(Boolean).join(', ');
+        return {
+          key: entryKey(e),
+          label: `${entryTitle(e)} (${detail})${loadable ? '' : ` — missing ${(e.missing_roles?.length ? e.missing_roles : e.missing).join(', ')}`}`,
+          entry: e,
+          why: loadable ? null : e.missing.join('; ') || 'incomplete',
+        };
+      })
+      .sort((a, b) => Number(a.why !== null) - Number(b.why !== null) || a.label.localeCompare(b.label));
+    return { label: g.label, options };
+  }).filter((g) => g.options.length > 0);
+}
+
+/** The picker entry the model form names (same arch and weights), else null. */
+export function pickedEntry(entries: LibraryEntry[], model: { profile: string; arch: string; name_or_path: string }): LibraryEntry | null {
+  if (model.profile) return null;
+  const path = model.name_or_path.trim();
+  if (!path) return null;
+  return entries.find((e) => e.model && e.model.arch === model.arch && e.model.name_or_path === path) ?? null;
+}
+
+/** The model folders' VAE files that fit `arch` (for the VAE override), by name. */
+export function vaeChoices(entries: LibraryEntry[], arch: string): { name: string; path: string }[] {
+  return entries
+    .filter((e) => e.kind === 'component' && e.complete && e.path && (e.fits ?? []).some((f) => f.arch === arch && f.role === 'vae'))
+    .map((e) => ({ name: entryTitle(e), path: e.path as string }))
+    .sort((a, b) => a.name.localeCompare(b.name));
 }

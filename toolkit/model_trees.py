@@ -1,0 +1,94 @@
+"""The model folders people have, and what each of their sub-folders holds. Plain data and os calls.
+
+    tree_of(folder) -> Tree(kind, models)       # "comfyui" | "a1111" | "plain", and the models/ folder
+    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | None
+    component_dirs(folder) -> [folders holding text encoder and VAE files]
+    containing_tree(path) -> the tree whose models/ folder holds `path`, else None
+
+- ComfyUI `models/`: checkpoints/ (all-in-one), diffusion_models/ and unet/ (denoisers alone),
+  text_encoders/ and clip/, vae/, loras/.
+- A1111 / Forge `models/`: Stable-diffusion/ (checkpoints, and Forge's Flux denoisers), Lora/ and
+  LyCORIS/, VAE/, text_encoder/ (Forge).
+A configured folder may be the `models/` folder itself or the install above it (ComfyUI/,
+stable-diffusion-webui/); anything else is a plain folder of diffusers folders and single files.
+"""
+import os
+from dataclasses import dataclass
+
+CHECKPOINT, DENOISER, COMPONENT, LORA = "checkpoint", "denoiser", "component", "lora"
+COMFYUI = {"checkpoints": CHECKPOINT, "diffusion_models": DENOISER, "unet": DENOISER, "text_encoders": COMPONENT,
+           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA}
+A1111 = {"stable-diffusion": CHECKPOINT, "lora": LORA, "lycoris": LORA, "vae": COMPONENT, "text_encoder": COMPONENT}
+TREES = {"comfyui": COMFYUI, "a1111": A1111}
+# the sub-folders that tell a tree apart (`vae/` is in both)
+MARKERS = {"comfyui": ("checkpoints", "diffusion_models", "unet", "text_encoders", "clip", "loras"),
+           "a1111": ("stable-diffusion", "lora", "lycoris", "text_encoder")}
+
+
+@dataclass(frozen=True)
+class Tree:
+    kind: str                  # comfyui | a1111 | plain
+    models: str                # the folder whose sub-folders hold the files (absolute)
+
+    @property
+    def install(self) -> str | None:
+        """The install a `models/` folder belongs to (where ComfyUI keeps its tokenizer folders)."""
+        if self.kind == "plain" or os.path.basename(self.models).lower() != "models":
+            return None
+        return os.path.dirname(self.models)
+
+
+def _subdirs(folder: str) -> dict:
+    """lower-cased name -> the sub-folder's real name."""
+    try:
+        return {n.lower(): n for n in os.listdir(folder) if os.path.isdir(os.path.join(folder, n))}
+    except OSError:
+        return {}
+
+
+def _kind(folder: str) -> str | None:
+    subs = _subdirs(folder)
+    for kind, markers in MARKERS.items():
+        if any(m in subs for m in markers):
+            return kind
+    return None
+
+
+def tree_of(folder: str) -> Tree:
+    folder = os.path.abspath(os.path.expanduser(folder))
+    kind = _kind(folder)
+    if kind:
+        return Tree(kind, folder)
+    models = _subdirs(folder).get("models")
+    if models and _kind(os.path.join(folder, models)):
+        return Tree(_kind(os.path.join(folder, models)), os.path.join(folder, models))
+    return Tree("plain", folder)
+
+
+def hint(tree: Tree, name: str) -> str | None:
+    """What a top sub-folder of `tree` holds (None: anything; a plain folder says nothing)."""
+    return TREES.get(tree.kind, {}).get(name.lower())
+
+
+def component_dirs(folder: str) -> list:
+    """The sub-folders of the tree at `folder` that hold component files (text encoders, VAEs)."""
+    tree = tree_of(folder)
+    table = TREES.get(tree.kind)
+    if not table:
+        return []
+    subs = _subdirs(tree.models)
+    return [os.path.join(tree.models, real) for low, real in sorted(subs.items()) if table.get(low) == COMPONENT]
+
+
+def containing_tree(path: str) -> Tree | None:
+    """The ComfyUI or A1111 tree a model file lies in (`<tree>/models/<sub-folder>/.../file`), else None."""
+    here = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    for _ in range(6):
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        tree = tree_of(parent)
+        if tree.kind != "plain" and tree.models == parent and hint(tree, os.path.basename(here)):
+            return tree
+        here = parent
+    return None
