@@ -100,15 +100,20 @@ def cache_root() -> str:
     return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "aitk", "tokenizers")
 
 
-def comfyui_roots(near: str | None) -> list:
-    """ComfyUI checkouts: $AITK_COMFYUI_PATH, and the one `near` (a model file) lies in."""
+def comfyui_roots(near) -> list:
+    """ComfyUI checkouts: $AITK_COMFYUI_PATH, and the ones `near` (a model file, or several paths)
+    lies in."""
     roots = []
     if os.environ.get(COMFY_ENV):
         roots.append(os.path.expanduser(os.environ[COMFY_ENV]))
-    if near:
-        parts = os.path.abspath(os.path.expanduser(near)).split(os.sep)
+    for path in ([near] if isinstance(near, str) or near is None else list(near)):
+        if not path:
+            continue
+        parts = os.path.abspath(os.path.expanduser(path)).split(os.sep)
         if "models" in parts:
-            roots.append(os.sep.join(parts[:len(parts) - 1 - parts[::-1].index("models")]) or os.sep)
+            root = os.sep.join(parts[:len(parts) - 1 - parts[::-1].index("models")]) or os.sep
+            if root not in roots:
+                roots.append(root)
     return roots
 
 

@@ -120,14 +120,25 @@ class FileSources:
     def _tokenizer(self, comp) -> str:
         """A tokenizer folder for the row's vocabulary: the model folders' ComfyUI installs first, then
         toolkit/tokenizers.py's order (near the model's file, the hub cache, a pinned package)."""
-        from toolkit import companions
-        from toolkit.tokenizers import find_tokenizer
         from toolkit import model_trees
-        found = companions.tokenizer_source(comp.vocab, [os.path.join(model_trees.tree_of(f).models, "-")
-                                                         for f in self.trees()])
-        if found is not None and found[0]:
-            return found[0]
-        return find_tokenizer(comp.vocab, role=comp.role, near=self.mc.name_or_path)
+        from toolkit.tokenizers import find_tokenizer
+        near = [self.mc.name_or_path] + [os.path.join(model_trees.tree_of(f).models, "-") for f in self.trees()]
+        files, size = self._encoder_file(comp.role)
+        return find_tokenizer(comp.vocab, role=comp.role, near=near, files=files, vocab_size=size)
+
+    def _encoder_file(self, tokenizer_role: str) -> tuple:
+        """([the file its text encoder is read from], that encoder's vocabulary size) for a tokenizer
+        role (`tokenizer_2` serves `text_encoder_2`): a UMT5 file embeds its tokenizer, and a
+        tokenizer with more ids than its encoder takes is passed over."""
+        role = tokenizer_role.replace("tokenizer", "text_encoder", 1)
+        path = self.mc.components.get(role) or self.mc.name_or_path
+        if not _file(path) or not any(c.role == role for c in self.spec.components):
+            return (), None
+        part = self.detection(path).parts.get(role)
+        if part is None:
+            part = next((p for p in self._kind_parts(path) if p.role == role), None)
+        size = (part.config.config.get("vocab_size") if part is not None and part.config is not None else None)
+        return (path,), size
 
     def _given(self, comp, path: str) -> Source:
         mc = self.mc
