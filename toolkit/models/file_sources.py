@@ -161,12 +161,14 @@ class FileSources:
         return Source(path, None, part.prefix, wanted, subfolder=False)
 
     def _kind_parts(self, path: str) -> list:
-        """Every part of the file any arch's row recognises (a CLIP-L file is sd1's, sdxl's, flux's...)."""
+        """Every part of the file this arch's row recognises (a CLIP-L file is its text_encoder's); none
+        for a file of another format (GGUF: its own reader)."""
         from toolkit.models.formats.detect import Part, _found
         from toolkit.models.formats.file_view import FileKindError, derive
-        from toolkit.models.formats.safetensors_header import check_file
+        from toolkit.models.formats.safetensors_header import check_file, is_safetensors_name
+        if not is_safetensors_name(path):
+            return
         header = check_file(os.path.expanduser(path))
-        comp = None
         for c in self.spec.components:
             if c.single_file is not None and c.single_file.anchors:
                 prefix = _found(header, c.single_file)
@@ -176,8 +178,7 @@ class FileSources:
                     config, error = derive(header, c.single_file, prefix), None
                 except FileKindError as e:
                     config, error = None, str(e)
-                comp = Part(c.role, c.single_file, prefix, config, error)
-                yield comp
+                yield Part(c.role, c.single_file, prefix, config, error)
 
     def _wrong_kind(self, path: str, comp, part) -> str:
         base = os.path.basename(path)

@@ -7,6 +7,7 @@ text_encoder_2/tokenizer_2/vae and Chroma's text_encoder/tokenizer/vae are the s
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, SingleFile, Task, Tiny)
+from toolkit.models.formats import t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -99,8 +100,8 @@ SPEC = ArchSpec(
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
-        Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
-        Component("vae", "AutoencoderKL", VAE),
+        Component("text_encoder", "T5EncoderModel", TEXT_ENCODER, single_file=t5.T5_XXL),
+        Component("vae", "AutoencoderKL", VAE, single_file=vaes.FLUX_AE),
         Component("transformer", "ChromaTransformer2DModel", DENOISER, single_file=SingleFile(
             "toolkit.models.archs.chroma:convert_original", "toolkit.models.archs.chroma:to_original",
             anchors=("double_blocks.0.img_attn.qkv.weight", "distilled_guidance_layer.in_proj.weight"),

@@ -5,10 +5,12 @@ Its files: BFL's original layout (ComfyUI's `diffusion_models/flux1-dev.safetens
 of its all-in-one `flux1-dev-fp8`), read with the configs below; schnell's file has no guidance
 embedder, which is how a file says which it is."""
 import re
+from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
                                  SampleDefaults, SingleFile, Task, Tiny, Variant, pick_linears)
+from toolkit.models.formats import clip, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -180,13 +182,16 @@ TRANSFORMER_FILE = SingleFile(
     anchors=("double_blocks.0.img_attn.qkv.weight", "double_blocks.0.img_mod.lin.weight", "time_in.in_layer.weight"),
     config="toolkit.models.archs.flux:transformer_config", kind="flux1_dit", label="FLUX.1 transformer")
 
+# ComfyUI's all-in-one FLUX.1 files (flux1-dev-fp8) put CLIP-L under text_encoders.clip_l.
+CLIP_L_FILE = replace(clip.CLIP_L, prefixes=("text_encoders.clip_l.transformer.", ""))
+
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_l"),
     Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
-    Component("text_encoder", "CLIPTextModel", TEXT_ENCODER),
-    Component("text_encoder_2", "T5EncoderModel", TEXT_ENCODER),
-    Component("vae", "AutoencoderKL", VAE),
+    Component("text_encoder", "CLIPTextModel", TEXT_ENCODER, single_file=CLIP_L_FILE),
+    Component("text_encoder_2", "T5EncoderModel", TEXT_ENCODER, single_file=t5.T5_XXL),
+    Component("vae", "AutoencoderKL", VAE, single_file=vaes.FLUX_AE),
     Component("transformer", "FluxTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
 )
 

@@ -8,6 +8,7 @@ read with the configs below."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, SingleFile, Tiny)
+from toolkit.models.formats import clip, llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -219,9 +220,9 @@ SPEC = ArchSpec(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="llama3"),
         Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_l"),
-        Component("text_encoder", "LlamaModel", TEXT_ENCODER),
-        Component("text_encoder_2", "CLIPTextModel", TEXT_ENCODER),
-        Component("vae", "AutoencoderKLHunyuanVideo", VAE),
+        Component("text_encoder", "LlamaModel", TEXT_ENCODER, single_file=llm_encoders.LLAVA_LLAMA3_8B),
+        Component("text_encoder_2", "CLIPTextModel", TEXT_ENCODER, single_file=clip.CLIP_L),
+        Component("vae", "AutoencoderKLHunyuanVideo", VAE, single_file=vaes.HUNYUAN_VIDEO_VAE),
         Component("transformer", "HunyuanVideoTransformer3DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     # model card: 720p (1280x720), 129 frames at 24 fps, 50 steps, embedded guidance 6.0

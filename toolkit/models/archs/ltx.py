@@ -9,6 +9,7 @@ from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, SingleFile, Task, Tiny)
 from toolkit.models.base_model import BaseModel
+from toolkit.models.formats import t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -100,8 +101,8 @@ SPEC = ArchSpec(
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
-        Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
-        Component("vae", "AutoencoderKLLTXVideo", VAE),
+        Component("text_encoder", "T5EncoderModel", TEXT_ENCODER, single_file=t5.T5_XXL),
+        Component("vae", "AutoencoderKLLTXVideo", VAE, single_file=vaes.LTX_VAE),
         Component("transformer", "LTXVideoTransformer3DModel", DENOISER, single_file=SingleFile(
             "convert_ltx_transformer_checkpoint_to_diffusers", "toolkit.models.archs.ltx:to_original",
             anchors=("patchify_proj.weight", "adaln_single.linear.weight"),

@@ -13,6 +13,7 @@ from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Extra,
                                  Latents, SampleDefaults, SingleFile, Tiny)
 from toolkit.models.base_model import BaseModel
+from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -195,8 +196,8 @@ SPEC = ArchSpec(
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="gemma2"),
-        Component("text_encoder", "Gemma2Model", TEXT_ENCODER),
-        Component("vae", "AutoencoderKL", VAE),
+        Component("text_encoder", "Gemma2Model", TEXT_ENCODER, single_file=llm_encoders.GEMMA2_2B),
+        Component("vae", "AutoencoderKL", VAE, single_file=vaes.FLUX_AE),
         Component("transformer", "Lumina2Transformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     # the model card: 1024x1024, 50 steps, CFG 4.0 with cfg_trunc_ratio 0.25 and cfg_normalization on

@@ -8,6 +8,7 @@ from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
                                  SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.base_model import BaseModel
+from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
@@ -149,8 +150,9 @@ def lora_modules(fmt, linears):
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),
-    Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
-    Component("vae", "AutoencoderKLQwenImage", VAE),
+    Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER,
+              single_file=llm_encoders.QWEN25_VL_7B),
+    Component("vae", "AutoencoderKLQwenImage", VAE, single_file=vaes.QWEN_IMAGE_VAE),
     # ComfyUI's Qwen-Image files use diffusers' names (under model.diffusion_model.): nothing to convert
     Component("transformer", "QwenImageTransformer2DModel", DENOISER, single_file=SingleFile(
         None, anchors=("img_in.weight", "txt_norm.weight", "transformer_blocks.0.img_mod.1.weight"),

@@ -16,6 +16,7 @@ from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, T
 from toolkit.models.archs.qwen_image import (COMPONENTS, QWEN_IMAGE, SCHEDULER_FILE, TINY_TRANSFORMER, QwenImageModel,
                                              tiny_qwen_image_shared, tiny_qwen_image_transformer, transformer_facts,
                                              transformer_signature)
+from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 
 # Qwen/Qwen-Image-Edit-2509 transformer/config.json (Qwen-Image's; 2511's sets zero_cond_t, which no shape
@@ -56,8 +57,9 @@ SPEC = ArchSpec(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),
         Component("processor", "transformers:Qwen2VLProcessor", PROCESSOR),
-        Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
-        Component("vae", "AutoencoderKLQwenImage", VAE),
+        Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER,
+                  single_file=llm_encoders.QWEN25_VL_7B),
+        Component("vae", "AutoencoderKLQwenImage", VAE, single_file=vaes.QWEN_IMAGE_VAE),
         Component("transformer", "QwenImageTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     defaults=SampleDefaults(1024, 1024, 40, 4.0),     # the model card: 40 steps, true CFG 4.0 (1024^2 area)

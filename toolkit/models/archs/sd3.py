@@ -7,10 +7,12 @@ Its files: SAI's MMDiT layout (ComfyUI's `sd3.5_large.safetensors`, alone or wit
 VAE in one file), read with the configs below; the shapes tell 3 Medium, 3.5 Large and 3.5 Medium
 apart (3.5 Large Turbo has 3.5 Large's: `model.variant` says which)."""
 import math
+from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, SingleFile, Task, Tiny, Variant)
+from toolkit.models.formats import clip, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -111,11 +113,12 @@ def _tiny(b):
     from diffusers import SD3Transformer2DModel
 
     tokenizer, tokenizer_2, tokenizer_3 = kit.clip_tokenizer(), kit.clip_tokenizer(), kit.t5_tokenizer(512)
-    # CLIP widths 16 + 16 = T5's 32 (the pipeline pads the CLIP features up to T5's width)
+    # CLIP widths 8 + 24 = T5's 32 (the pipeline pads the CLIP features up to T5's width); two widths,
+    # as CLIP-L's 768 and CLIP-G's 1280, so each file is of one kind only
     with b.seeded("text_encoder"):
-        text_encoder = kit.clip_text_encoder(tokenizer, hidden=16, projection=True)
+        text_encoder = kit.clip_text_encoder(tokenizer, hidden=8, projection=True)
     with b.seeded("text_encoder_2"):
-        text_encoder_2 = kit.clip_text_encoder(tokenizer_2, hidden=16, projection=True)
+        text_encoder_2 = kit.clip_text_encoder(tokenizer_2, hidden=24, projection=True)
     with b.seeded("text_encoder_3", "t5"):               # T5-XXL as Flux builds it
         text_encoder_3 = kit.t5_encoder(tokenizer_3)
     with b.seeded("vae"):
@@ -146,6 +149,10 @@ VARIANTS = {
                         name_or_path="stabilityai/stable-diffusion-3-medium-diffusers"),
 }
 
+# SD3's CLIP-L has a projection; a ComfyUI clip_l file without one gets the identity (formats/clip.py)
+CLIP_L_FILE = replace(clip.CLIP_L, converter="toolkit.models.formats.clip:convert_clip_projected",
+                      prefixes=("text_encoders.clip_l.transformer.", ""))
+
 SPEC = ArchSpec(
     name="sd3", modality="image", default_name_or_path=VARIANTS["3.5-large"].name_or_path,
     pipeline="StableDiffusion3Pipeline",
@@ -157,10 +164,10 @@ SPEC = ArchSpec(
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_l"),
         Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_g"),
         Component("tokenizer_3", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
-        Component("text_encoder", "CLIPTextModelWithProjection", TEXT_ENCODER),
-        Component("text_encoder_2", "CLIPTextModelWithProjection", TEXT_ENCODER),
-        Component("text_encoder_3", "T5EncoderModel", TEXT_ENCODER),
-        Component("vae", "AutoencoderKL", VAE),
+        Component("text_encoder", "CLIPTextModelWithProjection", TEXT_ENCODER, single_file=CLIP_L_FILE),
+        Component("text_encoder_2", "CLIPTextModelWithProjection", TEXT_ENCODER, single_file=clip.CLIP_G),
+        Component("text_encoder_3", "T5EncoderModel", TEXT_ENCODER, single_file=t5.T5_XXL),
+        Component("vae", "AutoencoderKL", VAE, single_file=vaes.SD3_VAE),
         # ComfyUI's SD3/3.5 files (SAI's MMDiT keys)
         Component("transformer", "SD3Transformer2DModel", DENOISER, single_file=SingleFile(
             "convert_sd3_transformer_checkpoint_to_diffusers", "toolkit.models.archs.sd3:to_original",

@@ -12,6 +12,7 @@ import re
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, SingleFile, Tiny)
 from toolkit.models.base_model import BaseModel
+from toolkit.models.formats import t5
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -220,7 +221,7 @@ SPEC = ArchSpec(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         # t5-base's vocabulary is T5 v1.1's (the same 32k SentencePiece model)
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
-        Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
+        Component("text_encoder", "T5EncoderModel", TEXT_ENCODER, single_file=t5.T5_BASE),
         # trained with the DiT (the checkpoint's conditioners): never shared by another model
         Component("projection_model", "StableAudioProjectionModel", TEXT_ENCODER, with_denoiser=True,
                   single_file=PROJECTION_FILE),

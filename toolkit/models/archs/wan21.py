@@ -11,6 +11,7 @@ from dataclasses import replace
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
                                  SampleDefaults, SingleFile, Tiny, pick_linears)
+from toolkit.models.formats import t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -64,8 +65,8 @@ WAN_FILE = SingleFile("convert_wan_transformer_to_diffusers", "toolkit.models.ar
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="umt5_xxl"),
-    Component("text_encoder", "UMT5EncoderModel", TEXT_ENCODER),
-    Component("vae", "AutoencoderKLWan", VAE),
+    Component("text_encoder", "UMT5EncoderModel", TEXT_ENCODER, single_file=t5.UMT5_XXL),
+    Component("vae", "AutoencoderKLWan", VAE, single_file=vaes.WAN21_VAE),
     Component("transformer", "WanTransformer3DModel", DENOISER, single_file=replace(
         WAN_FILE, config="toolkit.models.archs.wan21:transformer_config", label="Wan 2.1 transformer")),
 )

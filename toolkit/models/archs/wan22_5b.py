@@ -11,6 +11,7 @@ from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Task, Tiny
 from toolkit.models.archs.wan21 import (COMPONENTS, LORA, TINY_WAN, WAN22_5B, tiny_umt5, tiny_wan_transformer,
                                         transformer_facts, transformer_signature, unipc_flow_config,
                                         unipc_flow_scheduler, with_transformer_config)
+from toolkit.models.formats import vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.tiny import kit
 
@@ -51,8 +52,10 @@ def _tiny(b):
 SPEC = ArchSpec(
     name="wan22_5b", modality="video", default_name_or_path="Wan-AI/Wan2.2-TI2V-5B-Diffusers",
     pipeline="WanPipeline",
-    components=with_transformer_config(COMPONENTS, "toolkit.models.archs.wan22_5b:transformer_config",
-                                       "Wan 2.2 TI2V 5B transformer"),
+    # Wan 2.1's components with Wan 2.2's 48-channel VAE (ComfyUI's wan2.2_vae.safetensors)
+    components=tuple(replace(c, single_file=vaes.WAN22_VAE) if c.role == "vae" else c for c in
+                     with_transformer_config(COMPONENTS, "toolkit.models.archs.wan22_5b:transformer_config",
+                                             "Wan 2.2 TI2V 5B transformer")),
     # TI2V: the same components run image-to-video (the first frame's latents, per-token timesteps)
     tasks=(Task("txt2img", "WanPipeline"), Task("i2v", "WanImageToVideoPipeline")),
     # expand_timesteps is its model_index.json setting: here too for its files, which carry none

@@ -8,6 +8,7 @@ import re
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
                                  SampleDefaults, SingleFile, Task, Tiny, pick_linears)
+from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -105,8 +106,8 @@ SPEC = ArchSpec(
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen3"),
-        Component("text_encoder", "Qwen3Model", TEXT_ENCODER),
-        Component("vae", "AutoencoderKL", VAE),
+        Component("text_encoder", "Qwen3Model", TEXT_ENCODER, single_file=llm_encoders.QWEN3_4B),
+        Component("vae", "AutoencoderKL", VAE, single_file=vaes.FLUX_AE),
         Component("transformer", "ZImageTransformer2DModel", DENOISER, single_file=SingleFile(
             "convert_z_image_transformer_checkpoint_to_diffusers", "toolkit.models.archs.zimage:to_original",
             anchors=("layers.0.attention.qkv.weight", "cap_embedder.0.weight"),

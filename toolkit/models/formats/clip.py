@@ -21,6 +21,10 @@ CLIP_L_KNOWN = {
     "tiny": dict(vocab_size=800, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                  max_position_embeddings=77, hidden_act="quick_gelu", projection_dim=32, bos_token_id=798,
                  eos_token_id=799, pad_token_id=799, **_COMMON),
+    # toolkit/models/archs/sd3.py's tiny text_encoder
+    "tiny-sd3": dict(vocab_size=800, hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     max_position_embeddings=77, hidden_act="quick_gelu", projection_dim=8, bos_token_id=798,
+                     eos_token_id=799, pad_token_id=799, **_COMMON),
 }
 
 
@@ -33,8 +37,8 @@ CLIP_G_KNOWN = {
                              num_attention_heads=20, max_position_embeddings=77, hidden_act="gelu", projection_dim=1280,
                              bos_token_id=0, eos_token_id=2, pad_token_id=1, **_COMMON),
     # toolkit/models/archs/sd3.py's tiny text_encoder_2
-    "tiny-sd3": dict(vocab_size=800, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     max_position_embeddings=77, hidden_act="quick_gelu", projection_dim=16, bos_token_id=798,
+    "tiny-sd3": dict(vocab_size=800, hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                     max_position_embeddings=77, hidden_act="quick_gelu", projection_dim=24, bos_token_id=798,
                      eos_token_id=799, pad_token_id=799, **_COMMON),
 }
 
@@ -85,6 +89,18 @@ def convert_clip(state: dict) -> dict:
     """The transformers names already; what CLIPTextModel has no use for (a file's projection and
     logit scale, older transformers' position_ids buffer) is dropped by the reader's alignment."""
     return {k: v for k, v in state.items() if not k.endswith(("position_ids", "logit_scale"))}
+
+
+def convert_clip_projected(state: dict, config: dict) -> dict:
+    """CLIP-L for a CLIPTextModelWithProjection (SD3's text_encoder). ComfyUI's `clip_l.safetensors`
+    often has no `text_projection`; ComfyUI then uses an identity projection (comfy/sd1_clip.py), and so
+    does this: the file's own projection where it has one."""
+    import torch
+    out = convert_clip(state)
+    if not any(k.endswith("text_projection.weight") for k in out):
+        width = config["hidden_size"]
+        out["text_projection.weight"] = torch.eye(config.get("projection_dim", width), width)
+    return out
 
 
 def to_original(state: dict) -> dict:

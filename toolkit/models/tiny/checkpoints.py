@@ -36,7 +36,7 @@ def _config(folder: str, subfolder: str) -> dict:
 
 def original_state(arch: str, folder, role: str) -> dict:
     """`role`'s tensors in its original layout, checked against the row's converter."""
-    from toolkit.models.arch import load_object
+    from toolkit.models.arch import TEXT_ENCODER, load_object
     from toolkit.models.formats.component_file import align, convert
     from toolkit.models.registry import get_arch
 
@@ -45,6 +45,13 @@ def original_state(arch: str, folder, role: str) -> dict:
     state = _state(folder, comp.folder)
     original = load_object(sf.original)(dict(state)) if sf.original else dict(state)
     back = align(convert(sf, {k: v.clone() for k, v in original.items()}, _config(folder, comp.folder)), state)
+    # a tied weight the converter names twice (T5's shared and encoder.embed_tokens) the folder stores once
+    tied = {k for k in set(back) - set(state)
+            if any(v.shape == back[k].shape and torch.equal(v, back[k]) for v in state.values())}
+    back = {k: v for k, v in back.items() if k not in tied}
+    if set(back) != set(state) and comp.kind == TEXT_ENCODER:
+        # a folder saved in a transformers layout of its own (Qwen2.5-VL's older names): the module's
+        return _text_encoder_state(comp, folder)
     if set(back) != set(state):
         raise ValueError(f"{arch} {role}: the original layout does not convert back: missing "
                          f"{sorted(set(state) - set(back))[:3]}, extra {sorted(set(back) - set(state))[:3]}")
@@ -52,6 +59,16 @@ def original_state(arch: str, folder, role: str) -> dict:
     if bad:
         raise ValueError(f"{arch} {role}: the original layout converts back to other values for {bad[:3]}")
     return original
+
+
+def _text_encoder_state(comp, folder) -> dict:
+    """The folder's text encoder, built by transformers, in its kind's ComfyUI layout (checked both ways)."""
+    import transformers
+
+    from toolkit.models.tiny.text_encoder_files import comfy_state
+    cls = getattr(transformers, comp.cls.split(":")[-1])
+    module = cls.from_pretrained(os.path.join(str(folder), comp.folder), dtype=torch.float32)
+    return comfy_state(module, comp.single_file)
 
 
 def _save(tensors: dict, out_path, dtype, metadata=None) -> dict:

@@ -130,7 +130,7 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
         <section className="card" aria-label="Default models not here" data-testid="library-missing-defaults">
           <h2>Default models not on this machine</h2>
           {missing.map((a) => (
-            <div key={`${a.arch}:${a.repo}`} className="row small" data-testid="library-download" data-arch={a.arch}>
+            <div key={`${a.arch}:${a.repo}`} className="row small" data-testid="library-download" data-arch={a.arch} data-variant={a.variant ?? ''}>
               <span>
                 {a.arch}
                 {a.variant ? ` ${a.variant}` : ''}:

@@ -1,0 +1,194 @@
+"""A ComfyUI models folder, offline, per DiT arch: the tiny model written as ComfyUI's files have it
+(`diffusion_models/` denoiser, `text_encoders/` and `vae/` files under ComfyUI's usual names, the
+tokenizers in the install's `comfy/` folders), named by its denoiser file alone. The text encoders and
+the VAE are the tree's companion files (toolkit/companions.py), every config from the files, nothing
+from a hub. Every component equals the diffusers folder's bit for bit and so does the output.
+
+Where no ComfyUI file kind exists yet (FLUX.2's VAE, Stable Audio's Oobleck VAE, Qwen-Image-Edit's
+processor) or ComfyUI ships no tokenizer folder (UMT5, Gemma 2; CLIP-G's is ComfyUI's CLIP folder
+repadded, which the tiny vocabulary is not), the request names the folder for that role
+(model.components), as a user's would."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from testing.fixtures import input_image
+from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from toolkit.errors import ConfigError
+from toolkit.models.arch import DENOISER, TOKENIZER
+from toolkit.models.base_model import get_model_class
+from toolkit.models.formats.detect import detect_file
+from toolkit.models.registry import ARCHS
+from toolkit.models.tiny.checkpoints import write_checkpoint, write_component
+from toolkit.tokenizers import VOCABULARIES
+
+DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "qwen_image",
+             "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan22_5b", "wan22_a14b", "zimage")
+# where another arch takes the same denoiser file first, the request says which
+AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
+# ComfyUI's file names for each kind (the names its model pages and workflows use)
+COMFY_NAMES = {"clip_l": "clip_l", "clip_g": "clip_g", "t5_xxl": "t5xxl_fp16", "umt5_xxl": "umt5_xxl_fp16",
+               "t5_base": "t5_base", "qwen25_vl_7b": "qwen_2.5_vl_7b", "qwen3_4b": "qwen_3_4b",
+               "gemma2_2b": "gemma_2_2b", "llava_llama3_8b": "llava_llama3_fp16", "kl_vae_16ch": "ae",
+               "wan21_vae": "wan_2.1_vae", "wan22_vae": "wan2.2_vae", "ltx_vae": "ltxv_vae",
+               "hunyuan_video_vae": "hunyuan_video_vae_bf16"}
+SUBFOLDER = {"text_encoder": "text_encoders", "vae": "vae"}
+
+
+@pytest.fixture
+def no_hub(monkeypatch, tmp_path):
+    """Every way to reach a hub raises, and the hub cache is empty."""
+    import huggingface_hub
+    import huggingface_hub.constants
+
+    import toolkit.models.v2.sources as sources
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a hub download was attempted")
+    for name in ("snapshot_download", "hf_hub_download"):
+        monkeypatch.setattr(huggingface_hub, name, refuse)
+        monkeypatch.setattr(sources, name, refuse, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("AITK_TOKENIZER_CACHE", str(tmp_path / "tokenizer_cache"))
+    monkeypatch.setenv("AITK_HASH_CACHE", str(tmp_path / "hashes.json"))
+
+
+def comfy_tree(arch: str, folder: str, base) -> tuple:
+    """(the denoiser file, the roles the request must name) of a ComfyUI install at base/ComfyUI."""
+    spec = ARCHS[arch]
+    install = base / "ComfyUI"
+    models = install / "models"
+    first, *rest = spec.denoiser_roles
+    denoiser = models / "diffusion_models" / f"{arch}.safetensors"
+    in_file = tuple(c.role for c in spec.components if c.with_denoiser and c.single_file is not None)
+    if in_file:
+        write_checkpoint(arch, folder, denoiser, roles=(first, *in_file))
+    else:
+        write_component(arch, folder, first, denoiser, prefix="model.diffusion_model.")
+    given = {r: str(models / "diffusion_models" / f"{arch}_{r}.safetensors") for r in rest}
+    for r in rest:
+        write_component(arch, folder, r, given[r], prefix="model.diffusion_model.")
+    written = {}
+    for c in spec.components:
+        if c.kind == DENOISER or c.role in in_file or c.kind == "scheduler":
+            continue
+        if c.kind == TOKENIZER:
+            # (ComfyUI pads CLIP-G's copy with "!" as the real tokenizer_2 is; the tiny one pads with eos)
+            comfy = VOCABULARIES[c.vocab].comfy if c.vocab and not VOCABULARIES[c.vocab].comfy_pad else ()
+            target = install / comfy[0] if comfy else None
+            src = os.path.join(folder, c.folder)
+            if target is not None and (not target.exists() or _same_files(target, src)):
+                if not target.exists():
+                    shutil.copytree(src, target)
+            else:
+                given[c.role] = src
+            continue
+        sf = c.single_file
+        if sf is None or not sf.anchors:
+            given[c.role] = os.path.join(folder, c.folder)        # no ComfyUI file kind for it yet
+            continue
+        name = COMFY_NAMES[sf.kind]
+        if name in written:
+            name = f"{name}_{c.role}"
+        written[name] = c.role
+        write_component(arch, folder, c.role, models / SUBFOLDER[c.kind] / f"{name}.safetensors")
+    return str(denoiser), given
+
+
+def _same_files(a, b) -> bool:
+    names = sorted(os.listdir(a))
+    return names == sorted(os.listdir(b)) and all(
+        open(os.path.join(a, n), "rb").read() == open(os.path.join(b, n), "rb").read() for n in names)
+
+
+def load(model: dict):
+    mc = ModelConfig.from_dict(model)
+    return get_model_class(mc.arch)(mc, device="cpu").load_model()
+
+
+def realigned(holder):
+    """Every weight in storage of its own (CPU kernels pick their accumulation order by alignment)."""
+    for module in holder.loaded.values():
+        if isinstance(module, torch.nn.Module):
+            for t in list(module.parameters()) + list(module.buffers()):
+                t.data = t.data.clone()
+    return holder
+
+
+def run(holder, tmp_path):
+    spec = holder.spec
+    sample = {**spec.tiny.sample, "prompt": "a red fox in the snow", "seed": 7}
+    if spec.needs_ctrl_img:
+        sample["ctrl_img"] = input_image(tmp_path / "input.png", 64, 64)
+    gen = GenerateImageConfig.from_dict(sample, holder.model_config)
+    seen = []
+    out = holder.generate_single(gen, on_step=lambda i, n, t, lat, x0: seen.append(lat.detach().clone()))
+    return seen[-1], np.asarray(out)
+
+
+def assert_same_model(holder, reference, tmp_path):
+    for role, module in reference.loaded.items():
+        if isinstance(module, torch.nn.Module):
+            a, b = holder.loaded[role].state_dict(), module.state_dict()
+            assert set(a) == set(b), role
+            assert not [k for k in a if not torch.equal(a[k], b[k])], role
+    lat, out = run(realigned(holder), tmp_path)
+    ref_lat, ref_out = run(realigned(reference), tmp_path)
+    assert torch.equal(lat, ref_lat) and np.array_equal(out, ref_out)
+
+
+@pytest.mark.parametrize("arch", DIT_ARCHS)
+def test_a_comfyui_tree_loads_from_the_denoiser_file_alone(arch, tiny, tmp_path, no_hub):
+    folder = tiny(arch)
+    denoiser, given = comfy_tree(arch, folder, tmp_path)
+    det = detect_file(denoiser)
+    assert det.arch == AMBIGUOUS.get(arch, arch)
+    model = {"name_or_path": denoiser, "components": given}
+    if arch in AMBIGUOUS:
+        model["arch"] = arch
+    holder = load(model)
+    # each text encoder and VAE came from a file of the tree, read by its layout
+    for c in ARCHS[arch].components:
+        if c.kind in ("text_encoder", "vae") and c.role not in given:
+            report = holder.loaded[c.role]._aitk_checkpoint_report
+            assert os.path.dirname(os.path.dirname(report["path"])) == str(tmp_path / "ComfyUI" / "models"), report
+    assert_same_model(holder, load({"arch": arch, "name_or_path": folder}), tmp_path)
+
+
+def test_a_flux_all_in_one_file_loads_alone(tiny, tmp_path, no_hub):
+    """ComfyUI's flux1-dev-fp8 layout: the transformer, CLIP-L, T5 and the VAE in one file."""
+    folder = tiny("flux")
+    aio = tmp_path / "models" / "checkpoints" / "flux1-dev-tiny.safetensors"
+    write_checkpoint("flux", folder, aio)
+    det = detect_file(str(aio))
+    assert det.arch == "flux"
+    assert {r: det.parts[r].prefix for r in ("transformer", "text_encoder", "text_encoder_2", "vae")} == {
+        "transformer": "model.diffusion_model.", "text_encoder": "text_encoders.clip_l.transformer.",
+        "text_encoder_2": "text_encoders.t5xxl.transformer.", "vae": "vae."}
+    tokenizers = {r: os.path.join(folder, r) for r in ("tokenizer", "tokenizer_2")}
+    assert_same_model(load({"name_or_path": str(aio), "components": tokenizers}),
+                      load({"arch": "flux", "name_or_path": folder}), tmp_path)
+
+
+def test_a_comfyui_denoiser_with_its_encoders_missing_names_the_roles(tiny, tmp_path, no_hub):
+    folder = tiny("flux")
+    denoiser, _given = comfy_tree("flux", folder, tmp_path)
+    shutil.rmtree(tmp_path / "ComfyUI" / "models" / "text_encoders")
+    with pytest.raises(ConfigError) as e:
+        load({"name_or_path": denoiser})
+    assert e.value.key.startswith("model.components.")
+    assert "text_encoder, text_encoder_2" in e.value.message
+
+
+def test_a_vae_file_given_as_a_text_encoder_is_refused_naming_the_role(tiny, tmp_path, no_hub):
+    folder = tiny("wan21")
+    denoiser, given = comfy_tree("wan21", folder, tmp_path)
+    vae = str(tmp_path / "ComfyUI" / "models" / "vae" / "wan_2.1_vae.safetensors")
+    with pytest.raises(ConfigError) as e:
+        load({"name_or_path": denoiser, "components": {**given, "text_encoder": vae}})
+    assert e.value.key == "model.components.text_encoder"
+    assert "wan_2.1_vae.safetensors" in e.value.message
