@@ -4,8 +4,7 @@ tokenizers in the install's `comfy/` folders), named by its denoiser file alone.
 the VAE are the tree's companion files (toolkit/companions.py), every config from the files, nothing
 from a hub. Every component equals the diffusers folder's bit for bit and so does the output.
 
-Where no ComfyUI file kind exists yet (FLUX.2's VAE, Stable Audio's Oobleck VAE, Qwen-Image-Edit's
-processor) or ComfyUI ships no tokenizer folder (UMT5, Gemma 2; CLIP-G's is ComfyUI's CLIP folder
+Where no ComfyUI file kind exists yet (Stable Audio's Oobleck VAE, Qwen-Image-Edit's processor) or ComfyUI ships no tokenizer folder (UMT5, Gemma 2; CLIP-G's is ComfyUI's CLIP folder
 repadded, which the tiny vocabulary is not), the request names the folder for that role
 (model.components), as a user's would."""
 import os
@@ -34,7 +33,7 @@ COMFY_NAMES = {"clip_l": "clip_l", "clip_g": "clip_g", "t5_xxl": "t5xxl_fp16", "
                "t5_base": "t5_base", "qwen25_vl_7b": "qwen_2.5_vl_7b", "qwen3_4b": "qwen_3_4b",
                "gemma2_2b": "gemma_2_2b", "llava_llama3_8b": "llava_llama3_fp16", "kl_vae_16ch": "ae",
                "wan21_vae": "wan_2.1_vae", "wan22_vae": "wan2.2_vae", "ltx_vae": "ltxv_vae",
-               "hunyuan_video_vae": "hunyuan_video_vae_bf16"}
+               "hunyuan_video_vae": "hunyuan_video_vae_bf16", "flux2_vae": "flux2-vae"}
 SUBFOLDER = {"text_encoder": "text_encoders", "vae": "vae"}
 
 
@@ -192,3 +191,48 @@ def test_a_vae_file_given_as_a_text_encoder_is_refused_naming_the_role(tiny, tmp
         load({"name_or_path": denoiser, "components": {**given, "text_encoder": vae}})
     assert e.value.key == "model.components.text_encoder"
     assert "wan_2.1_vae.safetensors" in e.value.message
+
+
+def test_a_flux_comfyui_tree_through_the_library_and_the_engine(tiny, tiny_root, tmp_path, no_hub):
+    """GET /library lists the denoiser with the companions it will use, complete, and its `model`
+    generates over HTTP the image the diffusers folder gives."""
+    import io
+    import threading
+
+    import httpx
+    from PIL import Image
+
+    from extensions_built_in.inference_engine.engine import Engine
+    from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
+    folder = tiny("flux")
+    denoiser, given = comfy_tree("flux", folder, tmp_path)
+    assert given == {}
+    engine = Engine(output_folder=f"{tmp_path}/outputs", assets_folder=f"{tmp_path}/assets", worker="thread",
+                    model_roots=[str(tiny_root), str(tmp_path)], model_folders=[str(tmp_path / "ComfyUI")])
+    engine.start_worker()
+    server = ServerThread(create_app(engine, "t"), bind_socket(0)).start()
+    loop = threading.Thread(target=engine.run_forever, daemon=True)
+    loop.start()
+    http = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", headers={"X-Engine-Token": "t"}, timeout=180)
+    try:
+        doc = http.get("/library").json()
+        (e,) = [e for e in doc["entries"] if e.get("path") == denoiser]
+        assert (e["arch"], e["variant"], e["complete"]) == ("flux", "dev", True), e
+        names = {role: c["name"] for role, c in e["companions"].items() if "name" in c}
+        assert names == {"text_encoder": "text_encoders/clip_l.safetensors",
+                         "text_encoder_2": "text_encoders/t5xxl_fp16.safetensors", "vae": "vae/ae.safetensors",
+                         "tokenizer": "ComfyUI comfy/sd1_tokenizer",
+                         "tokenizer_2": "ComfyUI comfy/text_encoders/t5_tokenizer"}
+
+        def image(model):
+            sample = {**ARCHS["flux"].tiny.sample, "prompt": "a red fox in snow", "seed": 7, "output_ext": "png"}
+            r = http.post("/generate", json={"model": model, "wait": True, "sample": sample})
+            assert r.status_code == 200 and r.json()["status"] == "ok", r.text
+            out = http.get(f"/outputs/{r.json()['results'][0]['relpath']}")
+            return np.asarray(Image.open(io.BytesIO(out.content)))
+        assert np.array_equal(image(e["model"]), image({"arch": "flux", "name_or_path": folder}))
+    finally:
+        engine.stop()
+        loop.join(30)
+        server.stop()
+        http.close()

@@ -13,7 +13,7 @@ from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, SingleFile, Task, Tiny, Variant)
 from toolkit.models.base_model import BaseModel
-from toolkit.models.formats import llm_encoders
+from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -168,7 +168,7 @@ SPEC = ArchSpec(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen3"),
         Component("text_encoder", "transformers:Qwen3ForCausalLM", TEXT_ENCODER, single_file=llm_encoders.QWEN3_4B_LM),
-        Component("vae", "AutoencoderKLFlux2", VAE),
+        Component("vae", "AutoencoderKLFlux2", VAE, single_file=vaes.FLUX2_VAE),
         Component("transformer", "Flux2Transformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     defaults=SampleDefaults(1024, 1024, 4, 1.0), uses_negative_prompt=False,

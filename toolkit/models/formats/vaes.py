@@ -10,6 +10,7 @@ rule and its known configs, the real ones (the hub repos' `vae/config.json`) and
     WAN22_VAE          `wan2.2_vae.safetensors` (Wan 2.2 TI2V 5B, 48 channels)
     LTX_VAE            the LTX-Video VAE (the `vae.` part of its checkpoints), 0.9.0 / 0.9.1
     HUNYUAN_VIDEO_VAE  `hunyuan_video_vae_bf16.safetensors` (ComfyUI's layout, or Tencent's)
+    FLUX2_VAE          `flux2-vae.safetensors` (FLUX.2 dev and klein; formats/flux2_vae.py)
 
 A kind is a layout its shapes can tell: the Flux and SD3 VAEs (and SD 1.x's and SDXL's, Wan 2.1's and
 Qwen-Image's) have the same shapes, so a file of one fits the other's role too ("kl_vae_16ch" fills
@@ -227,6 +228,11 @@ HUNYUAN_VIDEO_VAE = SingleFile("toolkit.models.formats.hunyuan_vae:convert", "to
                                prefixes=_VAE_PREFIXES, config=f"{_M}:hunyuan_video_config",
                                matches=f"{_M}:is_hunyuan_video_vae", kind="hunyuan_video_vae", label="HunyuanVideo VAE")
 
-VAES = {"FLUX_AE": FLUX_AE, "SD3_VAE": SD3_VAE, "SDXL_VAE": SDXL_VAE, "WAN21_VAE": WAN21_VAE,
+FLUX2_VAE = SingleFile("toolkit.models.formats.flux2_vae:convert", "toolkit.models.formats.flux2_vae:to_original",
+                       anchors=("encoder.conv_in.weight", "encoder.quant_conv.weight", "bn.running_mean"),
+                       prefixes=_VAE_PREFIXES, config="toolkit.models.formats.flux2_vae:config",
+                       matches="toolkit.models.formats.flux2_vae:is_flux2_vae", kind="flux2_vae", label="FLUX.2 VAE")
+
+VAES = {"FLUX_AE": FLUX_AE, "FLUX2_VAE": FLUX2_VAE, "SD3_VAE": SD3_VAE, "SDXL_VAE": SDXL_VAE, "WAN21_VAE": WAN21_VAE,
         "QWEN_IMAGE_VAE": QWEN_IMAGE_VAE, "WAN22_VAE": WAN22_VAE, "LTX_VAE": LTX_VAE,
         "HUNYUAN_VIDEO_VAE": HUNYUAN_VIDEO_VAE}
