@@ -8,6 +8,7 @@ request naming the denoiser alone takes), so the two agree. No torch: headers on
     component_files(folders) -> [ComponentFile]       # every component file of the trees
     candidates(arch, role, files, near=None) -> [ComponentFile], best first
     tokenizer_source(vocab, near_paths) -> (folder | None, where) | None
+    embedded_tokenizer(vocab, path) -> (path, where) | None    # a vocabulary the encoder file carries
 """
 import os
 import re
@@ -127,3 +128,18 @@ def tokenizer_source(vocab: str, near_paths=()) -> tuple | None:
         folder = os.path.join(tokenizers.cache_root(), v.name)
         return (folder if tokenizers._is_tokenizer(folder) else None), "built offline from a pinned package"
     return None
+
+
+def embedded_tokenizer(vocab: str, path: str) -> tuple | None:
+    """(path, where) when the text encoder file at `path` carries the `vocab` tokenizer (ComfyUI's
+    umt5_xxl files embed their SentencePiece model), by its header alone; else None."""
+    from toolkit import tokenizers
+    from toolkit.models.formats.safetensors_header import HeaderError, check_file
+    v = tokenizers.VOCABULARIES.get(vocab)
+    if v is None or not v.embedded:
+        return None
+    try:
+        header = check_file(path)
+    except (HeaderError, OSError):
+        return None
+    return (path, f"the {v.embedded} in {os.path.basename(path)}") if v.embedded in header.tensors else None

@@ -97,7 +97,8 @@ def complete(entries: list, files: list):
         spec = ARCHS[e["arch"]]
         parts = e.get("parts") or {}
         found, comps, needs, missing = {}, {}, [], []
-        for c in spec.components:
+        # tokenizers last: one may be embedded in the text encoder file picked for its role (UMT5's)
+        for c in sorted(spec.components, key=lambda c: c.kind == TOKENIZER):
             if c.optional:
                 continue
             if c.role in parts:
@@ -113,6 +114,9 @@ def complete(entries: list, files: list):
                 continue
             if c.kind == TOKENIZER:
                 where = companions.tokenizer_source(c.vocab, [e["path"]]) if c.vocab else None
+                encoder = found.get(c.role.replace("tokenizer", "text_encoder", 1))
+                if where is None and c.vocab and encoder:
+                    where = companions.embedded_tokenizer(c.vocab, encoder["path"])
                 if where is None:
                     needs.append(c.role)
                 else:

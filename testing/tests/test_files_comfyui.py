@@ -1,11 +1,11 @@
 """A ComfyUI models folder, offline, per DiT arch: the tiny model written as ComfyUI's files have it
 (`diffusion_models/` denoiser, `text_encoders/` and `vae/` files under ComfyUI's usual names, the
-tokenizers in the install's `comfy/` folders), named by its denoiser file alone. The text encoders and
+tokenizers in the install's `comfy/` folders or, for UMT5, the SentencePiece model its file embeds), named by its denoiser file alone. The text encoders and
 the VAE are the tree's companion files (toolkit/companions.py), every config from the files, nothing
 from a hub. Every component equals the diffusers folder's bit for bit and so does the output.
 
-Where no ComfyUI file kind exists yet (Stable Audio's Oobleck VAE, Qwen-Image-Edit's processor) or ComfyUI ships no tokenizer folder (UMT5, Gemma 2; CLIP-G's is ComfyUI's CLIP folder
-repadded, which the tiny vocabulary is not), the request names the folder for that role
+Where no ComfyUI file kind exists yet (Stable Audio's Oobleck VAE, Qwen-Image-Edit's processor) or ComfyUI ships no tokenizer folder (Gemma 2; CLIP-G's and Qwen3's are derived from
+ComfyUI's CLIP and Qwen2.5 folders, as the tiny vocabularies are not), the request names the folder for that role
 (model.components), as a user's would."""
 import os
 import shutil
@@ -76,10 +76,14 @@ def comfy_tree(arch: str, folder: str, base) -> tuple:
         if c.kind == DENOISER or c.role in in_file or c.kind == "scheduler":
             continue
         if c.kind == TOKENIZER:
-            # (ComfyUI pads CLIP-G's copy with "!" as the real tokenizer_2 is; the tiny one pads with eos)
-            comfy = VOCABULARIES[c.vocab].comfy if c.vocab and not VOCABULARIES[c.vocab].comfy_pad else ()
+            # ComfyUI's folder as the load derives this vocabulary from it (CLIP-G's repadded with "!",
+            # Qwen3's as Qwen2.5's with four tokens added) would not be the tiny model's own
+            v = VOCABULARIES.get(c.vocab)
+            comfy = v.comfy if v is not None and not v.comfy_pad and not v.adapt else ()
             target = install / comfy[0] if comfy else None
             src = os.path.join(folder, c.folder)
+            if c.vocab == "umt5_xxl":
+                continue             # ComfyUI's umt5_xxl files embed their SentencePiece model (below)
             if target is not None and (not target.exists() or _same_files(target, src)):
                 if not target.exists():
                     shutil.copytree(src, target)
@@ -94,8 +98,22 @@ def comfy_tree(arch: str, folder: str, base) -> tuple:
         if name in written:
             name = f"{name}_{c.role}"
         written[name] = c.role
-        write_component(arch, folder, c.role, models / SUBFOLDER[c.kind] / f"{name}.safetensors")
+        path = models / SUBFOLDER[c.kind] / f"{name}.safetensors"
+        write_component(arch, folder, c.role, path)
+        if sf.kind == "umt5_xxl":
+            _embed_spiece(path, os.path.join(folder, "tokenizer"))
     return str(denoiser), given
+
+
+def _embed_spiece(path, tokenizer_folder):
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoTokenizer
+
+    from toolkit.models.tiny.text_encoder_files import spiece_model
+    tensors = load_file(str(path))
+    data = spiece_model(AutoTokenizer.from_pretrained(tokenizer_folder))
+    tensors["spiece_model"] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    save_file(tensors, str(path))
 
 
 def _same_files(a, b) -> bool:
@@ -236,3 +254,16 @@ def test_a_flux_comfyui_tree_through_the_library_and_the_engine(tiny, tiny_root,
         loop.join(30)
         server.stop()
         http.close()
+
+
+def test_a_wan_tree_is_complete_with_the_tokenizer_its_umt5_file_embeds(tiny, tmp_path, no_hub):
+    from toolkit import library
+    denoiser, given = comfy_tree("wan21", tiny("wan21"), tmp_path)
+    assert given == {}
+    doc = library.scan([str(tmp_path / "ComfyUI")], hub_cache=False)
+    (e,) = [e for e in doc["entries"] if e.get("path") == denoiser]
+    assert e["complete"] and e["missing"] == []
+    assert e["companions"]["tokenizer"]["name"] == "the spiece_model in umt5_xxl_fp16.safetensors"
+    assert e["model"]["components"] == {"text_encoder": e["companions"]["text_encoder"]["path"],
+                                        "vae": e["companions"]["vae"]["path"]}
+    assert load(e["model"]).loaded["tokenizer"] is not None

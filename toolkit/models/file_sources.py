@@ -131,8 +131,18 @@ class FileSources:
         role (`tokenizer_2` serves `text_encoder_2`): a UMT5 file embeds its tokenizer, and a
         tokenizer with more ids than its encoder takes is passed over."""
         role = tokenizer_role.replace("tokenizer", "text_encoder", 1)
-        path = self.mc.components.get(role) or self.mc.name_or_path
-        if not _file(path) or not any(c.role == role for c in self.spec.components):
+        comp = next((c for c in self.spec.components if c.role == role), None)
+        if comp is None:
+            return (), None
+        # where the encoder itself comes from: given, in the model's file, or a companion file
+        path = self.mc.components.get(role)
+        if path:
+            self._given(comp, path)        # a file of another kind is refused as its own role, not its tokenizer's
+        if not path and _file(self.mc.name_or_path) and role in self.detection(self.mc.name_or_path).parts:
+            path = self.mc.name_or_path
+        if not path and not self.mc.extras_name_or_path:
+            path = self.companion(comp)
+        if not _file(path):
             return (), None
         part = self.detection(path).parts.get(role)
         if part is None:

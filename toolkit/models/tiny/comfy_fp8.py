@@ -11,7 +11,8 @@ the arch row's `SingleFile.original` (the inverse of diffusers' converter), and 
 - the per-layer options as the header's `_quantization_metadata` ({"format_version", "layers"}),
   or per-layer `comfy_quant` uint8 JSON tensors (markers="comfy_quant"); every fourth quantized
   layer is marked `full_precision_matrix_mult`, as real files mark some layers;
-- keys under `model.diffusion_model.`.
+- a denoiser's keys under `model.diffusion_model.`; a text encoder's as ComfyUI's `text_encoders/`
+  files have them (no prefix).
 Before writing, the inverse is checked: diffusers' converter applied to the original-layout
 float tensors must give back the diffusers state dict exactly, so the file is one that
 `from_single_file` (and the engine's reader) maps back to the same model.
@@ -35,11 +36,17 @@ def _original_layout(spec, state: dict) -> dict:
     return dict(state)            # no row: the file uses the library's own names (a text encoder)
 
 
+def _prefix(spec) -> str:
+    from toolkit.models.arch import DENOISER
+    return PREFIX if spec.kind == DENOISER else ""
+
+
 def _check_inverse(spec, original: dict, state: dict, config_dir: str):
     from toolkit.models.formats.converted_fp8 import with_config, load_converter
     convert = with_config(load_converter(spec.single_file.converter if spec.single_file else None), config_dir)
-    back = convert({PREFIX + k: v.clone() for k, v in original.items()})
-    back = {k.removeprefix(PREFIX): v for k, v in back.items()}
+    prefix = _prefix(spec)
+    back = convert({prefix + k: v.clone() for k, v in original.items()})
+    back = {k.removeprefix(prefix): v for k, v in back.items()}
     if set(back) != set(state):
         raise ValueError(f"{spec.role}: the original layout does not convert back: missing "
                          f"{sorted(set(state) - set(back))[:3]}, extra {sorted(set(back) - set(state))[:3]}")
@@ -72,15 +79,16 @@ def write_comfy_fp8(arch: str, folder, out_path, role: str = "transformer", mark
     original = _original_layout(spec, state)
     _check_inverse(spec, original, state, sub)
     tensors, layers = {}, {}
+    prefix = _prefix(spec)
     for i, key in enumerate(quantized_names(original, every_linear)):
         layer = key[:-len(".weight")]
         q, s = quantize_fp8(original[key])
-        tensors[PREFIX + key], tensors[PREFIX + layer + ".weight_scale"] = q, s
-        layers[PREFIX + layer] = {"format": "float8_e4m3fn", **({"full_precision_matrix_mult": True}
+        tensors[prefix + key], tensors[prefix + layer + ".weight_scale"] = q, s
+        layers[prefix + layer] = {"format": "float8_e4m3fn", **({"full_precision_matrix_mult": True}
                                                                 if i % FPMM_EVERY == FPMM_EVERY - 1 else {})}
     for key, t in original.items():
-        if PREFIX + key not in tensors:
-            tensors[PREFIX + key] = t.to(torch.bfloat16) if t.is_floating_point() else t
+        if prefix + key not in tensors:
+            tensors[prefix + key] = t.to(torch.bfloat16) if t.is_floating_point() else t
     metadata = {}
     if markers == "metadata":
         metadata["_quantization_metadata"] = json.dumps({"format_version": "1.0", "layers": layers}, sort_keys=True)
