@@ -98,7 +98,7 @@ def complete(entries: list, files: list):
         parts = e.get("parts") or {}
         found, comps, needs, missing = {}, {}, [], []
         # tokenizers last: one may be embedded in the text encoder file picked for its role (UMT5's)
-        for c in sorted(spec.components, key=lambda c: c.kind == TOKENIZER):
+        for c in sorted(spec.components, key=lambda c: c.kind == TOKENIZER or bool(c.built)):
             if c.optional:
                 continue
             if c.role in parts:
@@ -122,6 +122,14 @@ def complete(entries: list, files: list):
                 else:
                     found[c.role] = {"path": where[0], "name": where[1], "kind": "tokenizer",
                                      "label": f"{c.vocab} tokenizer"}
+                continue
+            if c.built:                             # written over the tokenizer (Qwen-Image-Edit's processor)
+                tok = next((t for t in spec.components if t.kind == TOKENIZER and t.vocab), None)
+                if tok is None or tok.role not in found:
+                    needs.append(c.role)
+                else:
+                    found[c.role] = {"path": None, "name": f"built over the {tok.vocab} tokenizer", "kind": c.kind,
+                                     "label": c.role}
                 continue
             sf = c.single_file
             if sf is None or not sf.anchors:

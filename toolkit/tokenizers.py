@@ -225,6 +225,15 @@ def _derived(v: Vocabulary, how: str, identity: bytes, source, func: str) -> str
     return _build(v, folder, lambda tmp: _call(func, source, tmp))
 
 
+def built_over(vocab: str, what: str, tokenizer_folder: str, func: str) -> str:
+    """A folder written once into the cache by `func(tokenizer_folder, folder)` (a processor over the
+    tokenizer), keyed by the tokenizer folder and its files' times."""
+    v = VOCABULARIES[vocab]
+    stamp = [os.path.realpath(tokenizer_folder), what] + [
+        f"{n}:{os.stat(os.path.join(tokenizer_folder, n)).st_mtime_ns}" for n in sorted(os.listdir(tokenizer_folder))]
+    return _derived(v, what, "\n".join(stamp).encode(), tokenizer_folder, func)
+
+
 def _call(func: str, source, folder: str):
     from toolkit.models.arch import load_object
     load_object(func)(source, folder)

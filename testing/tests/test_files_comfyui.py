@@ -1,12 +1,15 @@
 """A ComfyUI models folder, offline, per DiT arch: the tiny model written as ComfyUI's files have it
 (`diffusion_models/` denoiser, `text_encoders/` and `vae/` files under ComfyUI's usual names, the
-tokenizers in the install's `comfy/` folders or, for UMT5, the SentencePiece model its file embeds), named by its denoiser file alone. The text encoders and
-the VAE are the tree's companion files (toolkit/companions.py), every config from the files, nothing
-from a hub. Every component equals the diffusers folder's bit for bit and so does the output.
+tokenizers in the install's `comfy/` folders or, for UMT5, the SentencePiece model its file embeds),
+named by its denoiser file alone. The text encoders and the VAE are the tree's companion files
+(toolkit/companions.py), every config from the files, nothing from a hub. Every component equals the
+diffusers folder's bit for bit and so does the output. Stable Audio's is its checkpoint (the DiT, the
+seconds conditioners and the Oobleck VAE) with ComfyUI's t5_base file.
 
-Where no ComfyUI file kind exists yet (Stable Audio's Oobleck VAE, Qwen-Image-Edit's processor) or ComfyUI ships no tokenizer folder (Gemma 2; CLIP-G's and Qwen3's are derived from
-ComfyUI's CLIP and Qwen2.5 folders, as the tiny vocabularies are not), the request names the folder for that role
-(model.components), as a user's would."""
+Where ComfyUI ships no tokenizer folder (Gemma 2), or derives the tokenizer from another vocabulary's
+folder (CLIP-G's is its CLIP folder repadded, Qwen3's its Qwen2.5 folder with four tokens added: the
+tiny vocabularies are not those), the request names the tokenizer folder (model.components), as a
+user's would."""
 import os
 import shutil
 
@@ -33,8 +36,10 @@ COMFY_NAMES = {"clip_l": "clip_l", "clip_g": "clip_g", "t5_xxl": "t5xxl_fp16", "
                "t5_base": "t5_base", "qwen25_vl_7b": "qwen_2.5_vl_7b", "qwen3_4b": "qwen_3_4b",
                "gemma2_2b": "gemma_2_2b", "llava_llama3_8b": "llava_llama3_fp16", "kl_vae_16ch": "ae",
                "wan21_vae": "wan_2.1_vae", "wan22_vae": "wan2.2_vae", "ltx_vae": "ltxv_vae",
-               "hunyuan_video_vae": "hunyuan_video_vae_bf16", "flux2_vae": "flux2-vae"}
+               "hunyuan_video_vae": "hunyuan_video_vae_bf16", "flux2_vae": "flux2-vae", "oobleck_vae": "oobleck"}
 SUBFOLDER = {"text_encoder": "text_encoders", "vae": "vae"}
+# what the arch's release ships inside its checkpoint (ComfyUI's checkpoints/stable-audio-open-1.0.safetensors)
+IN_CHECKPOINT = {"stable_audio": ("vae",)}
 
 
 @pytest.fixture
@@ -62,8 +67,9 @@ def comfy_tree(arch: str, folder: str, base) -> tuple:
     install = base / "ComfyUI"
     models = install / "models"
     first, *rest = spec.denoiser_roles
-    denoiser = models / "diffusion_models" / f"{arch}.safetensors"
     in_file = tuple(c.role for c in spec.components if c.with_denoiser and c.single_file is not None)
+    in_file += IN_CHECKPOINT.get(arch, ())
+    denoiser = models / ("checkpoints" if arch in IN_CHECKPOINT else "diffusion_models") / f"{arch}.safetensors"
     if in_file:
         write_checkpoint(arch, folder, denoiser, roles=(first, *in_file))
     else:
@@ -90,6 +96,8 @@ def comfy_tree(arch: str, folder: str, base) -> tuple:
             else:
                 given[c.role] = src
             continue
+        if c.built:
+            continue                 # written over the tokenizer found (Qwen-Image-Edit's processor)
         sf = c.single_file
         if sf is None or not sf.anchors:
             given[c.role] = os.path.join(folder, c.folder)        # no ComfyUI file kind for it yet

@@ -13,7 +13,7 @@ import torch
 from safetensors import safe_open
 
 from toolkit.models.arch import load_class, load_object
-from toolkit.models.formats import flux2_vae, vaes
+from toolkit.models.formats import flux2_vae, oobleck, vaes
 from toolkit.models.formats.component_file import align, convert, read_component
 from toolkit.models.formats.detect import _found
 from toolkit.models.formats.file_view import FileKindError, derive
@@ -25,14 +25,16 @@ TINY = [("flux", "FLUX_AE", "tiny"), ("chroma", "FLUX_AE", "tiny"), ("flux_konte
         ("sdxl", "SDXL_VAE", "tiny"), ("wan21", "WAN21_VAE", "tiny"), ("wan22_a14b", "WAN21_VAE", "tiny"),
         ("qwen_image", "QWEN_IMAGE_VAE", "tiny"), ("qwen_image_edit", "QWEN_IMAGE_VAE", "tiny"),
         ("krea2", "QWEN_IMAGE_VAE", "tiny-krea2"), ("wan22_5b", "WAN22_VAE", "tiny"), ("ltx", "LTX_VAE", "tiny"),
-        ("hunyuan_video", "HUNYUAN_VIDEO_VAE", "tiny"), ("flux2_klein", "FLUX2_VAE", "tiny")]
+        ("hunyuan_video", "HUNYUAN_VIDEO_VAE", "tiny"), ("flux2_klein", "FLUX2_VAE", "tiny"),
+        ("stable_audio", "OOBLECK_VAE", "tiny")]
 KNOWN = {"FLUX_AE": vaes.FLUX_AE_KNOWN, "SD3_VAE": vaes.SD3_VAE_KNOWN, "SDXL_VAE": vaes.SDXL_VAE_KNOWN,
          "WAN21_VAE": vaes.WAN21_VAE_KNOWN, "QWEN_IMAGE_VAE": vaes.QWEN_IMAGE_VAE_KNOWN, "WAN22_VAE": vaes.WAN22_VAE_KNOWN,
-         "LTX_VAE": vaes.LTX_VAE_KNOWN, "HUNYUAN_VIDEO_VAE": vaes.HUNYUAN_VIDEO_VAE_KNOWN, "FLUX2_VAE": flux2_vae.KNOWN}
+         "LTX_VAE": vaes.LTX_VAE_KNOWN, "HUNYUAN_VIDEO_VAE": vaes.HUNYUAN_VIDEO_VAE_KNOWN, "FLUX2_VAE": flux2_vae.KNOWN,
+         "OOBLECK_VAE": oobleck.KNOWN}
 CLASS = {"FLUX_AE": "AutoencoderKL", "SD3_VAE": "AutoencoderKL", "SDXL_VAE": "AutoencoderKL",
          "WAN21_VAE": "AutoencoderKLWan", "QWEN_IMAGE_VAE": "AutoencoderKLQwenImage", "WAN22_VAE": "AutoencoderKLWan",
          "LTX_VAE": "AutoencoderKLLTXVideo", "HUNYUAN_VIDEO_VAE": "AutoencoderKLHunyuanVideo",
-         "FLUX2_VAE": "AutoencoderKLFlux2"}
+         "FLUX2_VAE": "AutoencoderKLFlux2", "OOBLECK_VAE": "AutoencoderOobleck"}
 # the real configs, each a file of its kind at real dimensions
 REAL = [(name, known) for name, table in KNOWN.items() for known in table if not known.startswith("tiny")]
 # the kinds whose files have the same shapes (a file of one fits the other's role too)
@@ -82,6 +84,8 @@ def _latent(model):
     torch.manual_seed(0)
     c = model.config
     channels = c.get("latent_channels") or c.get("z_dim")
+    if type(model).__name__ == "AutoencoderOobleck":                              # audio: (B, C, T)
+        return torch.randn(1, c["decoder_input_channels"], 8)
     if type(model).__name__ in ("AutoencoderKL", "AutoencoderKLFlux2"):          # image VAEs: no frames
         return torch.randn(1, channels, 8, 8)
     side = 2 if type(model).__name__ == "AutoencoderKLLTXVideo" else 4 if c.get("patch_size") else 8
@@ -122,7 +126,7 @@ def test_each_file_is_only_its_kind(tiny, tmp_path):
     """A file matches the kinds of its layout and no other (the shape-identical pairs match each other)."""
     files = {name: write_vae(tiny(arch), vaes.VAES[name], tmp_path / f"{name}.safetensors")
              for arch, name, _ in TINY if arch in ("flux", "sd3", "sdxl", "wan21", "qwen_image", "wan22_5b", "ltx",
-                                                   "hunyuan_video", "flux2_klein")}
+                                                   "hunyuan_video", "flux2_klein", "stable_audio")}
     for name, path in files.items():
         header = check_file(path)
         fits = {other for other, sf in vaes.VAES.items() if _found(header, sf) is not None and _derives(header, sf)}

@@ -117,6 +117,9 @@ class Component:
     with_denoiser: bool = False  # ships with the denoiser (ACE-Step's condition encoder): never shared by another
     single_file: "SingleFile | None" = None    # how it is found and read in the files people have
     vocab: str = ""              # a tokenizer: the vocabulary it is (toolkit/tokenizers.py finds one offline)
+    # "module:function(tokenizer_folder, folder)": written from data over the arch's tokenizer where a
+    # model's files carry none of it (Qwen-Image-Edit's processor: its image preprocessor config)
+    built: str = ""
 
     @property
     def folder(self) -> str:

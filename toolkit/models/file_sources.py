@@ -11,7 +11,8 @@ For each component, the first of:
    all, a ComfyUI denoiser file its denoiser);
 3. `extras_name_or_path` (a diffusers folder or repo: the other components and their configs);
 4. what the row holds as data: the scheduler's config (`ArchSpec.scheduler_file`), a tokenizer
-   found offline (toolkit/tokenizers.py; the ComfyUI installs of the model folders looked in too);
+   found offline (toolkit/tokenizers.py; the ComfyUI installs of the model folders looked in too),
+   a component built over that tokenizer (`Component.built`: Qwen-Image-Edit's processor);
 5. a companion file from the model folders (engine.model_folders, and the ComfyUI or A1111 tree the
    model's own file lies in): the component file that fits this role of this arch, as GET /library
    shows it (toolkit/companions.py), read as if given as `model.components.<role>`;
@@ -84,6 +85,10 @@ class FileSources:
             return Source(self.spec.scheduler_for_files(mc.variant), subfolder=False)
         if comp.kind == TOKENIZER and comp.vocab:
             return Source(self._tokenizer(comp), subfolder=False)
+        if comp.built:
+            from toolkit.tokenizers import built_over
+            tok = next(c for c in self.spec.components if c.kind == TOKENIZER and c.vocab)
+            return Source(built_over(tok.vocab, comp.role, self._tokenizer(tok), comp.built), subfolder=False)
         companion = self.companion(comp)
         if companion is not None:
             return self._given(comp, companion)

@@ -33,9 +33,9 @@ TRANSFORMER_FILE = replace(COMPONENTS[-1].single_file, config="toolkit.models.ar
                            label="Qwen-Image-Edit transformer")
 
 
-def tiny_qwen2vl_processor(tokenizer):
-    """Qwen2VLProcessor over the shared tokenizer: 14-px patches merged 2x2, the pixel bounds of the
-    Qwen2.5-VL preprocessor config the Edit repos ship."""
+def qwen2vl_processor(tokenizer):
+    """Qwen2VLProcessor over the tokenizer: 14-px patches merged 2x2, the pixel bounds of the
+    Qwen2.5-VL preprocessor config the Edit repos ship (processor/preprocessor_config.json)."""
     from transformers import Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
 
     image_processor = Qwen2VLImageProcessor(size={"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 16384},
@@ -44,9 +44,15 @@ def tiny_qwen2vl_processor(tokenizer):
                             video_processor=Qwen2VLVideoProcessor())
 
 
+def write_processor(tokenizer_folder: str, folder: str):
+    """The processor, for files that carry none (ComfyUI's): the config above over the tokenizer found."""
+    from transformers import AutoTokenizer
+    qwen2vl_processor(AutoTokenizer.from_pretrained(tokenizer_folder)).save_pretrained(folder)
+
+
 def _tiny(b):
     shared = tiny_qwen_image_shared(b)
-    return dict(shared, processor=tiny_qwen2vl_processor(shared["tokenizer"]),
+    return dict(shared, processor=qwen2vl_processor(shared["tokenizer"]),
                 transformer=tiny_qwen_image_transformer(b))
 
 
@@ -56,7 +62,8 @@ SPEC = ArchSpec(
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),
-        Component("processor", "transformers:Qwen2VLProcessor", PROCESSOR),
+        Component("processor", "transformers:Qwen2VLProcessor", PROCESSOR,
+                  built="toolkit.models.archs.qwen_image_edit:write_processor"),
         Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER,
                   single_file=llm_encoders.QWEN25_VL_7B),
         Component("vae", "AutoencoderKLQwenImage", VAE, single_file=vaes.QWEN_IMAGE_VAE),

@@ -12,7 +12,7 @@ import re
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, SingleFile, Tiny)
 from toolkit.models.base_model import BaseModel
-from toolkit.models.formats import t5
+from toolkit.models.formats import t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -225,7 +225,7 @@ SPEC = ArchSpec(
         # trained with the DiT (the checkpoint's conditioners): never shared by another model
         Component("projection_model", "StableAudioProjectionModel", TEXT_ENCODER, with_denoiser=True,
                   single_file=PROJECTION_FILE),
-        Component("vae", "AutoencoderOobleck", VAE),
+        Component("vae", "AutoencoderOobleck", VAE, single_file=vaes.OOBLECK_VAE),
         Component("transformer", "StableAudioDiTModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     # the model card: 200 steps, CFG 7.0, 10 s

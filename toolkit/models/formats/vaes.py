@@ -11,6 +11,7 @@ rule and its known configs, the real ones (the hub repos' `vae/config.json`) and
     LTX_VAE            the LTX-Video VAE (the `vae.` part of its checkpoints), 0.9.0 / 0.9.1
     HUNYUAN_VIDEO_VAE  `hunyuan_video_vae_bf16.safetensors` (ComfyUI's layout, or Tencent's)
     FLUX2_VAE          `flux2-vae.safetensors` (FLUX.2 dev and klein; formats/flux2_vae.py)
+    OOBLECK_VAE        Stable Audio Open's, in its checkpoint under `pretransform.model.` (formats/oobleck.py)
 
 A kind is a layout its shapes can tell: the Flux and SD3 VAEs (and SD 1.x's and SDXL's, Wan 2.1's and
 Qwen-Image's) have the same shapes, so a file of one fits the other's role too ("kl_vae_16ch" fills
@@ -232,7 +233,11 @@ FLUX2_VAE = SingleFile("toolkit.models.formats.flux2_vae:convert", "toolkit.mode
                        anchors=("encoder.conv_in.weight", "encoder.quant_conv.weight", "bn.running_mean"),
                        prefixes=_VAE_PREFIXES, config="toolkit.models.formats.flux2_vae:config",
                        matches="toolkit.models.formats.flux2_vae:is_flux2_vae", kind="flux2_vae", label="FLUX.2 VAE")
+OOBLECK_VAE = SingleFile("toolkit.models.formats.oobleck:convert", "toolkit.models.formats.oobleck:to_original",
+                         anchors=("encoder.layers.0.weight_v", "decoder.layers.0.weight_v"),
+                         prefixes=("pretransform.model.", ""), config="toolkit.models.formats.oobleck:config",
+                         kind="oobleck_vae", label="Oobleck VAE (Stable Audio)")
 
-VAES = {"FLUX_AE": FLUX_AE, "FLUX2_VAE": FLUX2_VAE, "SD3_VAE": SD3_VAE, "SDXL_VAE": SDXL_VAE, "WAN21_VAE": WAN21_VAE,
+VAES = {"FLUX_AE": FLUX_AE, "FLUX2_VAE": FLUX2_VAE, "OOBLECK_VAE": OOBLECK_VAE, "SD3_VAE": SD3_VAE, "SDXL_VAE": SDXL_VAE, "WAN21_VAE": WAN21_VAE,
         "QWEN_IMAGE_VAE": QWEN_IMAGE_VAE, "WAN22_VAE": WAN22_VAE, "LTX_VAE": LTX_VAE,
         "HUNYUAN_VIDEO_VAE": HUNYUAN_VIDEO_VAE}
