@@ -275,3 +275,33 @@ def test_a_wan_tree_is_complete_with_the_tokenizer_its_umt5_file_embeds(tiny, tm
     assert e["model"]["components"] == {"text_encoder": e["companions"]["text_encoder"]["path"],
                                         "vae": e["companions"]["vae"]["path"]}
     assert load(e["model"]).loaded["tokenizer"] is not None
+
+
+def test_a_gguf_flux_takes_its_config_from_the_file_and_the_trees_companions(tmp_path, no_hub, monkeypatch):
+    """ComfyUI-GGUF's layout: a GGUF denoiser in models/unet/ beside ComfyUI's clip_l, t5xxl and ae
+    files loads with its config from its shapes, the same model as with a diffusers folder's config."""
+    from toolkit.models.tiny.gguf import make_tiny_gguf
+    made = make_tiny_gguf("flux", tmp_path / "flux-gguf", qtypes=("Q8_0",))
+    folder, gguf = str(made["folder"]), made["files"]["Q8_0"]
+    models = tmp_path / "ComfyUI" / "models"
+    (models / "unet").mkdir(parents=True)
+    target = models / "unet" / "flux1-dev-Q8_0.gguf"
+    shutil.copy(gguf, target)
+    write_component("flux", folder, "text_encoder", models / "text_encoders" / "clip_l.safetensors")
+    write_component("flux", folder, "text_encoder_2", models / "text_encoders" / "t5xxl_fp16.safetensors")
+    write_component("flux", folder, "vae", models / "vae" / "ae.safetensors")
+    for role, vocab in (("tokenizer", "clip_l"), ("tokenizer_2", "t5_xxl")):
+        shutil.copytree(os.path.join(folder, role), tmp_path / "ComfyUI" / VOCABULARIES[vocab].comfy[0])
+    holder = load({"arch": "flux", "name_or_path": str(target)})
+    assert holder.loaded["transformer"]._aitk_identity.fmt == "gguf-Q8_0"
+    for role in ("text_encoder", "text_encoder_2", "vae"):
+        assert holder.loaded[role]._aitk_checkpoint_report["path"].startswith(str(models))
+    reference = load({"arch": "flux", "name_or_path": str(target), "extras_name_or_path": folder})
+    assert_same_model(holder, reference, tmp_path)
+    # shapes of no known config, and no config folder anywhere: refused naming the file
+    from toolkit.models.archs import flux
+    monkeypatch.setattr(flux, "TRANSFORMER_KNOWN", {k: v for k, v in flux.TRANSFORMER_KNOWN.items() if k != "tiny-gguf"})
+    with pytest.raises(ConfigError) as e:
+        load({"arch": "flux", "name_or_path": str(target)})
+    assert e.value.key == "model.name_or_path" and "flux1-dev-Q8_0.gguf" in e.value.message
+    assert "match no known config" in e.value.message and "extras_name_or_path" in e.value.message

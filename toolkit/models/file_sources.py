@@ -19,7 +19,11 @@ For each component, the first of:
 6. the arch's default repo, when it is in the local hub cache (or the hub may be asked);
 else the model is refused, naming every role still missing and what can give it.
 """
+import hashlib
+import json
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 
 from toolkit.errors import ConfigError
@@ -77,6 +81,10 @@ class FileSources:
                                   f"{part.error} (or give model.components.{comp.role})")
             if part is not None or (comp.kind == DENOISER and not self.detection(mc.name_or_path).parts):
                 # the denoiser, in a layout whose config the row does not hold: from a config folder
+                if not mc.extras_name_or_path and comp.role == self.spec.denoiser_roles[0]:
+                    written = self._gguf_config(comp)
+                    if written:
+                        return Source(mc.name_or_path, written)
                 base = mc.extras_name_or_path or self.default_repo() or self.spec.default_source(mc.variant)
                 return Source(mc.name_or_path, base)
         if mc.extras_name_or_path:
@@ -96,6 +104,39 @@ class FileSources:
         if default:
             return Source(default, default)
         raise ConfigError(f"model.components.{comp.role}", self.missing_message())
+
+    def _gguf_config(self, comp) -> str | None:
+        """A GGUF denoiser's config from its shapes, by the row's rule for its original layout (the
+        names GGUF files keep), written once to a config folder (`configs/` beside the tokenizer
+        cache); None for another file, or shapes of no known config when a local default repo has one."""
+        from toolkit.models.arch import load_object
+        from toolkit.models.formats.component_file import write_config
+        from toolkit.models.formats.file_view import FileKindError
+        from toolkit.models.formats.gguf_header import GGUFHeaderError, header_view, is_gguf_file
+        from toolkit.tokenizers import cache_root
+        path, sf = os.path.expanduser(self.mc.name_or_path), comp.single_file
+        if not is_gguf_file(path) or sf is None or not sf.config:
+            return None
+        try:
+            fc = load_object(sf.config)(header_view(path))
+        except (FileKindError, GGUFHeaderError) as e:
+            if self.default_repo():
+                return None
+            raise ConfigError("model.name_or_path", f"{os.path.basename(path)}: {e} (or give extras_name_or_path: "
+                                                    f"a diffusers folder of {self.spec.name} with its config)") from None
+        config = {**fc.config, **dict(sf.facts)}
+        digest = hashlib.sha256(json.dumps([comp.cls, config], sort_keys=True, default=str).encode()).hexdigest()[:16]
+        folder = os.path.join(os.path.dirname(cache_root()), "configs", f"{self.spec.name}-{digest}")
+        if not os.path.isfile(os.path.join(folder, comp.folder, "config.json")):
+            os.makedirs(os.path.dirname(folder), exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=".config-", dir=os.path.dirname(folder))
+            os.makedirs(os.path.join(tmp, comp.folder))
+            write_config(comp.load_class(), config, os.path.join(tmp, comp.folder))
+            try:
+                os.rename(tmp, folder)
+            except OSError:              # written meanwhile by another load: the same config
+                shutil.rmtree(tmp, ignore_errors=True)
+        return folder
 
     def trees(self) -> list:
         """The model folders, and the tree the model's own file lies in (a ComfyUI `diffusion_models/` file

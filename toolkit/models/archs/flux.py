@@ -30,6 +30,10 @@ TRANSFORMER_KNOWN = {
     "tiny": dict(patch_size=1, in_channels=64, out_channels=None, num_layers=2, num_single_layers=2,
                  attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32,
                  guidance_embeds=True, axes_dims_rope=[4, 6, 6]),
+    # toolkit/models/tiny/gguf.py's (GGUF's row blocks need inner widths of 256: 16 heads of 16)
+    "tiny-gguf": dict(patch_size=1, in_channels=64, out_channels=None, num_layers=1, num_single_layers=1,
+                      attention_head_dim=16, num_attention_heads=16, joint_attention_dim=32, pooled_projection_dim=32,
+                      guidance_embeds=True, axes_dims_rope=[4, 6, 6]),
 }
 
 

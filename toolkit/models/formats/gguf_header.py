@@ -103,3 +103,20 @@ def inspect_gguf(path: str) -> dict:
     what = f"{arch} transformer" if arch else f"{info['gguf_architecture'] or 'unknown'} model (no arch reads it)"
     out["summary"] = f"{what}, {out['format']}, {human_size(info['size_bytes'])}"
     return out
+
+
+def header_view(path: str):
+    """The file's tensors as a file_view.View (names with the checkpoint prefix cut, shapes in torch's
+    order, ComfyUI-GGUF's recorded shape for a flattened one): what a row's config rule reads, as it
+    reads a safetensors header."""
+    from toolkit.models.formats.file_view import View
+    reader = open_reader(os.path.expanduser(str(path)))
+    names = [t.name for t in reader.tensors]
+    prefix = next((p for p in PREFIXES if names and all(n.startswith(p) for n in names)), "")
+    shapes = {}
+    for t in reader.tensors:
+        field = reader.get_field(f"comfy.gguf.orig_shape.{t.name}")
+        shape = tuple(int(field.parts[i][0]) for i in field.data) if field is not None else \
+            tuple(int(x) for x in reversed(list(t.shape)))
+        shapes[t.name[len(prefix):]] = shape
+    return View(prefix, shapes, {}, {}, frozenset(names))
