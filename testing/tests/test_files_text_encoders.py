@@ -288,6 +288,17 @@ def test_real_dimension_headers_are_detected_as_their_real_configs(cls, sf, name
     assert not others, [o.kind for o in others]
 
 
+@pytest.mark.parametrize("name,known", [("qwen3-4b", llm.QWEN3_4B_KNOWN), ("qwen3-8b", llm.QWEN3_8B_KNOWN)])
+def test_flux2_klein_takes_qwen3_4b_and_8b_files_in_one_role(name, known, tmp_path):
+    """klein 4B ships Qwen3 4B and klein 9B Qwen3 8B: either file fits the row's text_encoder."""
+    from toolkit.models.registry import ARCHS
+    sf = ARCHS["flux2_klein"].component("text_encoder").single_file
+    path = tmp_path / f"{name}.safetensors"
+    write_header_only(path, "transformers:Qwen3ForCausalLM", known[name], llm.QWEN3_8B_LM)
+    header = check_file(str(path))
+    assert _found(header, sf) == "" and derive(header, sf, "").known == name
+
+
 def write_header_only(path, cls_name, config, sf):
     from accelerate import init_empty_weights
 

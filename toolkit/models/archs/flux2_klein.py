@@ -167,7 +167,7 @@ SPEC = ArchSpec(
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen3"),
-        Component("text_encoder", "transformers:Qwen3ForCausalLM", TEXT_ENCODER, single_file=llm_encoders.QWEN3_4B_LM),
+        Component("text_encoder", "transformers:Qwen3ForCausalLM", TEXT_ENCODER, single_file=llm_encoders.QWEN3_KLEIN_LM),
         Component("vae", "AutoencoderKLFlux2", VAE, single_file=vaes.FLUX2_VAE),
         Component("transformer", "Flux2Transformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),

@@ -25,6 +25,8 @@ hub repos' config.json) and the tiny factory's (each arch's tiny recipe: the tes
 """
 import re
 
+from dataclasses import replace
+
 from toolkit.models.arch import SingleFile
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.formats.known_match import match_known
@@ -210,6 +212,12 @@ def qwen3_8b_config(view):
     return match_known(llm_signature(view), QWEN3_8B_KNOWN, _family(**_QWEN3_FLAGS), "Qwen3 8B text encoder")
 
 
+def qwen3_klein_config(view):
+    """FLUX.2 klein's: Qwen3 4B (klein 4B) or Qwen3 8B (klein 9B), one role for both."""
+    return match_known(llm_signature(view), {**QWEN3_4B_KNOWN, **QWEN3_8B_KNOWN}, _family(**_QWEN3_FLAGS),
+                       "Qwen3 4B / 8B text encoder")
+
+
 def qwen25_vl_7b_config(view):
     return match_known(qwen25_vl_signature(view), QWEN25_VL_7B_KNOWN, _qwen25_vl_facts, "Qwen2.5-VL-7B text encoder")
 
@@ -243,6 +251,7 @@ def _matches(config_fn):
 
 
 is_qwen3_06b, is_qwen3_4b, is_qwen3_8b = _matches(qwen3_06b_config), _matches(qwen3_4b_config), _matches(qwen3_8b_config)
+is_qwen3_klein = _matches(qwen3_klein_config)
 is_qwen25_vl_7b, is_gemma2_2b = _matches(qwen25_vl_7b_config), _matches(gemma2_2b_config)
 is_gemma3_12b, is_mistral3_small = _matches(gemma3_12b_config), _matches(mistral3_small_config)
 is_llava_llama3_8b = _matches(llava_llama3_8b_config)
@@ -348,6 +357,10 @@ QWEN3_06B = _base("qwen3_06b", "Qwen3 0.6B text encoder", "qwen3_06b_config", "i
 QWEN3_4B = _base("qwen3_4b", "Qwen3 4B text encoder", "qwen3_4b_config", "is_qwen3_4b", _QWEN3_ANCHORS, "qwen3_4b")
 QWEN3_8B = _base("qwen3_8b", "Qwen3 8B text encoder", "qwen3_8b_config", "is_qwen3_8b", _QWEN3_ANCHORS, "qwen3_8b")
 QWEN3_4B_LM, QWEN3_8B_LM = _lm(QWEN3_4B, "qwen3_4b"), _lm(QWEN3_8B, "qwen3_8b")
+# FLUX.2 klein's role: a Qwen3 4B or 8B file read into the causal LM
+QWEN3_KLEIN_LM = replace(QWEN3_4B_LM, config=_M + "qwen3_klein_config", matches=_M + "is_qwen3_klein",
+                         kind="qwen3_4b_8b", label="Qwen3 4B / 8B text encoder",
+                         prefixes=("text_encoders.qwen3_4b.transformer.", "text_encoders.qwen3_8b.transformer.", ""))
 GEMMA2_2B = _base("gemma2_2b", "Gemma 2 2B text encoder", "gemma2_2b_config", "is_gemma2_2b", _GEMMA_ANCHORS, "gemma2_2b")
 GEMMA3_12B = _base("gemma3_12b", "Gemma 3 12B text encoder", "gemma3_12b_config", "is_gemma3_12b",
                    _GEMMA_ANCHORS + ("layers.0.self_attn.q_norm.weight",), "gemma3_12b")
