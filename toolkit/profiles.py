@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from toolkit.errors import ConfigError, check_keys
 from toolkit.models.registry import ARCHS
 
-PROFILE_KEYS = ("architecture", "variant", "checkpoint", "diffusion_model", "text_encoder", "vae", "tokenizer",
-                "defaults", "dtype", "quantize", "qtype", "quantize_te", "qtype_te", "low_vram", "layer_offloading")
-COMPONENT_KEYS = ("diffusion_model", "text_encoder", "vae", "tokenizer")
+PROFILE_KEYS = ("architecture", "variant", "checkpoint", "diffusion_model", "text_encoder", "text_encoder_2",
+                "text_encoder_3", "vae", "tokenizer", "defaults", "dtype", "quantize", "qtype", "quantize_te",
+                "qtype_te", "low_vram", "layer_offloading")
+COMPONENT_KEYS = ("diffusion_model", "text_encoder", "text_encoder_2", "text_encoder_3", "vae", "tokenizer")
 
 
 def component_role(arch: str, key: str) -> str:
@@ -58,10 +59,16 @@ class ModelProfile:
         d = {"arch": self.architecture, "profile": self.name, "local_only": True, **self.model_options}
         if self.variant:
             d["variant"] = self.variant
+        comps = dict(self.components)
+        denoiser = ARCHS[self.architecture].component(component_role(self.architecture, "diffusion_model"))
         if self.checkpoint:
             d["name_or_path"] = self.checkpoint
-        if self.components:
-            d["components"] = dict(self.components)
+        elif denoiser.single_file is not None and os.path.isfile(comps.get(denoiser.role) or ""):
+            # a denoiser file the row reads (a ComfyUI diffusion_models/ file) names the model, as in a
+            # request: its configs from the file, its missing components from its own tree
+            d["name_or_path"] = comps.pop(denoiser.role)
+        if comps:
+            d["components"] = comps
         d.update(overrides)
         return d
 
@@ -160,6 +167,9 @@ def _validate(data: dict, path: str) -> Profiles:
                 continue
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}.{key}", "must be a path")
+            if not any(c.role == component_role(arch, key) for c in spec.components):
+                raise ConfigError(f"{where}.{key}", f"{arch} has no {key} (its components: "
+                                  f"{', '.join(c.role for c in spec.components)})")
             comps[component_role(arch, key)] = _abs(value, base)
         checkpoint = p.get("checkpoint")
         if checkpoint is not None and (not isinstance(checkpoint, str) or not checkpoint):
@@ -167,9 +177,10 @@ def _validate(data: dict, path: str) -> Profiles:
         if not comps and not checkpoint:
             raise ConfigError(where, "has no components: give diffusion_model/text_encoder/vae/tokenizer paths "
                               "or a checkpoint")
-        if checkpoint and os.path.isfile(_abs(checkpoint, base)):
-            raise ConfigError(f"{where}.checkpoint", "an all-in-one single-file checkpoint is not supported: give "
-                              "a diffusers folder, or separate diffusion_model, text_encoder, vae and tokenizer files")
+        if checkpoint and os.path.isfile(_abs(checkpoint, base)) and \
+                not any(c.single_file is not None and c.single_file.anchors for c in spec.components):
+            raise ConfigError(f"{where}.checkpoint", f"{arch} has no all-in-one checkpoint layout: give a diffusers "
+                              "folder, or separate diffusion_model, text_encoder, vae and tokenizer files")
         defaults = _sample_table(p.get("defaults") or {}, f"{where}.defaults", arch)
         options = {k: p[k] for k in ("dtype", "quantize", "qtype", "quantize_te", "qtype_te", "low_vram",
                                     "layer_offloading") if k in p}

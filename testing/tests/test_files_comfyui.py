@@ -17,11 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from testing.fixtures import input_image
-from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from testing.tiny_runs import load, realigned, run
 from toolkit.errors import ConfigError
 from toolkit.models.arch import DENOISER, TOKENIZER
-from toolkit.models.base_model import get_model_class
 from toolkit.models.formats.detect import detect_file
 from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import write_checkpoint, write_component
@@ -128,31 +126,6 @@ def _same_files(a, b) -> bool:
     names = sorted(os.listdir(a))
     return names == sorted(os.listdir(b)) and all(
         open(os.path.join(a, n), "rb").read() == open(os.path.join(b, n), "rb").read() for n in names)
-
-
-def load(model: dict):
-    mc = ModelConfig.from_dict(model)
-    return get_model_class(mc.arch)(mc, device="cpu").load_model()
-
-
-def realigned(holder):
-    """Every weight in storage of its own (CPU kernels pick their accumulation order by alignment)."""
-    for module in holder.loaded.values():
-        if isinstance(module, torch.nn.Module):
-            for t in list(module.parameters()) + list(module.buffers()):
-                t.data = t.data.clone()
-    return holder
-
-
-def run(holder, tmp_path):
-    spec = holder.spec
-    sample = {**spec.tiny.sample, "prompt": "a red fox in the snow", "seed": 7}
-    if spec.needs_ctrl_img:
-        sample["ctrl_img"] = input_image(tmp_path / "input.png", 64, 64)
-    gen = GenerateImageConfig.from_dict(sample, holder.model_config)
-    seen = []
-    out = holder.generate_single(gen, on_step=lambda i, n, t, lat, x0: seen.append(lat.detach().clone()))
-    return seen[-1], np.asarray(out)
 
 
 def assert_same_model(holder, reference, tmp_path):
@@ -305,3 +278,44 @@ def test_a_gguf_flux_takes_its_config_from_the_file_and_the_trees_companions(tmp
         load({"arch": "flux", "name_or_path": str(target)})
     assert e.value.key == "model.name_or_path" and "flux1-dev-Q8_0.gguf" in e.value.message
     assert "match no known config" in e.value.message and "extras_name_or_path" in e.value.message
+
+
+def test_profiles_name_a_comfyui_denoiser_or_an_all_in_one_checkpoint(tiny, tmp_path, no_hub):
+    """A profile naming the denoiser file alone takes its companions from its tree; one naming each
+    file (text_encoder_2 too) reads those; one naming an all-in-one checkpoint reads it whole."""
+    from toolkit.models.base_model import get_model_class
+    from toolkit.profiles import load_profiles
+    from toolkit.request import resolve_request
+    folder = tiny("flux")
+    denoiser, _given = comfy_tree("flux", folder, tmp_path)
+    models = tmp_path / "ComfyUI" / "models"
+    aio = models / "checkpoints" / "flux1-dev-tiny.safetensors"
+    write_checkpoint("flux", folder, aio)
+    (tmp_path / "p.toml").write_text(f"""
+[model_profiles.flux-alone]
+architecture = "flux"
+diffusion_model = "{denoiser}"
+[model_profiles.flux-files]
+architecture = "flux"
+diffusion_model = "{denoiser}"
+text_encoder = "{models}/text_encoders/clip_l.safetensors"
+text_encoder_2 = "{models}/text_encoders/t5xxl_fp16.safetensors"
+vae = "{models}/vae/ae.safetensors"
+[model_profiles.flux-aio]
+architecture = "flux"
+checkpoint = "{aio}"
+tokenizer = "{folder}/tokenizer"
+""")
+    prof = load_profiles(str(tmp_path / "p.toml"))
+    reference = load({"arch": "flux", "name_or_path": folder})
+    for name in ("flux-alone", "flux-files", "flux-aio"):
+        mc, _ = resolve_request({"profile": name}, {}, prof)
+        holder = get_model_class(mc.arch)(mc, device="cpu").load_model()
+        for role in ("transformer", "text_encoder", "text_encoder_2", "vae"):
+            a, b = holder.loaded[role].state_dict(), reference.loaded[role].state_dict()
+            assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in b), (name, role)
+    # a role the arch does not have is named
+    (tmp_path / "bad.toml").write_text(f'[model_profiles.z]\narchitecture = "zimage"\ntext_encoder_2 = "{denoiser}"\n')
+    with pytest.raises(ConfigError) as e:
+        load_profiles(str(tmp_path / "bad.toml"))
+    assert e.value.key == "model_profiles.z.text_encoder_2" and "zimage has no text_encoder_2" in e.value.message

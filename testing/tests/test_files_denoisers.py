@@ -15,11 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from testing.fixtures import input_image
-from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from testing.tiny_runs import load, realigned, run
+from toolkit.config_modules import ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models.arch import DENOISER, TOKENIZER, load_object
-from toolkit.models.base_model import get_model_class
 from toolkit.models.formats.detect import detect_file
 from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
@@ -83,33 +82,6 @@ def model_of_files(arch: str, folder: str, files: dict, but=None) -> dict:
     first, *rest = ARCHS[arch].denoiser_roles
     model = {"name_or_path": files[first], "components": {**others(arch, folder, but), **{r: files[r] for r in rest}}}
     return {"arch": arch, **model} if arch in AMBIGUOUS else model
-
-
-def load(model: dict):
-    mc = ModelConfig.from_dict(model)
-    return get_model_class(mc.arch)(mc, device="cpu").load_model()
-
-
-def realigned(holder):
-    """Every weight in storage of its own. A folder's weights may stay where the file's memory map puts them
-    (8-byte aligned), a file read here is copied (64-byte aligned), and CPU kernels pick their
-    accumulation order by alignment: the same weights then differ in the last bit of a product."""
-    for module in holder.loaded.values():
-        if isinstance(module, torch.nn.Module):
-            for t in list(module.parameters()) + list(module.buffers()):
-                t.data = t.data.clone()
-    return holder
-
-
-def run(holder, tmp_path):
-    spec = holder.spec
-    sample = {**spec.tiny.sample, "prompt": "a red fox in the snow", "seed": 7}
-    if spec.needs_ctrl_img:
-        sample["ctrl_img"] = input_image(tmp_path / "input.png", 64, 64)
-    gen = GenerateImageConfig.from_dict(sample, holder.model_config)
-    seen = []
-    out = holder.generate_single(gen, on_step=lambda i, n, t, lat, x0: seen.append(lat.detach().clone()))
-    return seen[-1], np.asarray(out)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ For each component, the first of:
 1. `model.components.<role>`: a folder as it is; a file read as the row says (its layout and config,
    formats/component_file.py), refused when it is not that component (a VAE given as `text_encoder`);
 2. the component inside `name_or_path`'s file (formats/detect.py: an all-in-one checkpoint holds them
-   all, a ComfyUI denoiser file its denoiser);
+   all, a ComfyUI denoiser file its denoiser; a GGUF denoiser has its config from its shapes);
 3. `extras_name_or_path` (a diffusers folder or repo: the other components and their configs);
 4. what the row holds as data: the scheduler's config (`ArchSpec.scheduler_file`), a tokenizer
    found offline (toolkit/tokenizers.py; the ComfyUI installs of the model folders looked in too),
@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from toolkit.errors import ConfigError
@@ -138,13 +139,22 @@ class FileSources:
                 shutil.rmtree(tmp, ignore_errors=True)
         return folder
 
+    def model_file(self) -> str | None:
+        """The file the model is named by: name_or_path, or the denoiser file given as a component (a
+        profile's diffusion_model)."""
+        for path in (self.mc.name_or_path, self.mc.components.get(self.spec.denoiser_roles[0])):
+            if _file(path):
+                return path
+        return None
+
     def trees(self) -> list:
         """The model folders, and the tree the model's own file lies in (a ComfyUI `diffusion_models/` file
         finds its `text_encoders/` and `vae/` beside it)."""
         from toolkit import model_trees
         folders = list(self.folders)
-        if _file(self.mc.name_or_path):
-            tree = model_trees.containing_tree(self.mc.name_or_path)
+        model_file = self.model_file()
+        if model_file:
+            tree = model_trees.containing_tree(model_file)
             real = os.path.realpath(tree.models) if tree is not None else None
             inside = real is not None and (self.roots is None or any(real == r or real.startswith(r + os.sep)
                                                                      for r in self.roots))
@@ -160,7 +170,7 @@ class FileSources:
             return None             # a layout whose config the row does not hold needs a config folder
         if self._companions is None:
             self._companions = companions.component_files(self.trees())
-        picks = companions.candidates(self.spec.name, comp.role, self._companions, near=self.mc.name_or_path)
+        picks = companions.candidates(self.spec.name, comp.role, self._companions, near=self.model_file())
         return picks[0].path if picks else None
 
     def _tokenizer(self, comp) -> str:
@@ -168,7 +178,7 @@ class FileSources:
         toolkit/tokenizers.py's order (near the model's file, the hub cache, a pinned package)."""
         from toolkit import model_trees
         from toolkit.tokenizers import find_tokenizer
-        near = [self.mc.name_or_path] + [os.path.join(model_trees.tree_of(f).models, "-") for f in self.trees()]
+        near = [self.model_file()] + [os.path.join(model_trees.tree_of(f).models, "-") for f in self.trees()]
         files, size = self._encoder_file(comp.role)
         return find_tokenizer(comp.vocab, role=comp.role, near=near, files=files, vocab_size=size)
 
@@ -216,7 +226,7 @@ class FileSources:
             raise ConfigError(f"model.components.{comp.role}", self._wrong_kind(path, comp, part))
         return Source(path, None, part.prefix, wanted, subfolder=False)
 
-    def _kind_parts(self, path: str) -> list:
+    def _kind_parts(self, path: str) -> Iterator:
         """Every part of the file this arch's row recognises (a CLIP-L file is its text_encoder's); none
         for a file of another format (GGUF: its own reader)."""
         from toolkit.models.formats.detect import Part, _found
