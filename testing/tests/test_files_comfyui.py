@@ -32,6 +32,7 @@ AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14
 # ComfyUI's file names for each kind (the names its model pages and workflows use)
 COMFY_NAMES = {"clip_l": "clip_l", "clip_g": "clip_g", "t5_xxl": "t5xxl_fp16", "umt5_xxl": "umt5_xxl_fp16",
                "t5_base": "t5_base", "qwen25_vl_7b": "qwen_2.5_vl_7b", "qwen3_4b": "qwen_3_4b",
+               "qwen3_4b_8b": "qwen_3_4b",
                "gemma2_2b": "gemma_2_2b", "llava_llama3_8b": "llava_llama3_fp16", "kl_vae_16ch": "ae",
                "wan21_vae": "wan_2.1_vae", "wan22_vae": "wan2.2_vae", "ltx_vae": "ltxv_vae",
                "hunyuan_video_vae": "hunyuan_video_vae_bf16", "flux2_vae": "flux2-vae", "oobleck_vae": "oobleck"}
@@ -273,7 +274,8 @@ def test_a_gguf_flux_takes_its_config_from_the_file_and_the_trees_companions(tmp
     assert_same_model(holder, reference, tmp_path)
     # shapes of no known config, and no config folder anywhere: refused naming the file
     from toolkit.models.archs import flux
-    monkeypatch.setattr(flux, "TRANSFORMER_KNOWN", {k: v for k, v in flux.TRANSFORMER_KNOWN.items() if k != "tiny-gguf"})
+    known = {k: v for k, v in flux.TRANSFORMER_KNOWN.items() if k != "tiny-gguf"}
+    monkeypatch.setattr(flux, "TRANSFORMER_KNOWN", known)
     with pytest.raises(ConfigError) as e:
         load({"arch": "flux", "name_or_path": str(target)})
     assert e.value.key == "model.name_or_path" and "flux1-dev-Q8_0.gguf" in e.value.message

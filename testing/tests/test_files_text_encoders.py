@@ -226,7 +226,8 @@ def test_a_wired_row_makes_the_file_detectable_and_a_wrong_kind_a_named_refusal(
     det = detect_file(str(good))
     kind, label, fits = det.kinds[0]
     assert (kind, label) == ("t5_xxl", "T5-XXL text encoder")
-    assert {("flux", "text_encoder_2"), ("chroma", "text_encoder"), ("sd3", "text_encoder_3"), ("ltx", "text_encoder")} <= set(fits)
+    assert {("flux", "text_encoder_2"), ("chroma", "text_encoder"), ("sd3", "text_encoder_3"),
+            ("ltx", "text_encoder")} <= set(fits)
     mc = ModelConfig.from_dict({"arch": "flux", "name_or_path": str(good), "components": {"text_encoder_2": str(wrong)}})
     with pytest.raises(ConfigError) as e:
         FileSources(mc, spec).source(spec.component("text_encoder_2"))

@@ -29,7 +29,8 @@ TINY = [("flux", "FLUX_AE", "tiny"), ("chroma", "FLUX_AE", "tiny"), ("flux_konte
         ("stable_audio", "OOBLECK_VAE", "tiny")]
 KNOWN = {"FLUX_AE": vaes.FLUX_AE_KNOWN, "SD3_VAE": vaes.SD3_VAE_KNOWN, "SDXL_VAE": vaes.SDXL_VAE_KNOWN,
          "WAN21_VAE": vaes.WAN21_VAE_KNOWN, "QWEN_IMAGE_VAE": vaes.QWEN_IMAGE_VAE_KNOWN, "WAN22_VAE": vaes.WAN22_VAE_KNOWN,
-         "LTX_VAE": vaes.LTX_VAE_KNOWN, "HUNYUAN_VIDEO_VAE": vaes.HUNYUAN_VIDEO_VAE_KNOWN, "FLUX2_VAE": flux2_vae.KNOWN,
+         "LTX_VAE": vaes.LTX_VAE_KNOWN, "HUNYUAN_VIDEO_VAE": vaes.HUNYUAN_VIDEO_VAE_KNOWN,
+         "FLUX2_VAE": flux2_vae.KNOWN,
          "OOBLECK_VAE": oobleck.KNOWN}
 CLASS = {"FLUX_AE": "AutoencoderKL", "SD3_VAE": "AutoencoderKL", "SDXL_VAE": "AutoencoderKL",
          "WAN21_VAE": "AutoencoderKLWan", "QWEN_IMAGE_VAE": "AutoencoderKLQwenImage", "WAN22_VAE": "AutoencoderKLWan",
@@ -106,8 +107,8 @@ def test_a_tiny_vae_file_reads_as_its_folder(arch, name, known, where, tiny, tmp
     want = {k: v for k, v in reference.config.items() if not k.startswith("_")}
     assert {k: model.config[k] for k in want} == want
     a, b = model.state_dict(), reference.state_dict()
-    assert set(a) == set(b) and all((a[k].dtype == torch.float32 or not b[k].is_floating_point()) and torch.equal(a[k], b[k])
-                                    for k in b)
+    assert set(a) == set(b)
+    assert all((a[k].dtype == torch.float32 or not b[k].is_floating_point()) and torch.equal(a[k], b[k]) for k in b)
     z = _latent(reference)
     with torch.no_grad():
         assert torch.equal(model.decode(z).sample, reference.decode(z).sample)
