@@ -6,12 +6,10 @@ serving the engine's API (ingress.py); the affinity router (router.py). `engine:
 InferenceEngine keys and means the same for every replica. It writes engine.json like a single
 engine, so the UI proxy and every client find it the same way.
 """
-import json
 import os
 import secrets
 import signal
 import threading
-from datetime import datetime, timezone
 
 from jobs.process.BaseProcess import BaseProcess
 from toolkit.errors import ConfigError, check_keys
@@ -104,8 +102,13 @@ class InferenceCluster(BaseProcess):
             ray.shutdown()
 
     def run(self):
+        from extensions_built_in.inference_engine.InferenceEngine import lock_job_folder, remove_stale_engine_json
         status = self.job_status
         os.makedirs(self.job_folder, exist_ok=True)
+        # the job folder's lock, as an engine takes it: a second engine or cluster on the folder is refused
+        # before it starts anything, and cannot overwrite or remove this one's engine.json
+        self._lock = lock_job_folder(self.job_folder)
+        remove_stale_engine_json(self.job_folder)
         previous = {s: signal.signal(s, lambda *_: self._stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         if status:
             status.update(status="running", info="Starting cluster", pid=os.getpid(), step=0)
@@ -136,13 +139,9 @@ class InferenceCluster(BaseProcess):
             print("inference cluster stopped", flush=True)
 
     def _write_engine_json(self):
-        data = {"host": self.host, "port": self.port, "token": self.token, "pid": os.getpid(), "cluster": True,
-                "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")}
-        tmp = f"{self.engine_json}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, self.engine_json)
+        from extensions_built_in.inference_engine.InferenceEngine import write_engine_json
+        write_engine_json(self.engine_json, {"host": self.host, "port": self.port, "token": self.token,
+                                             "cluster": True})
 
 
 def _number(d: dict, key: str, default: float) -> float:

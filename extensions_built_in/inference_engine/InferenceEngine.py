@@ -169,6 +169,7 @@ class InferenceEngine(BaseProcess):
         cache, the profiles' folders, and `engine.model_roots` (extra folders, e.g. /models)."""
         from huggingface_hub import constants
 
+        from toolkit import model_trees
         from toolkit.models.tiny import default_cache_root
         extra = eng.get("model_roots") or []
         if not isinstance(extra, list) or not all(isinstance(r, str) and r for r in extra):
@@ -181,19 +182,30 @@ class InferenceEngine(BaseProcess):
             for path in [profile.checkpoint, *profile.components.values()]:
                 if path:
                     roots.append(path if os.path.isdir(path) else os.path.dirname(path))
+                    tree = model_trees.containing_tree(path) if os.path.isfile(path) else None
+                    if tree is not None:          # a ComfyUI / A1111 file's tree: the companions it takes
+                        roots.append(os.path.abspath(tree.models))
         return roots
 
     def _write_engine_json(self, port: int):
-        data = {"host": "127.0.0.1", "port": port, "token": self.token, "pid": os.getpid(),
-                "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")}
-        tmp = f"{self.engine_json}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self.engine_json)
+        write_engine_json(self.engine_json, {"host": "127.0.0.1", "port": port, "token": self.token})
+
+
+def write_engine_json(path: str, data: dict):
+    """engine.json (where a client finds the engine, and its token), for an engine and a cluster alike:
+    `data` with the pid and the start time, written whole (a temp file, fsynced, renamed: a reader
+    never sees half a file), readable by the owner only. The writer holds the job folder's lock
+    (lock_job_folder), so no other engine writes or removes it meanwhile."""
+    data = {**data, "pid": os.getpid(),
+            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
 
 
 def lock_job_folder(folder: str):

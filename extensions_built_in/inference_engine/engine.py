@@ -30,6 +30,7 @@ from extensions_built_in.inference_engine.worker import Faults
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit import images
 from toolkit.errors import ConfigError, check_keys, check_values
+from toolkit.file_settings import display_name
 from toolkit.local_weights import weights_here
 from toolkit.models.base_model import batch_paths
 from toolkit.media import atomic_path
@@ -899,14 +900,5 @@ def remove_partial_files(folder: str) -> int:
             except OSError:
                 pass
     return removed
-
-
-def display_name(name_or_path: str) -> str:
-    """A model name safe to show anywhere: repo ids and tiny:<arch> as given, local paths by basename."""
-    if not name_or_path:
-        return ""
-    if os.path.exists(os.path.expanduser(name_or_path)):
-        return os.path.basename(os.path.normpath(name_or_path))
-    return name_or_path
 
 

@@ -218,3 +218,27 @@ def test_a_killed_engine_takes_its_worker_with_it(tiny, tiny_root, tmp_path):
         assert not _pid_alive(worker_pid), "the worker outlived its killed engine"
     finally:
         ep.stop()
+
+
+def test_a_cluster_on_a_served_folder_is_refused_before_ray_starts(tmp_path, monkeypatch):
+    """The cluster takes the job folder's lock as an engine does: on a folder another engine serves it
+    stops before Ray starts, naming that engine's pid, and the engine's engine.json stays."""
+    from types import SimpleNamespace
+
+    from extensions_built_in.inference_cluster.InferenceCluster import InferenceCluster
+    from extensions_built_in.inference_engine.InferenceEngine import lock_job_folder, write_engine_json
+    from toolkit.errors import ConfigError
+    lock = lock_job_folder(str(tmp_path))
+    try:
+        write_engine_json(str(tmp_path / "engine.json"), {"host": "127.0.0.1", "port": 1, "token": "t"})
+        info = (tmp_path / "engine.json").read_text()
+        assert stat.S_IMODE(os.stat(tmp_path / "engine.json").st_mode) == 0o600
+        cluster = InferenceCluster(0, SimpleNamespace(name="c"), {"type": "InferenceCluster",
+                                                                  "engine": {"job_folder": str(tmp_path)}})
+        monkeypatch.setattr(cluster, "start", lambda: pytest.fail("Ray started on a served folder"))
+        with pytest.raises(ConfigError) as e:
+            cluster.run()
+        assert e.value.key == "engine.job_folder" and f"pid {os.getpid()}" in e.value.message
+        assert (tmp_path / "engine.json").read_text() == info
+    finally:
+        os.close(lock)

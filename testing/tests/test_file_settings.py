@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from toolkit import media
+from toolkit import file_settings, media
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.file_settings import (SETTINGS_KEY, file_metadata, parse_a1111, public_sample, sample_from_a1111,
                                    settings_from_metadata)
@@ -478,3 +478,15 @@ def test_a_compressed_text_chunk_may_not_inflate_without_bound(eng):
     assert len(buf.getvalue()) < 100_000
     r = eng.client.post("/settings", content=buf.getvalue())
     assert r.status_code == 422 and "inflates past" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("value,shown", [
+    ("/no/such/folder/flux1-dev.safetensors", "flux1-dev.safetensors"),   # a local path, even one not there
+    ("~/models/sdxl/", "sdxl"),
+    ("black-forest-labs/FLUX.1-dev", "black-forest-labs/FLUX.1-dev"),
+    ("tiny:sd1", "tiny:sd1"), ("", "")])
+def test_one_rule_shows_a_model_name_in_health_and_in_files(value, shown):
+    """/health and /queue (engine.py) and a file's settings (file_settings.py) show a model by one rule: the
+    engine's own copy showed a local path that does not exist whole."""
+    from extensions_built_in.inference_engine import engine
+    assert engine.display_name(value) == file_settings.display_name(value) == shown

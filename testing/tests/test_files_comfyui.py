@@ -193,29 +193,51 @@ def test_a_vae_file_given_as_a_text_encoder_is_refused_naming_the_role(tiny, tmp
     assert "wan_2.1_vae.safetensors" in e.value.message
 
 
+class Served:
+    """An engine (thread worker) behind a real server on loopback, and its HTTP client."""
+
+    def __init__(self, engine):
+        import threading
+
+        import httpx
+
+        from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
+        self.engine = engine
+        engine.start_worker()
+        self.server = ServerThread(create_app(engine, "t"), bind_socket(0)).start()
+        self.loop = threading.Thread(target=engine.run_forever, daemon=True)
+        self.loop.start()
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.server.port}", headers={"X-Engine-Token": "t"},
+                                 timeout=180)
+
+    def image(self, model, arch="flux"):
+        import io
+
+        from PIL import Image
+        sample = {**ARCHS[arch].tiny.sample, "prompt": "a red fox in snow", "seed": 7, "output_ext": "png"}
+        r = self.http.post("/generate", json={"model": model, "wait": True, "sample": sample})
+        assert r.status_code == 200 and r.json()["status"] == "ok", r.text
+        out = self.http.get(f"/outputs/{r.json()['results'][0]['relpath']}")
+        return np.asarray(Image.open(io.BytesIO(out.content)))
+
+    def close(self):
+        self.engine.stop()
+        self.loop.join(30)
+        self.server.stop()
+        self.http.close()
+
+
 def test_a_flux_comfyui_tree_through_the_library_and_the_engine(tiny, tiny_root, tmp_path, no_hub):
     """GET /library lists the denoiser with the companions it will use, complete, and its `model`
     generates over HTTP the image the diffusers folder gives."""
-    import io
-    import threading
-
-    import httpx
-    from PIL import Image
-
     from extensions_built_in.inference_engine.engine import Engine
-    from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
     folder = tiny("flux")
     denoiser, given = comfy_tree("flux", folder, tmp_path)
     assert given == {}
-    engine = Engine(output_folder=f"{tmp_path}/outputs", assets_folder=f"{tmp_path}/assets", worker="thread",
-                    model_roots=[str(tiny_root), str(tmp_path)], model_folders=[str(tmp_path / "ComfyUI")])
-    engine.start_worker()
-    server = ServerThread(create_app(engine, "t"), bind_socket(0)).start()
-    loop = threading.Thread(target=engine.run_forever, daemon=True)
-    loop.start()
-    http = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", headers={"X-Engine-Token": "t"}, timeout=180)
+    srv = Served(Engine(output_folder=f"{tmp_path}/outputs", assets_folder=f"{tmp_path}/assets", worker="thread",
+                        model_roots=[str(tiny_root), str(tmp_path)], model_folders=[str(tmp_path / "ComfyUI")]))
     try:
-        doc = http.get("/library").json()
+        doc = srv.http.get("/library").json()
         (e,) = [e for e in doc["entries"] if e.get("path") == denoiser]
         assert (e["arch"], e["variant"], e["complete"]) == ("flux", "dev", True), e
         names = {role: c["name"] for role, c in e["companions"].items() if "name" in c}
@@ -223,19 +245,31 @@ def test_a_flux_comfyui_tree_through_the_library_and_the_engine(tiny, tiny_root,
                          "text_encoder_2": "text_encoders/t5xxl_fp16.safetensors", "vae": "vae/ae.safetensors",
                          "tokenizer": "ComfyUI comfy/sd1_tokenizer",
                          "tokenizer_2": "ComfyUI comfy/text_encoders/t5_tokenizer"}
-
-        def image(model):
-            sample = {**ARCHS["flux"].tiny.sample, "prompt": "a red fox in snow", "seed": 7, "output_ext": "png"}
-            r = http.post("/generate", json={"model": model, "wait": True, "sample": sample})
-            assert r.status_code == 200 and r.json()["status"] == "ok", r.text
-            out = http.get(f"/outputs/{r.json()['results'][0]['relpath']}")
-            return np.asarray(Image.open(io.BytesIO(out.content)))
-        assert np.array_equal(image(e["model"]), image({"arch": "flux", "name_or_path": folder}))
+        assert np.array_equal(srv.image(e["model"]), srv.image({"arch": "flux", "name_or_path": folder}))
     finally:
-        engine.stop()
-        loop.join(30)
-        server.stop()
-        http.close()
+        srv.close()
+
+
+def test_a_profile_naming_a_comfyui_denoiser_alone_generates_through_the_engine(tiny, tiny_root, tmp_path, no_hub):
+    """The engine's job config with a profiles file and no model folders: the profile's file lies in a
+    ComfyUI tree, which its model roots then hold, so its companions load; the image is the folder's."""
+    from types import SimpleNamespace
+
+    from extensions_built_in.inference_engine.InferenceEngine import InferenceEngine
+    folder = tiny("flux")
+    denoiser, _given = comfy_tree("flux", folder, tmp_path)
+    (tmp_path / "profiles.toml").write_text(f'[model_profiles.my-flux]\narchitecture = "flux"\n'
+                                            f'diffusion_model = "{denoiser}"\n')
+    proc = InferenceEngine(0, SimpleNamespace(name="profile-files"), {"type": "InferenceEngine", "device": "cpu",
+                           "engine": {"job_folder": str(tmp_path / "job"), "worker": "thread",
+                                      "profiles_file": str(tmp_path / "profiles.toml"),
+                                      "model_roots": [str(tiny_root)]}})
+    assert str(tmp_path / "ComfyUI" / "models") in proc.model_roots
+    srv = Served(proc.make_engine())
+    try:
+        assert np.array_equal(srv.image({"profile": "my-flux"}), srv.image({"arch": "flux", "name_or_path": folder}))
+    finally:
+        srv.close()
 
 
 def test_a_wan_tree_is_complete_with_the_tokenizer_its_umt5_file_embeds(tiny, tmp_path, no_hub):
