@@ -130,6 +130,8 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
         for spec in ARCHS.values():
             row = spec.public()
             row["output_exts"] = list(OUTPUT_EXTS[spec.modality])
+            # the most images one request may ask for: engine.limits.max_batch where the arch batches
+            row["max_batch"] = engine.limits.max_batch if row.get("batch") else 1
             row["sample"] = engine.default_sample(arch=spec.name)
             row["variant_samples"] = {v: engine.default_sample(arch=spec.name, variant=v) for v in spec.variants}
             archs.append(row)

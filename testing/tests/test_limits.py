@@ -160,6 +160,15 @@ def test_configured_limits_refuse_with_the_field(small, arch, sample, field, lim
     keeps_serving(small)
 
 
+def test_models_serves_the_batch_bound_the_ui_uses(small):
+    """GET /models says, per arch, the most images one request may ask for: the engine's configured
+    engine.limits.max_batch where the arch batches, 1 where it does not (the UI keeps no copy)."""
+    archs = {a["name"]: a for a in small.client.get("/models").json()["archs"]}
+    assert archs["zimage"]["batch"] and archs["zimage"]["max_batch"] == SMALL["max_batch"]
+    assert all(a["max_batch"] == (SMALL["max_batch"] if a["batch"] else 1) for a in archs.values())
+    assert any(not a["batch"] for a in archs.values())
+
+
 def test_compat_fan_out_over_max_batch(small):
     oa = small.client.post("/v1/images/generations", json={"model": "tiny-z", "prompt": "x", "n": 3, "size": "64x64"})
     assert oa.status_code == 400, oa.text

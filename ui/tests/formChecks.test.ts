@@ -22,6 +22,7 @@ function arch(over: Partial<ArchInfo> = {}): ArchInfo {
     sample: { prompt: '', negative_prompt: '', seed: -1, ...defaults },
     variant_samples: {},
     batch: true,
+    max_batch: 16,
     ...over,
   };
 }
@@ -65,7 +66,7 @@ describe('sampleNotes', () => {
 
   it('empty fields, fractions, negative guidance, bad seeds and batch sizes block', () => {
     const a = arch();
-    const notes = sampleNotes(a, form(a, { width: NaN, num_inference_steps: 2.5, guidance_scale: -1, seed: -2, batch_size: 9 }));
+    const notes = sampleNotes(a, form(a, { width: NaN, num_inference_steps: 2.5, guidance_scale: -1, seed: -2, batch_size: 17 }));
     expect(notes.map((n) => [n.field, n.blocking])).toEqual([
       ['width', true],
       ['num_inference_steps', true],
@@ -75,7 +76,16 @@ describe('sampleNotes', () => {
     ]);
     expect(notesFor(notes, 'width')[0].message).toBe('Width is empty: enter a number.');
     expect(notesFor(notes, 'num_inference_steps')[0].fix?.patch).toEqual({ num_inference_steps: 3 });
-    expect(notesFor(notes, 'batch_size')[0].fix?.patch).toEqual({ batch_size: 8 });
+    expect(notesFor(notes, 'batch_size')[0].fix?.patch).toEqual({ batch_size: 16 });
+  });
+
+  it("a batch the engine accepts is accepted: the bound is the engine's (engine.limits.max_batch)", () => {
+    expect(notesFor(sampleNotes(arch(), form(arch(), { batch_size: 16 })), 'batch_size')).toEqual([]);
+    const small = arch({ max_batch: 4 });
+    expect(notesFor(sampleNotes(small, form(small, { batch_size: 5 })), 'batch_size')[0].fix?.patch).toEqual({ batch_size: 4 });
+    // an engine that serves no bound is asked for one image
+    const old = arch({ max_batch: undefined });
+    expect(notesFor(sampleNotes(old, form(old, { batch_size: 2 })), 'batch_size')[0].blocking).toBe(true);
   });
 
   it('audio: no size checks, duration bounded as the engine bounds it', () => {

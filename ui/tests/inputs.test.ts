@@ -15,7 +15,6 @@ import {
   type SettingsAnswer,
 } from '@/components/generate/requestBody';
 import {
-  MAX_BATCH,
   assetDisplayName,
   assetUploadName,
   effectiveTask,
@@ -54,6 +53,7 @@ function arch(name: string, over: Partial<ArchInfo>): ArchInfo {
     variant_samples: {},
     samplers: FLOW_SAMPLERS,
     batch: true,
+    max_batch: 16,
     ...over,
   };
 }

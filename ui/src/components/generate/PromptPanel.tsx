@@ -3,7 +3,7 @@
 // A value the engine would refuse or change gets a note under its field (formChecks.ts); the field
 // keeps what the person typed.
 import { notesFor, type CheckedField, type FieldNote } from './formChecks';
-import { MAX_BATCH } from './tasks';
+import { maxBatch } from './tasks';
 import type { ArchInfo, SampleForm, SamplerInfo } from './types';
 
 interface Props {
@@ -149,7 +149,7 @@ export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
             </label>
           )}
           {arch.batch && (
-            <NumberField {...num} label={`Batch size (1-${MAX_BATCH})`} field="batch_size" value={sample.batch_size} min={1} max={MAX_BATCH} onChange={(v) => onChange({ batch_size: v })} testId="batch-size" />
+            <NumberField {...num} label={`Batch size (1-${maxBatch(arch)})`} field="batch_size" value={sample.batch_size} min={1} max={maxBatch(arch)} onChange={(v) => onChange({ batch_size: v })} testId="batch-size" />
           )}
         </div>
       )}

@@ -3,7 +3,7 @@
 // Blocking notes keep Generate off (the engine would refuse the value with a 422 anyway); the others
 // say what the engine will do (round a size up, sample with an empty prompt). Mirrors the engine's
 // checks in toolkit/config_modules.py (GenerateImageConfig.validate) from the arch's GET /models row.
-import { MAX_BATCH } from './tasks';
+import { maxBatch } from './tasks';
 import type { ArchInfo, SampleForm } from './types';
 
 export type CheckedField = 'prompt' | 'width' | 'height' | 'num_inference_steps' | 'guidance_scale' | 'seed' | 'batch_size' | 'num_frames' | 'fps' | 'duration';
@@ -74,7 +74,7 @@ export function sampleNotes(arch: ArchInfo, sample: SampleForm): FieldNote[] {
   const seed = sample.seed;
   if (!Number.isFinite(seed)) notes.push(blocking('seed', 'is empty: enter -1 for a random seed.', { label: 'Use -1', patch: { seed: -1 } }));
   else if (!Number.isInteger(seed) || seed < -1) notes.push(blocking('seed', `must be -1 (random) or a whole number 0 or more, not ${seed}.`, { label: 'Use -1', patch: { seed: -1 } }));
-  if (arch.batch) notes.push(wholeAtLeast('batch_size', sample.batch_size, 1, MAX_BATCH));
+  if (arch.batch) notes.push(wholeAtLeast('batch_size', sample.batch_size, 1, maxBatch(arch)));
   if (arch.modality === 'video') {
     notes.push(wholeAtLeast('num_frames', sample.num_frames, 1));
     if (!(sample.fps > 0)) notes.push(blocking('fps', `must be more than 0, not ${Number.isFinite(sample.fps) ? sample.fps : 'empty'}.`));

@@ -4,7 +4,7 @@
 // never from a table here; the defaults arrive resolved by the engine (its precedence, [generation]
 // included), so this file picks one and never merges them.
 import { lorasRequest, picksFromSettings } from './loras';
-import { MAX_BATCH, archTakes, effectiveTask, inferTask, inputsOf, referenceSlots, taskInfo, type Present } from './tasks';
+import { archTakes, effectiveTask, inferTask, inputsOf, maxBatch, referenceSlots, taskInfo, type Present } from './tasks';
 import { IMAGE_INPUTS, type ArchInfo, type ImageInput, type ModelForm, type ProfileInfo, type SampleForm } from './types';
 
 export const DEFAULT_QTYPE = 'qfloat8';
@@ -304,7 +304,7 @@ export function sampleFormFromSettings(
     strength,
     resize_mode: str(sample.resize_mode, str(defaults.resize_mode, 'crop')),
     sampler,
-    batch_size: arch.batch && Number.isInteger(batch) && batch >= 1 ? Math.min(batch, MAX_BATCH) : 1,
+    batch_size: arch.batch && Number.isInteger(batch) && batch >= 1 ? Math.min(batch, maxBatch(arch)) : 1,
   });
   return { sample: form, warnings };
 }

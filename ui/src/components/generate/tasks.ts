@@ -10,8 +10,9 @@ export const RESIZE_MODES: { value: string; label: string }[] = [
   { value: 'fill', label: 'Resize and fill (fit inside, pad)' },
 ];
 
-/** The most images the form asks for in one request (the engine's own limit, engine.limits.max_batch, may be lower). */
-export const MAX_BATCH = 8;
+/** The most images one request may ask for: what the engine serves (engine.limits.max_batch); an
+ *  engine that says nothing is asked for one. */
+export const maxBatch = (arch: ArchInfo): number => (arch.batch ? arch.max_batch ?? 1 : 1);
 
 /** Which inputs are present: an asset id, or `true` for a mask painted but not uploaded yet. */
 export type Present = Partial<Record<ImageInput, unknown>>;

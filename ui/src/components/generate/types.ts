@@ -41,6 +41,8 @@ export interface ArchInfo {
   samplers?: SamplerInfo[];
   /** whether `sample.batch_size` > 1 is served (newer engines) */
   batch?: boolean;
+  /** the most images one request may ask for: the engine's engine.limits.max_batch (1 where it does not batch) */
+  max_batch?: number;
 }
 
 /** One entry of an arch's `samplers` (GET /models): `name` is what `sample.sampler` takes. */
