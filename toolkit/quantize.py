@@ -26,8 +26,3 @@ def quantize_module(module: torch.nn.Module, qtype: str) -> torch.nn.Module:
     quantize(module, weights=qtypes[qtype], exclude=stored or None)
     freeze(module)
     return module
-
-
-def is_quantized(module: torch.nn.Module) -> bool:
-    from optimum.quanto import QModuleMixin
-    return any(isinstance(m, QModuleMixin) for m in module.modules())

@@ -3,7 +3,7 @@ worker (torch, the component pool, the holders), as vLLM's EngineCoreRequest/Eng
 are: plain dataclasses sent over a local pipe. Nothing else crosses it.
 
 engine -> worker: Run, RunBatch, Cancel, Load, Unload, Shutdown, Prefetch
-worker -> engine: Ready, Frame, Done, State, Info
+worker -> engine: Frame, Done, State, Info
 """
 from dataclasses import dataclass, field
 
@@ -42,8 +42,7 @@ class Load:
 
 @dataclass(frozen=True)
 class Unload:
-    """Drop the holder and every pooled component (`idle`: the idle timer asked)."""
-    idle: bool = False
+    """Drop the holder and every pooled component."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +51,6 @@ class Shutdown:
 
 
 # -- worker -> engine ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Ready:
-    pid: int
-    device: str
-
-
 @dataclass(frozen=True)
 class Frame:
     """One frame of a request's stream (status, progress, latent, result): the header without

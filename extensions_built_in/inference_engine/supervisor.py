@@ -113,7 +113,6 @@ class ThreadWorker:
         self.pid = os.getpid()
         self.thread = threading.Thread(target=self._loop, daemon=True, name="generation-worker")
         self.thread.start()
-        self.outbox.put(m.Ready(self.pid, self.core.device))
         self.outbox.put(self.core.state())
         return self
 

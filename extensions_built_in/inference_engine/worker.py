@@ -537,7 +537,6 @@ def main(conn, options: dict):
                 return
 
     threading.Thread(target=listen, daemon=True, name="worker-listen").start()
-    emit(m.Ready(os.getpid(), core.device))
     emit(core.state())
     while True:
         msg = work.get()

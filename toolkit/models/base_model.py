@@ -51,9 +51,6 @@ class BaseModel:
         if self.status_hook is not None:
             self.status_hook(message, stage)
 
-    def _status(self, message, stage="status"):
-        self.print_and_status_update(message, stage)
-
     # -- loading ------------------------------------------------------------------------------
     def policy_for(self, spec: Component):
         from toolkit.models.v2 import LoadPolicy
@@ -151,16 +148,16 @@ class BaseModel:
     def load_model(self):
         """Load every component through the funnel, then build the pipeline."""
         t0 = time.perf_counter()
-        self._status(f"loading {self.arch}", "loading")
+        self.print_and_status_update(f"loading {self.arch}", "loading")
         for role, cls, source, kwargs in self.component_loads():
-            self.loaded[role] = None if cls is None else cls.load(source, status=self._status, **kwargs)
+            self.loaded[role] = None if cls is None else cls.load(source, status=self.print_and_status_update, **kwargs)
         self.pipeline = self.build_pipeline(dict(self.loaded))
         if self.model_config.loras:        # a holder used on its own; the worker applies them per request
             self.apply_loras(self.model_config)
         if self.model_config.low_vram and self.device.startswith("cuda"):
             self.pipeline.enable_model_cpu_offload(device=self.device)
         self.load_seconds = time.perf_counter() - t0
-        self._status(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
+        self.print_and_status_update(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
 
     # -- LoRA: adapters switched on the resident modules (toolkit/models/lora.py) ---------------------
@@ -171,7 +168,7 @@ class BaseModel:
         from toolkit.models import lora
 
         lora.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
-                   status=status or self._status,
+                   status=status or self.print_and_status_update,
                    fields=[model_config.lora_key(i) for i in range(len(model_config.loras))])
         fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
                       lora_fuse=model_config.lora_fuse)

@@ -13,10 +13,6 @@ from toolkit.models.formats.gguf_header import FLOAT_TYPES, GGUFHeaderError, des
 from toolkit.models.formats.gguf_layouts import GGUF_ARCH, LayoutError, to_diffusers
 
 
-def is_gguf(path) -> bool:
-    return isinstance(path, str) and path.lower().endswith(".gguf")
-
-
 def read_tensors(path: str) -> dict:
     """{key (checkpoint prefix stripped): torch tensor | GGUFParameter}; raises GGUFHeaderError."""
     import numpy as np

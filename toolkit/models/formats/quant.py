@@ -235,10 +235,6 @@ class Audit:
     ignored: list = field(default_factory=list)        # full key names
     unsupported_formats: dict = field(default_factory=dict)   # format or storage name -> count
 
-    @property
-    def missing_scales(self) -> int:
-        return sum(1 for p in self.problems if p.kind == MISSING_SCALE)
-
     def raise_for(self, component: str):
         if self.problems:
             raise CheckpointFormatError(component, self.problems)
