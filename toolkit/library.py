@@ -210,7 +210,8 @@ def scan_hub(cache: str) -> list:
 # -- folders -----------------------------------------------------------------------------------------
 def _gguf_entry(path: str, root: str) -> dict:
     """A GGUF denoiser (toolkit/models/formats/gguf_header.py): arch from its tensor layout, format
-    "GGUF Q4_K". Its text encoders and VAE come from a diffusers folder or repo of the arch
+    "GGUF Q4_K". Shapes of a known config: its text encoders and VAE are the folders' companion files
+    (library_files.complete); else they and its config come from a diffusers folder or repo of the arch
     (`extras_name_or_path`), attached by _attach_extras."""
     from toolkit.models.formats.gguf_header import inspect_gguf
     from toolkit.models.registry import ARCHS
@@ -221,28 +222,51 @@ def _gguf_entry(path: str, root: str) -> dict:
              "variant": ARCHS[arch].default_variant if arch else None,
              "role": ARCHS[arch].denoiser_roles[0] if arch else None, "dtype": None, "format": r.get("format"),
              "summary": r.get("summary"), "bytes": _bytes(path), "complete": not r.get("error") and bool(arch),
-             "missing": [r["error"]] if r.get("error") else ([] if arch else [r.get("summary")]), "model": None,
-             "_extras": True}
+             "missing": [r["error"]] if r.get("error") else ([] if arch else [r.get("summary")]), "model": None}
+    entry["_extras"] = entry["complete"]
+    part = _gguf_part(path, arch) if entry["complete"] else None
+    if part is not None:         # its config from its shapes: completed by companions, as a .safetensors denoiser
+        entry.update(parts={entry["role"]: part}, _detected=True)
     return entry
 
 
+def _gguf_part(path: str, arch: str) -> dict | None:
+    """The GGUF denoiser as a part the load reads with the config its shapes give (the arch row's rule
+    over the GGUF header: file_sources.py does the same), else None (a config folder gives it)."""
+    from toolkit.models.arch import load_object
+    from toolkit.models.formats.file_view import FileKindError
+    from toolkit.models.formats.gguf_header import GGUFHeaderError, header_view
+    from toolkit.models.registry import ARCHS
+    sf = ARCHS[arch].component(ARCHS[arch].denoiser_roles[0]).single_file
+    if sf is None or not sf.config:
+        return None
+    try:
+        fc = load_object(sf.config)(header_view(path))
+    except (FileKindError, GGUFHeaderError):
+        return None
+    return {"kind": sf.kind, "label": sf.label, "known": fc.known, "error": None}
+
+
 def _attach_extras(entries: list):
-    """A GGUF denoiser loads with a diffusers folder or repo of its arch for everything else: the first
-    complete one listed, else the arch's default repo when it is here; without one, no `model`."""
+    """A GGUF denoiser the folders' companion files do not complete loads with a diffusers folder or
+    repo of its arch for everything else: the first complete one listed, else the arch's default repo
+    when it is here; without one, no `model`."""
     from toolkit.local_weights import weights_here
     from toolkit.models.registry import ARCHS
     for e in entries:
-        if not e.pop("_extras", False) or not e["complete"]:
-            continue
+        if not e.pop("_extras", False) or e["model"] is not None:
+            continue                  # unreadable, or completed by the folders' companion files
         spec = ARCHS[e["arch"]]
         local = next((o for o in entries if o["kind"] == "pipeline" and o["arch"] == e["arch"] and o["complete"]), None)
         extras = (local["repo"] or local["path"]) if local else \
             spec.default_source(e["variant"]) if weights_here(spec, e["variant"]) else None
         if extras is None:
-            e["missing"] = [f"no diffusers folder or repo of {e['arch']} here for its text encoders and VAE "
-                            f"(extras_name_or_path, e.g. {spec.default_source(e['variant'])})"]
+            if "parts" not in e:      # (else the companions' missing roles say it)
+                e["missing"] = [f"no diffusers folder or repo of {e['arch']} here for its text encoders and VAE "
+                                f"(extras_name_or_path, e.g. {spec.default_source(e['variant'])})"]
             continue
-        e["model"] = {"arch": e["arch"], "name_or_path": e["path"], "extras_name_or_path": extras}
+        e.update(complete=True, missing=[], missing_roles=[], model={"arch": e["arch"], "name_or_path": e["path"],
+                                                                      "extras_name_or_path": extras})
 
 
 def _tokenizer_entry(path: str, root: str) -> dict:

@@ -306,6 +306,15 @@ def test_a_gguf_flux_takes_its_config_from_the_file_and_the_trees_companions(tmp
         assert holder.loaded[role]._aitk_checkpoint_report["path"].startswith(str(models))
     reference = load({"arch": "flux", "name_or_path": str(target), "extras_name_or_path": folder})
     assert_same_model(holder, reference, tmp_path)
+    # GET /library offers it with those companions: its `model` is the request
+    from toolkit import library
+    (e,) = [e for e in library.scan([str(tmp_path / "ComfyUI")], hub_cache=False)["entries"]
+            if e.get("path") == str(target)]
+    assert e["complete"] and e["format"] == "GGUF Q8_0" and e["parts"]["transformer"]["known"] == "tiny-gguf"
+    assert e["model"]["components"] == {"text_encoder": str(models / "text_encoders" / "clip_l.safetensors"),
+                                        "text_encoder_2": str(models / "text_encoders" / "t5xxl_fp16.safetensors"),
+                                        "vae": str(models / "vae" / "ae.safetensors")}
+    assert "extras_name_or_path" not in e["model"]
     # shapes of no known config, and no config folder anywhere: refused naming the file
     from toolkit.models.archs import flux
     known = {k: v for k, v in flux.TRANSFORMER_KNOWN.items() if k != "tiny-gguf"}
