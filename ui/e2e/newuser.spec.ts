@@ -106,6 +106,8 @@ test('engine stopped from another tab: Generate off, a stop mid-run said as such
   await other.goto('/generate');
   await expect(other.getByTestId('engine-strip')).toHaveAttribute('data-state', 'ready');
   await other.getByTestId('engine-stop').click();
+  // the stop reached the UI server (the tab closed at once could abort its request): the job says so
+  await expect(other.getByTestId('engine-strip')).toHaveAttribute('data-state', /^(stopping|stopped)$/, { timeout: 60_000 });
   await other.close();
 
   await expect(page.getByTestId('gen-message')).toContainText('The engine was stopped', { timeout: 60_000 });
