@@ -13,6 +13,7 @@ Writes testing/.bench/bench_switch.json.
 """
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -72,25 +73,14 @@ def original_shapes(comp, config) -> dict:
 def write_sparse(path, parts: dict, differ: tuple, dtype: str = "F16"):
     """A safetensors file of `parts` ({prefix: {key: shape}}) over zeros, random bytes at the start of the
     parts whose prefix is in `differ`."""
-    import struct
-    entries, offset, starts = {}, 0, {}
-    for prefix, shapes in parts.items():
-        starts[prefix] = offset
-        for k, shape in shapes.items():
-            n = 2
-            for s in shape:
-                n *= s
-            entries[prefix + k] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
-            offset += n
-    blob = json.dumps(entries).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        f.truncate(8 + len(blob) + offset)
+    from testing.sparse_files import write_sparse as write
+    flat = {prefix + k: shape for prefix, shapes in parts.items() for k, shape in shapes.items()}
+    start, offsets = write(path, flat, dtype)
+    with open(path, "r+b") as f:
         for prefix in differ:       # finite fp16 values (a random byte pattern may be NaN): small integers
-            f.seek(8 + len(blob) + starts[prefix])
+            f.seek(start + offsets[prefix + next(iter(parts[prefix]))])
             f.write(bytes(b % 32 for b in os.urandom(DIFFERS)))
-    return offset
+    return sum(2 * math.prod(shape) for shape in flat.values())
 
 
 def run(args) -> dict:

@@ -25,3 +25,20 @@ def tiny(tiny_root):
     def make(arch, seed=0):
         return str(cached_tiny(arch, seed, root=str(tiny_root)))
     return make
+
+
+@pytest.fixture
+def no_hub(monkeypatch, tmp_path):
+    """Every way to reach a hub raises, and the hub cache is empty: a load that tries is a failure."""
+    import huggingface_hub
+    import huggingface_hub.constants
+
+    import toolkit.models.v2.sources as sources
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a hub download was attempted")
+    for name in ("snapshot_download", "hf_hub_download"):
+        monkeypatch.setattr(huggingface_hub, name, refuse)
+        monkeypatch.setattr(sources, name, refuse, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")

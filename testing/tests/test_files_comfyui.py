@@ -41,21 +41,10 @@ SUBFOLDER = {"text_encoder": "text_encoders", "vae": "vae"}
 IN_CHECKPOINT = {"stable_audio": ("vae",)}
 
 
-@pytest.fixture
-def no_hub(monkeypatch, tmp_path):
-    """Every way to reach a hub raises, and the hub cache is empty."""
-    import huggingface_hub
-    import huggingface_hub.constants
 
-    import toolkit.models.v2.sources as sources
-
-    def refuse(*_a, **_k):
-        raise AssertionError("a hub download was attempted")
-    for name in ("snapshot_download", "hf_hub_download"):
-        monkeypatch.setattr(huggingface_hub, name, refuse)
-        monkeypatch.setattr(sources, name, refuse, raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+@pytest.fixture(autouse=True)
+def own_caches(monkeypatch, tmp_path):
+    """The tokenizer and part-hash caches of this test alone (nothing built by another test is found)."""
     monkeypatch.setenv("AITK_TOKENIZER_CACHE", str(tmp_path / "tokenizer_cache"))
     monkeypatch.setenv("AITK_HASH_CACHE", str(tmp_path / "hashes.json"))
 

@@ -9,12 +9,12 @@ Where two archs take the same file (FLUX.1 dev / Kontext, Qwen-Image / Edit, Wan
 A14B expert), the detector names the first and says the other fits, and `model.arch` decides."""
 import json
 import os
-import struct
 
 import numpy as np
 import pytest
 import torch
 
+from testing.sparse_files import write_sparse
 from testing.tiny_runs import load, realigned, run
 from toolkit.config_modules import ModelConfig
 from toolkit.errors import ConfigError
@@ -30,23 +30,6 @@ AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
                 "llama3")
-
-
-@pytest.fixture
-def no_hub(monkeypatch, tmp_path):
-    """Every way to reach a hub raises, and the hub cache is empty: a load that tries is a failure."""
-    import huggingface_hub
-    import huggingface_hub.constants
-
-    import toolkit.models.v2.sources as sources
-
-    def refuse(*_a, **_k):
-        raise AssertionError("a hub download was attempted")
-    for name in ("snapshot_download", "hf_hub_download"):
-        monkeypatch.setattr(huggingface_hub, name, refuse)
-        monkeypatch.setattr(sources, name, refuse, raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty_hub"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def in_file(arch: str) -> tuple:
@@ -347,16 +330,7 @@ def write_header_only(path, arch: str, config: dict, prefix: str = "model.diffus
         model = cls.from_config(dict(config))
     state = model.state_dict()
     original = load_object(comp.single_file.original)(state) if comp.single_file.original else state
-    entries, offset = {}, 0
-    for k, t in original.items():
-        n = t.numel() * 2
-        entries[prefix + k] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(entries).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        f.truncate(8 + len(blob) + offset)
+    write_sparse(path, {prefix + k: t.shape for k, t in original.items()})
     return str(path)
 
 

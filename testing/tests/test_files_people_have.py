@@ -19,20 +19,6 @@ from toolkit.models.tiny.checkpoints import write_checkpoint, write_component
 SAMPLE = {"prompt": "a red fox in snow", "width": 64, "height": 64, "num_inference_steps": 2, "seed": 3}
 
 
-@pytest.fixture
-def no_hub(monkeypatch):
-    """Every way to reach a hub raises: a load that tries is a failure, not a slow pass."""
-    import huggingface_hub
-
-    def refuse(*_a, **_k):
-        raise AssertionError("a hub download was attempted")
-    for name in ("snapshot_download", "hf_hub_download"):
-        monkeypatch.setattr(huggingface_hub, name, refuse)
-        import toolkit.models.v2.sources as sources
-        monkeypatch.setattr(sources, name, refuse, raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 def comfyui_tree(root, tiny_folder, checkpoint: str | None = None) -> str:
     """A ComfyUI checkout as people have it: `models/checkpoints/`, and its CLIP tokenizer folder
     `comfy/sd1_tokenizer` (here the tiny model's: the tiny CLIP's vocabulary)."""
@@ -206,25 +192,16 @@ def test_real_dimension_headers_are_detected_as_their_real_configs(tmp_path):
 def write_header_only(path, parts: dict):
     """A safetensors file whose header has the shapes of each part's model at its known config, in the
     original layout, over zero data (a sparse file: no real weights needed to check detection)."""
-    import struct
-
     from accelerate import init_empty_weights
 
+    from testing.sparse_files import write_sparse
     from toolkit.models.arch import load_object
     from toolkit.models.formats import clip, ldm
     inverse = {"unet": ldm.unet_to_original, "vae": ldm.vae_to_original, "clip": clip.to_original}
-    entries, offset = {}, 0
+    shapes = {}
     for prefix, (cls_name, config, layout) in parts.items():
         cls = load_object(cls_name)
         with init_empty_weights():
             model = cls.from_config(config) if hasattr(cls, "from_config") else cls(cls.config_class(**config))
-        state = inverse[layout](model.state_dict())
-        for k, t in state.items():
-            n = t.numel() * 2
-            entries[prefix + k] = {"dtype": "F16", "shape": list(t.shape), "data_offsets": [offset, offset + n]}
-            offset += n
-    blob = json.dumps(entries).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        f.truncate(8 + len(blob) + offset)
+        shapes.update({prefix + k: t.shape for k, t in inverse[layout](model.state_dict()).items()})
+    write_sparse(path, shapes, "F16")

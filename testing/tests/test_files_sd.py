@@ -18,7 +18,7 @@ import torch
 
 from testing.fixtures import input_image
 from testing.tests.test_files_people_have import image as image_of
-from testing.tests.test_files_people_have import load, no_hub, same_weights  # noqa: F401 (fixture)
+from testing.tests.test_files_people_have import load, same_weights
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models.formats.detect import detect_file
@@ -433,31 +433,20 @@ def test_real_dimension_headers_detect_as_their_real_configs(case, tmp_path):
 def write_header_only(path, parts: dict, markers=()):
     """A safetensors file whose header has the shapes of each part's model at its known config, in the
     original layout (LDM, CLIP, OpenCLIP), and `markers` as empty tensors, over zero data (sparse)."""
-    import struct
-
     from accelerate import init_empty_weights
 
+    from testing.sparse_files import write_sparse
     from toolkit.models.arch import load_object
     from toolkit.models.formats import clip, ldm, openclip
     inverse = {"unet": ldm.unet_to_original, "vae": ldm.vae_to_original, "clip": clip.to_original,
                "openclip": openclip.to_openclip, "openclip_h": openclip.to_openclip_h}
-    entries, offset = {}, 0
+    shapes = {}
     for prefix, (cls_name, config, layout) in parts.items():
         cls = load_object(cls_name)
         with init_empty_weights():
             model = cls.from_config(config) if hasattr(cls, "from_config") else cls(cls.config_class(**config))
-        state = inverse[layout](model.state_dict())
-        for k, t in state.items():
-            n = t.numel() * 2
-            entries[prefix + k] = {"dtype": "F16", "shape": list(t.shape), "data_offsets": [offset, offset + n]}
-            offset += n
-    for k in markers:
-        entries[k] = {"dtype": "F32", "shape": [0], "data_offsets": [offset, offset]}
-    blob = json.dumps(entries).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        f.truncate(8 + len(blob) + offset)
+        shapes.update({prefix + k: t.shape for k, t in inverse[layout](model.state_dict()).items()})
+    write_sparse(path, shapes, "F16", markers)
 
 
 # -- tokenizers and refusals -----------------------------------------------------------------------------

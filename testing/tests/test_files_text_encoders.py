@@ -9,11 +9,11 @@ import functools
 import json
 import os
 import shutil
-import struct
 
 import pytest
 import torch
 
+from testing.sparse_files import write_sparse
 from toolkit.errors import ConfigError
 from toolkit.models.formats import llm_encoders as llm
 from toolkit.models.formats import quant, t5
@@ -309,16 +309,7 @@ def write_header_only(path, cls_name, config, sf):
         model = cls(cls.config_class(**config))
     state = load_object(sf.original)(model.state_dict())
     state.pop("encoder.embed_tokens.weight", None)
-    entries, offset = {}, 0
-    for k, t in state.items():
-        n = t.numel() * 2
-        entries[k] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(entries).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        f.truncate(8 + len(blob) + offset)
+    write_sparse(path, {k: t.shape for k, t in state.items()})
 
 
 def test_shapes_that_match_no_known_config_are_refused_naming_the_nearest(tmp_path):

@@ -6,12 +6,12 @@ config and a decode); real-dimension headers over sparse files give the real kno
 another kind is refused naming the role and the file."""
 import json
 import os
-import struct
 
 import pytest
 import torch
 from safetensors import safe_open
 
+from testing.sparse_files import write_sparse
 from toolkit.models.arch import load_class, load_object
 from toolkit.models.formats import flux2_vae, oobleck, vaes
 from toolkit.models.formats.component_file import align, convert, read_component
@@ -40,18 +40,6 @@ CLASS = {"FLUX_AE": "AutoencoderKL", "SD3_VAE": "AutoencoderKL", "SDXL_VAE": "Au
 REAL = [(name, known) for name, table in KNOWN.items() for known in table if not known.startswith("tiny")]
 # the kinds whose files have the same shapes (a file of one fits the other's role too)
 SAME_SHAPES = [{"FLUX_AE", "SD3_VAE"}, {"WAN21_VAE", "QWEN_IMAGE_VAE"}]
-
-
-@pytest.fixture
-def no_hub(monkeypatch):
-    """Every way to reach a hub raises: a read that tries is a failure, not a slow pass."""
-    import huggingface_hub
-
-    def refuse(*_a, **_k):
-        raise AssertionError("a hub download was attempted")
-    for name in ("snapshot_download", "hf_hub_download"):
-        monkeypatch.setattr(huggingface_hub, name, refuse)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def _folder_vae(folder):
@@ -145,16 +133,7 @@ def _derives(header, sf) -> bool:
 def write_header_only(path, tensors: dict):
     """A safetensors file with `tensors`' shapes (name -> tensor, meta is fine) over zero data: a sparse
     file, so real dimensions need no real weights."""
-    entries, offset = {}, 0
-    for k, t in tensors.items():
-        n = t.numel() * 2
-        entries[k] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(entries).encode()
-    blob += b" " * (-len(blob) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob)
-        f.truncate(8 + len(blob) + offset)
+    write_sparse(path, {k: t.shape for k, t in tensors.items()})
 
 
 def _real(name, known):
