@@ -4,28 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { blockingSummary, notesFor, sampleNotes } from '@/components/generate/formChecks';
 import { buildGenerateBody, modelDefaults, resolvedDefaults, sampleDefaults } from '@/components/generate/requestBody';
 import type { ArchInfo, SampleForm } from '@/components/generate/types';
+import { archRow } from './archRow';
 
-function arch(over: Partial<ArchInfo> = {}): ArchInfo {
-  const defaults = { width: 1024, height: 768, num_inference_steps: 8, guidance_scale: 3.5, num_frames: 1, fps: 0, duration: 0, output_ext: 'png' };
-  return {
-    name: 'img',
-    modality: 'image',
-    default_name_or_path: 'org/img',
-    defaults,
-    size_divisor: 16,
-    needs_ctrl_img: false,
-    uses_negative_prompt: true,
-    sample_extras: {},
-    description: '',
-    output_exts: ['png'],
-    preview: { family: null, layout: 'BCHW', rgb_factors: null, rgb_bias: null },
-    sample: { prompt: '', negative_prompt: '', seed: -1, ...defaults },
-    variant_samples: {},
-    batch: true,
-    max_batch: 16,
-    ...over,
-  };
-}
+const arch = (over: Partial<ArchInfo> = {}) =>
+  archRow('img', { size_divisor: 16, batch: true, max_batch: 16, ...over }, { width: 1024, height: 768, num_inference_steps: 8, guidance_scale: 3.5 });
 
 const form = (a: ArchInfo, over: Partial<SampleForm> = {}): SampleForm => ({ ...sampleDefaults(resolvedDefaults(a, ''), a, { prompt: 'a fox' }), ...over });
 

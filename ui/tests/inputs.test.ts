@@ -25,6 +25,7 @@ import {
   withoutReference,
 } from '@/components/generate/tasks';
 import type { ArchInfo, SampleForm, SamplerInfo, TaskInfo } from '@/components/generate/types';
+import { archRow } from './archRow';
 
 const t = (name: string, needs: string[] = [], takes: string[] = [], strength: number | null = null): TaskInfo => ({ name, needs, takes, strength });
 const EPS_SAMPLERS: SamplerInfo[] = [
@@ -36,26 +37,9 @@ const EPS_SAMPLERS: SamplerInfo[] = [
 const FLOW_SAMPLERS: SamplerInfo[] = [{ name: 'euler', label: 'Euler', schedule: 'automatic', scheduler: 'FlowMatchEulerDiscreteScheduler' }];
 
 function arch(name: string, over: Partial<ArchInfo>): ArchInfo {
-  const defaults = { width: 64, height: 64, num_inference_steps: 4, guidance_scale: 7.5, num_frames: 1, fps: 0, duration: 0, output_ext: 'png' };
-  return {
-    name,
-    modality: 'image',
-    default_name_or_path: `org/${name}`,
-    defaults,
-    size_divisor: 8,
-    needs_ctrl_img: false,
-    uses_negative_prompt: true,
-    sample_extras: {},
-    description: '',
-    output_exts: ['png'],
-    preview: { family: null, layout: 'BCHW', rgb_factors: null, rgb_bias: null },
-    sample: { prompt: '', negative_prompt: '', ...defaults, seed: -1, task: over.tasks?.[0]?.name ?? null, strength: null, resize_mode: 'crop', sampler: null, batch_size: 1 },
-    variant_samples: {},
-    samplers: FLOW_SAMPLERS,
-    batch: true,
-    max_batch: 16,
-    ...over,
-  };
+  const a = archRow(name, { samplers: FLOW_SAMPLERS, batch: true, max_batch: 16, ...over });
+  if (over.sample) return a;
+  return { ...a, sample: { ...a.sample, task: over.tasks?.[0]?.name ?? null, strength: null, resize_mode: 'crop', sampler: null, batch_size: 1 } };
 }
 
 // the rows GET /models serves for these archs (their tasks, samplers, batch)

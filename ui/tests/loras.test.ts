@@ -3,23 +3,10 @@
 import { describe, expect, it } from 'vitest';
 import { addPick, appendTrigger, fileOfPick, hasTrigger, lorasForArch, loraLabel, lorasRequest, normalizeModel, picksFromSettings, resolvePicks } from '@/components/generate/loras';
 import { buildGenerateBody, formsFromFile, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults } from '@/components/generate/requestBody';
-import type { ArchInfo, LoraFile, ModelForm } from '@/components/generate/types';
+import type { LoraFile, ModelForm } from '@/components/generate/types';
+import { archRow } from './archRow';
 
-const sd1: ArchInfo = {
-  name: 'sd1',
-  modality: 'image',
-  default_name_or_path: 'org/sd1',
-  defaults: { width: 512, height: 512, num_inference_steps: 20, guidance_scale: 7, num_frames: 1, fps: 0, duration: 0, output_ext: 'png' },
-  size_divisor: 8,
-  needs_ctrl_img: false,
-  uses_negative_prompt: true,
-  sample_extras: {},
-  description: '',
-  output_exts: ['png'],
-  preview: { family: null, layout: 'BCHW', rgb_factors: null, rgb_bias: null },
-  sample: { prompt: '', width: 512, height: 512, num_inference_steps: 20, guidance_scale: 7, seed: -1, output_ext: 'png' },
-  variant_samples: {},
-};
+const sd1 = archRow('sd1', {}, { width: 512, height: 512, num_inference_steps: 20, guidance_scale: 7 });
 const stream = { detach: true, maxFrames: 8 };
 
 const file = (name: string, arch: string | null, over: Partial<LoraFile> = {}): LoraFile => ({

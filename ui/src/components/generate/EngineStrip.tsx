@@ -1,14 +1,8 @@
 'use client';
-// Pick a device, start/stop its engine job, and show the engine's health: the pool's components and
-// the LoRAs (adapters) it holds, with load counts as data- attributes for tests.
+// Pick a device, start/stop its engine job, and show the engine's health (EngineHealth.tsx).
 import Link from 'next/link';
-import { formatBytes, formatSeconds } from '@/utils/format';
-import type { AdapterEntry } from './types';
+import EngineHealth from './EngineHealth';
 import type { EngineHandle } from './useEngine';
-
-const formatScale = (scale: number | null) => (scale === null ? '?' : String(Math.round(scale * 100) / 100));
-const adapterLine = (a: AdapterEntry) =>
-  `${a.name} · ${formatBytes(a.bytes)} · ${a.hits} hit${a.hits === 1 ? '' : 's'}${a.active ? ` · active ×${formatScale(a.scale)}` : ''}`;
 
 // one word per state, in a badge coloured by the job's status (the job status alone would say
 // "running" for both starting and ready; both together said "stopped stopped", "running ready")
@@ -26,9 +20,6 @@ const STATE_BADGE: Record<string, string> = { ready: 'running', starting: 'queue
 
 export default function EngineStrip({ engine }: { engine: EngineHandle }) {
   const { devices, deviceId, setDeviceId, job, state, health, healthError, actionError, acting } = engine;
-  // LoRAs the pool holds (newer engines; an older one has no `adapters`)
-  const adapters = health?.pool.adapters;
-  const active = (adapters ?? []).filter((a) => a.active);
   const canStart = state === 'none' || state === 'stopped' || state === 'error';
   const canStop = state === 'ready' || state === 'starting' || state === 'queued';
   return (
@@ -82,77 +73,7 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
           {actionError}
         </div>
       )}
-      {health && state === 'ready' && (
-        <div className="health small" data-testid="engine-health">
-          <span>
-            Model:{' '}
-            <b>
-              {health.active
-                ? `${health.active.profile ? `${health.active.profile}: ` : ''}${health.active.arch}${health.active.variant ? ` ${health.active.variant}` : ''} (${health.active.name_or_path})`
-                : 'none loaded'}
-            </b>
-          </span>
-          <span>
-            {health.busy ? <b>busy</b> : 'idle'}
-            {health.queue ? `, ${health.queue} queued` : ''}
-          </span>
-          <span>
-            Memory ({health.memory.device}): {formatBytes(health.memory.used)} / {formatBytes(health.memory.total)}
-          </span>
-          <span
-            title={health.pool.entries.map((e) => `${e.role}: ${e.class} ${formatBytes(e.bytes)} on ${e.device}`).join('\n')}
-            data-testid="engine-pool"
-            data-loads={health.pool.loads ?? ''}
-            data-hits={health.pool.hits}
-            data-misses={health.pool.misses}
-          >
-            Pool: {health.pool.entries.length} resident ({formatBytes(health.pool.resident_bytes)}), hits {health.pool.hits} / misses{' '}
-            {health.pool.misses}
-            {health.pool.loads !== undefined ? `, loads ${health.pool.loads}` : ''}
-            {health.pool.evictions ? `, evictions ${health.pool.evictions}` : ''}
-          </span>
-          {adapters && (
-            <span
-              title={adapters.map(adapterLine).join('\n')}
-              data-testid="engine-adapters"
-              data-adapters={adapters.length}
-              data-active={active.map((a) => `${a.name}@${a.scale ?? ''}`).join(' ')}
-              data-adapter-loads={health.pool.adapter_loads ?? ''}
-              data-adapter-hits={health.pool.adapter_hits ?? ''}
-            >
-              LoRAs: {adapters.length} resident
-              {active.length ? ` (active: ${active.map((a) => `${a.name} ×${formatScale(a.scale)}`).join(', ')})` : ''}
-              {health.pool.adapter_loads !== undefined ? `, loads ${health.pool.adapter_loads}` : ''}
-              {health.pool.adapter_hits !== undefined ? ` / hits ${health.pool.adapter_hits}` : ''}
-            </span>
-          )}
-          <span>up {formatSeconds(health.uptime)}</span>
-        </div>
-      )}
-      {health && state === 'ready' && health.pool.entries.length > 0 && (
-        <details className="small">
-          <summary>Resident components</summary>
-          <ul className="pool">
-            {health.pool.entries.map((e) => (
-              <li key={e.key}>
-                {e.role}: {e.class} · {formatBytes(e.bytes)} · {e.device}
-              </li>
-            ))}
-          </ul>
-        </details>
-      )}
-      {health && state === 'ready' && adapters && adapters.length > 0 && (
-        <details className="small">
-          <summary>Resident LoRAs</summary>
-          <ul className="adapters" data-testid="engine-adapter-list">
-            {adapters.map((a) => (
-              <li key={a.key} data-testid="engine-adapter" data-name={a.name} data-active={a.active ? 'true' : 'false'} data-scale={a.scale ?? ''}>
-                {adapterLine(a)}
-              </li>
-            ))}
-          </ul>
-        </details>
-      )}
+      {health && state === 'ready' && <EngineHealth health={health} />}
     </section>
   );
 }

@@ -24,11 +24,9 @@ function Thumb({ url, name }: { url: string; name: string }) {
   return <img className="thumb" src={src} alt={name} onError={() => setBroken(true)} data-testid="input-thumb" />;
 }
 
-export default function ImageDrop({ label, testId, assetId, job, onChange }: Props) {
-  const [over, setOver] = useState(false);
+/** A file taken into the slot: checked to be an image, uploaded to the engine's assets, its id handed on. */
+function useAssetUpload(job: { id: string } | null, onChange: (assetId: string) => void) {
   const [state, setState] = useState<{ busy: boolean; error: string | null }>({ busy: false, error: null });
-  const fileInput = useRef<HTMLInputElement>(null);
-
   const take = async (file: File | null | undefined) => {
     if (!file) return;
     if (!job) {
@@ -47,6 +45,13 @@ export default function ImageDrop({ label, testId, assetId, job, onChange }: Pro
       setState({ busy: false, error: `Upload failed: ${(err as Error).message}` });
     }
   };
+  return { state, setState, take };
+}
+
+export default function ImageDrop({ label, testId, assetId, job, onChange }: Props) {
+  const [over, setOver] = useState(false);
+  const { state, setState, take } = useAssetUpload(job, onChange);
+  const fileInput = useRef<HTMLInputElement>(null);
 
   const onDrop = (e: React.DragEvent) => {
     // this slot takes the drop: the page's "restore settings" drop does not see it

@@ -6,6 +6,8 @@
 import type { Ref } from 'react';
 import ImageDrop from './ImageDrop';
 import MaskPainter, { type MaskPainterHandle } from './MaskPainter';
+import ReferenceSlots from './ReferenceSlots';
+import { StrengthField, TaskSelect } from './TaskFields';
 import { presentInputs } from './requestBody';
 import {
   RESIZE_MODES,
@@ -18,7 +20,6 @@ import {
   taskInfo,
   taskNotes,
   tasksOf,
-  withoutReference,
 } from './tasks';
 import { IMAGE_INPUTS, type ArchInfo, type ImageInput, type SampleForm } from './types';
 
@@ -32,8 +33,6 @@ interface Props {
   onMaskPaint: (hasPaint: boolean) => void;
   onChange: (patch: Partial<SampleForm>) => void;
 }
-
-const NEEDS_WORDS: Record<string, string> = { init_img: 'an input image', mask_img: 'a mask', ctrl_img: 'a reference image' };
 
 /** Whether the arch takes any input image (the panel shows only then). */
 export function archTakesInputs(arch: ArchInfo): boolean {
@@ -61,20 +60,7 @@ export default function InputsPanel({ arch, sample, job, maskPainted, painterRef
   return (
     <section className="card" aria-label="Input images" data-testid="inputs-panel">
       <h3>Input images</h3>
-      {tasks.length > 1 && (
-        <label className="field">
-          Task
-          <select value={taskInfo(arch, sample.task) ? sample.task : ''} onChange={(e) => onChange({ task: e.target.value })} aria-label="Task" data-testid="task-select" data-task={task ?? ''}>
-            <option value="">Automatic ({inferred ?? 'no task fits these inputs'})</option>
-            {tasks.map((x) => (
-              <option key={x.name} value={x.name}>
-                {x.name}
-                {x.needs.length ? ` (needs ${x.needs.map((n) => NEEDS_WORDS[n] ?? n).join(' and ')})` : ''}
-              </option>
-            ))}
-          </select>
-        </label>
-      )}
+      {tasks.length > 1 && <TaskSelect arch={arch} chosen={sample.task} task={task} inferred={inferred} onTask={(name) => onChange({ task: name })} />}
       {initTasks.length > 0 && (
         <>
           <ImageDrop
@@ -109,53 +95,8 @@ export default function InputsPanel({ arch, sample, job, maskPainted, painterRef
           </select>
         </label>
       )}
-      {strength !== null && t && (
-        <div className="field">
-          <span>
-            Strength: how much of the input is repainted ({t.name} default {t.strength})
-          </span>
-          <div className="row">
-            <input
-              type="range"
-              className="grow"
-              min={0.01}
-              max={1}
-              step={0.01}
-              value={strength}
-              onChange={(e) => onChange({ strength: Number(e.target.value) })}
-              aria-label="Strength"
-              data-testid="strength"
-            />
-            <span className="strength-value" data-testid="strength-value">
-              {strength.toFixed(2)}
-            </span>
-            {sample.strength !== null && (
-              <button type="button" className="link small" onClick={() => onChange({ strength: null })}>
-                default
-              </button>
-            )}
-          </div>
-        </div>
-      )}
-      {slots.map((slot, i) => {
-        if (i > 0 && !images[slots[i - 1]]) return null; // one more slot once the previous is filled
-        const label =
-          i === 0
-            ? arch.needs_ctrl_img
-              ? 'Reference image (required)'
-              : 'Reference image (optional: the prompt edits it)'
-            : `Reference image ${i + 1} (optional)`;
-        return (
-          <ImageDrop
-            key={slot}
-            label={label}
-            testId={`ref-drop-${i}`}
-            assetId={images[slot] ?? null}
-            job={job}
-            onChange={(id) => onChange({ images: id ? { ...images, [slot]: id } : withoutReference(images, slots, slot) })}
-          />
-        );
-      })}
+      {strength !== null && t && <StrengthField task={t} strength={strength} chosen={sample.strength} onStrength={(v) => onChange({ strength: v })} />}
+      <ReferenceSlots arch={arch} slots={slots} images={images} job={job} onImages={(next) => onChange({ images: next })} />
       {notes.length > 0 && (
         <ul className="task-notes small" data-testid="task-notes">
           {notes.map((n) => (

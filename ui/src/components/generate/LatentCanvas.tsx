@@ -12,6 +12,14 @@ interface Props {
   phase?: string;
 }
 
+/** What the empty preview box says, by the request's phase. */
+function emptyText(phase: string, modality: string | null): string {
+  if (phase === 'error' || phase === 'lost') return 'No preview: the request failed (see below).';
+  if (phase === 'cancelled') return 'No preview: the request ended before the first latent.';
+  if (phase === 'submitting' || phase === 'running' || phase === 'reattaching') return modality ? 'Waiting for the first latent…' : 'Sending the request…';
+  return 'The preview appears here while a generation runs.';
+}
+
 export default function LatentCanvas({ image, step, modality, phase = 'idle' }: Props) {
   const canvas = useRef<HTMLCanvasElement>(null);
   const [frame, setFrame] = useState(0);
@@ -58,39 +66,45 @@ export default function LatentCanvas({ image, step, modality, phase = 'idle' }: 
       />
       {!image && (
         <div className={`canvas-empty small ${phase === 'error' || phase === 'lost' ? 'failed' : 'muted'}`} data-testid="canvas-empty" data-phase={phase}>
-          {phase === 'error' || phase === 'lost'
-            ? 'No preview: the request failed (see below).'
-            : phase === 'cancelled'
-              ? 'No preview: the request ended before the first latent.'
-              : phase === 'submitting' || phase === 'running' || phase === 'reattaching'
-                ? modality
-                  ? 'Waiting for the first latent…'
-                  : 'Sending the request…'
-                : 'The preview appears here while a generation runs.'}
+          {emptyText(phase, modality)}
         </div>
       )}
       {heat && <div className="muted small">channels (rows) × time (columns)</div>}
       {frames > 1 && (
-        <div className="row">
-          <label className="small">
-            <input type="checkbox" checked={playing} onChange={(e) => setPlaying(e.target.checked)} /> play
-          </label>
-          <input
-            type="range"
-            min={0}
-            max={frames - 1}
-            value={shown}
-            onChange={(e) => {
-              setPlaying(false);
-              setFrame(Number(e.target.value));
-            }}
-            aria-label="Video frame"
-          />
-          <span className="small">
-            frame {shown + 1}/{frames}
-          </span>
-        </div>
+        <FrameScrubber
+          frames={frames}
+          shown={shown}
+          playing={playing}
+          onPlaying={setPlaying}
+          onFrame={(f) => {
+            setPlaying(false);
+            setFrame(f);
+          }}
+        />
       )}
+    </div>
+  );
+}
+
+/** A video latent's frames: play/pause, and a slider to one frame (which pauses). */
+function FrameScrubber(props: { frames: number; shown: number; playing: boolean; onPlaying: (p: boolean) => void; onFrame: (f: number) => void }) {
+  const { frames, shown, playing, onPlaying, onFrame } = props;
+  return (
+    <div className="row">
+      <label className="small">
+        <input type="checkbox" checked={playing} onChange={(e) => onPlaying(e.target.checked)} /> play
+      </label>
+      <input
+        type="range"
+        min={0}
+        max={frames - 1}
+        value={shown}
+        onChange={(e) => onFrame(Number(e.target.value))}
+        aria-label="Video frame"
+      />
+      <span className="small">
+        frame {shown + 1}/{frames}
+      </span>
     </div>
   );
 }

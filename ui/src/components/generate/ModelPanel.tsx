@@ -1,12 +1,12 @@
 'use client';
 // The model: one of the engine's library (a checkpoint, a model file with its companions, a diffusers
 // folder: GET /library), or a profile or an arch (GET /models) with its variant and name_or_path; a VAE
-// override from the model folders; quantization, low_vram. (LoRAs: LoraPanel.)
+// override from the model folders; quantization, low_vram (QuantizeFields.tsx). (LoRAs: LoraPanel.)
 import Link from 'next/link';
-import { entryKey, pickedEntry, pickerGroups, vaeChoices, type LibraryEntry } from '@/components/library/library';
+import { vaeChoices, type LibraryEntry } from '@/components/library/library';
+import LibraryPicker from './LibraryPicker';
+import QuantizeFields from './QuantizeFields';
 import type { ArchInfo, ModelForm, ProfileInfo } from './types';
-
-const QTYPE_SUGGESTIONS = ['qfloat8', 'qint8', 'qint4'];
 
 interface Props {
   archs: ArchInfo[];
@@ -29,75 +29,11 @@ interface Props {
 export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange, download, libraryHref = '/library', library = null, onPick }: Props) {
   const variants = Object.keys(arch?.variants ?? {});
   const byProfile = !!model.profile;
-  const groups = library ? pickerGroups(library, archs.map((a) => a.name)) : [];
-  const picked = library ? pickedEntry(library, model) : null;
-  const vaes = library && !byProfile ? vaeChoices(library, model.arch) : [];
-  const vae = model.components?.vae ?? '';
-  const setVae = (path: string) => {
-    const { vae: _old, ...rest } = model.components ?? {};
-    onChange({ components: path ? { ...rest, vae: path } : rest });
-  };
-  // the engine could not resolve this profile's defaults (e.g. a [generation] size its arch refuses)
-  const profileError = byProfile ? profiles.find((p) => p.name === model.profile)?.sample_error : null;
   return (
     <section className="card" aria-label="Model">
       <h3>Model</h3>
-      {groups.length > 0 && (
-        <label className="field">
-          From your models
-          <select
-            value={picked ? entryKey(picked) : ''}
-            onChange={(e) => {
-              const opt = groups.flatMap((g) => g.options).find((o) => o.key === e.target.value);
-              if (opt && !opt.why) onPick?.(opt.entry);
-            }}
-            aria-label="From your models"
-            data-testid="library-pick"
-          >
-            <option value="">{picked ? '' : 'pick a checkpoint or model file…'}</option>
-            {groups.map((g) => (
-              <optgroup key={g.label} label={g.label}>
-                {g.options.map((o) => (
-                  <option key={o.key} value={o.key} disabled={!!o.why} title={o.why ?? o.entry.path ?? ''}>
-                    {o.label}
-                  </option>
-                ))}
-              </optgroup>
-            ))}
-          </select>
-        </label>
-      )}
-      {picked?.companions && Object.keys(picked.companions).length > 0 && (
-        <div className="muted small" data-testid="library-companions">
-          with{' '}
-          {Object.entries(picked.companions)
-            .map(([role, c]) => {
-              const chosen = model.components?.[role];
-              // a file chosen here (the VAE override) over the one the library found
-              return chosen && chosen !== c.path ? `${role}: ${chosen.split(/[\\/]/).pop()} (chosen)` : `${role}: ${c.name}`;
-            })
-            .join(' · ')}
-        </div>
-      )}
-      {profiles.length > 0 && (
-        <label className="field">
-          Profile
-          <select value={model.profile} onChange={(e) => onProfile(e.target.value)} aria-label="Profile" data-testid="profile-select">
-            <option value="">none: pick an arch and weights below</option>
-            {profiles.map((p) => (
-              <option key={p.name} value={p.name}>
-                {p.name} ({p.architecture}
-                {p.variant ? `, ${p.variant}` : ''})
-              </option>
-            ))}
-          </select>
-        </label>
-      )}
-      {profileError && (
-        <div className="alert error" data-testid="profile-error">
-          This profile&apos;s defaults do not resolve: {profileError}
-        </div>
-      )}
+      {library && <LibraryPicker library={library} archs={archs} model={model} onPick={onPick} />}
+      {profiles.length > 0 && <ProfileSelect profiles={profiles} value={model.profile} onProfile={onProfile} />}
       <label className="field">
         Arch
         <select value={model.arch} onChange={(e) => onArch(e.target.value)} disabled={byProfile} aria-label="Arch" data-testid="arch-select">
@@ -149,54 +85,60 @@ export default function ModelPanel({ archs, profiles, arch, model, onArch, onPro
           model is <code>tiny:{model.arch}</code>).
         </div>
       )}
-      {vaes.length > 0 && (
-        <label className="field">
-          VAE
-          <select value={vae} onChange={(e) => setVae(e.target.value)} aria-label="VAE" data-testid="vae-select">
-            <option value="">the model&apos;s own</option>
-            {vaes.map((v) => (
-              <option key={v.path} value={v.path}>
-                {v.name}
-              </option>
-            ))}
-            {vae && !vaes.some((v) => v.path === vae) && <option value={vae}>{vae}</option>}
-          </select>
-        </label>
-      )}
-      <datalist id="qtype-options">
-        {QTYPE_SUGGESTIONS.map((q) => (
-          <option key={q} value={q} />
-        ))}
-      </datalist>
-      <div className="row">
-        <label>
-          <input type="checkbox" checked={model.quantize} onChange={(e) => onChange({ quantize: e.target.checked })} /> quantize
-        </label>
-        <input
-          className="narrow"
-          list="qtype-options"
-          value={model.qtype}
-          disabled={!model.quantize}
-          onChange={(e) => onChange({ qtype: e.target.value })}
-          aria-label="qtype"
-        />
-      </div>
-      <div className="row">
-        <label>
-          <input type="checkbox" checked={model.quantize_te} onChange={(e) => onChange({ quantize_te: e.target.checked })} /> quantize_te
-        </label>
-        <input
-          className="narrow"
-          list="qtype-options"
-          value={model.qtype_te}
-          disabled={!model.quantize_te}
-          onChange={(e) => onChange({ qtype_te: e.target.value })}
-          aria-label="qtype_te"
-        />
-      </div>
-      <label>
-        <input type="checkbox" checked={model.low_vram} onChange={(e) => onChange({ low_vram: e.target.checked })} /> low_vram
-      </label>
+      {!byProfile && library && <VaeSelect library={library} model={model} onChange={onChange} />}
+      <QuantizeFields model={model} onChange={onChange} />
     </section>
+  );
+}
+
+/** A profile (or none), and why the engine could not resolve the chosen one's defaults. */
+function ProfileSelect({ profiles, value, onProfile }: { profiles: ProfileInfo[]; value: string; onProfile: (name: string) => void }) {
+  // e.g. a [generation] size its arch refuses
+  const profileError = value ? profiles.find((p) => p.name === value)?.sample_error : null;
+  return (
+    <>
+      <label className="field">
+        Profile
+        <select value={value} onChange={(e) => onProfile(e.target.value)} aria-label="Profile" data-testid="profile-select">
+          <option value="">none: pick an arch and weights below</option>
+          {profiles.map((p) => (
+            <option key={p.name} value={p.name}>
+              {p.name} ({p.architecture}
+              {p.variant ? `, ${p.variant}` : ''})
+            </option>
+          ))}
+        </select>
+      </label>
+      {profileError && (
+        <div className="alert error" data-testid="profile-error">
+          This profile&apos;s defaults do not resolve: {profileError}
+        </div>
+      )}
+    </>
+  );
+}
+
+/** A VAE file of the model folders over the model's own (`model.components.vae`). */
+function VaeSelect({ library, model, onChange }: { library: LibraryEntry[]; model: ModelForm; onChange: (patch: Partial<ModelForm>) => void }) {
+  const vaes = vaeChoices(library, model.arch);
+  const vae = model.components?.vae ?? '';
+  const setVae = (path: string) => {
+    const { vae: _old, ...rest } = model.components ?? {};
+    onChange({ components: path ? { ...rest, vae: path } : rest });
+  };
+  if (!vaes.length) return null;
+  return (
+    <label className="field">
+      VAE
+      <select value={vae} onChange={(e) => setVae(e.target.value)} aria-label="VAE" data-testid="vae-select">
+        <option value="">the model&apos;s own</option>
+        {vaes.map((v) => (
+          <option key={v.path} value={v.path}>
+            {v.name}
+          </option>
+        ))}
+        {vae && !vaes.some((v) => v.path === vae) && <option value={vae}>{vae}</option>}
+      </select>
+    </label>
   );
 }

@@ -2,7 +2,8 @@
 // The sample settings. Which fields show depends on the arch's ArchInfo from the engine.
 // A value the engine would refuse or change gets a note under its field (formChecks.ts); the field
 // keeps what the person typed.
-import { notesFor, type CheckedField, type FieldNote } from './formChecks';
+import { notesFor, type FieldNote } from './formChecks';
+import NumberField, { FieldNotes } from './NumberField';
 import { maxBatch } from './tasks';
 import type { ArchInfo, SampleForm, SamplerInfo } from './types';
 
@@ -13,63 +14,51 @@ interface Props {
   onChange: (patch: Partial<SampleForm>) => void;
 }
 
-/** The notes of one field, each with its fix button; `id` is what the field's aria-describedby names. */
-function FieldNotes({ id, notes, onChange }: { id: string; notes: FieldNote[]; onChange: (patch: Partial<SampleForm>) => void }) {
-  if (!notes.length) return null;
+/** One of the arch's sample extras (GET /models: its default and type), as a number, checkbox or text. */
+function ExtraField({ name, def, type: served, value, onChange }: { name: string; def: unknown; type?: string; value: unknown; onChange: (v: unknown) => void }) {
+  const type = served ?? (typeof def === 'number' ? 'float' : typeof def === 'boolean' ? 'bool' : 'str');
   return (
-    <span id={id} className="field-notes">
-      {notes.map((n) => (
-        <span key={n.message} className={`field-note ${n.blocking ? 'error' : 'warn'}`} data-testid={`note-${n.field}`}>
-          {n.message}
-          {n.fix && (
-            <button type="button" className="link" onClick={() => onChange(n.fix!.patch)} data-testid={`fix-${n.field}`}>
-              {n.fix.label}
-            </button>
-          )}
-        </span>
-      ))}
-    </span>
+    <label className="field">
+      {name}
+      {type === 'float' || type === 'int' ? (
+        <input
+          type="number"
+          step={type === 'int' ? 1 : 'any'}
+          value={value === null || value === undefined || Number.isNaN(value) ? '' : Number(value)}
+          placeholder={def === null ? 'automatic' : undefined}
+          onChange={(e) => onChange(e.target.value === '' ? null : Number(e.target.value))}
+          aria-label={name}
+        />
+      ) : type === 'bool' ? (
+        <input type="checkbox" checked={Boolean(value)} onChange={(e) => onChange(e.target.checked)} aria-label={name} />
+      ) : (
+        <textarea rows={2} value={String(value ?? '')} onChange={(e) => onChange(e.target.value)} aria-label={name} />
+      )}
+    </label>
   );
 }
 
 /** "DPM++ 2M Karras": A1111's name for a sampler with its schedule. */
 const samplerLabel = (s: SamplerInfo) => (s.schedule && s.schedule !== 'automatic' ? `${s.label} ${s.schedule[0].toUpperCase()}${s.schedule.slice(1)}` : s.label);
 
-const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
-
-function NumberField(props: {
-  label: string;
-  field: CheckedField;
-  value: number;
-  notes: FieldNote[];
-  step?: number;
-  min?: number;
-  max?: number;
-  onChange: (v: number) => void;
-  onFix: (patch: Partial<SampleForm>) => void;
-  testId?: string;
-}) {
-  const mine = notesFor(props.notes, props.field);
-  const noteId = `note-for-${props.field}`;
+/** A scheduler of the arch's `samplers`, or the model's own. */
+function SamplerSelect({ samplers, value, onChange }: { samplers: SamplerInfo[]; value: string; onChange: (name: string) => void }) {
   return (
     <label className="field">
-      {props.label}
-      <input
-        type="number"
-        value={Number.isFinite(props.value) ? props.value : ''}
-        step={props.step ?? 1}
-        min={props.min}
-        max={props.max}
-        onChange={(e) => props.onChange(e.target.value === '' ? NaN : Number(e.target.value))}
-        aria-label={props.label}
-        aria-invalid={mine.some((n) => n.blocking) || undefined}
-        aria-describedby={mine.length ? noteId : undefined}
-        data-testid={props.testId}
-      />
-      <FieldNotes id={noteId} notes={mine} onChange={props.onFix} />
+      Sampler
+      <select value={samplers.some((x) => x.name === value) ? value : ''} onChange={(e) => onChange(e.target.value)} aria-label="Sampler" data-testid="sampler-select">
+        <option value="">Default (the model&apos;s own)</option>
+        {samplers.map((x) => (
+          <option key={x.name} value={x.name} title={x.scheduler}>
+            {samplerLabel(x)}
+          </option>
+        ))}
+      </select>
     </label>
   );
 }
+
+const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
 
 export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
   const samplers = arch.samplers ?? [];
@@ -98,30 +87,9 @@ export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
           <textarea rows={2} value={sample.negative_prompt} onChange={(e) => onChange({ negative_prompt: e.target.value })} aria-label="Negative prompt" />
         </label>
       )}
-      {Object.entries(arch.sample_extras).map(([key, def]) => {
-        const type = arch.sample_extra_types?.[key] ?? (typeof def === 'number' ? 'float' : typeof def === 'boolean' ? 'bool' : 'str');
-        const value = sample.extras[key];
-        const set = (v: unknown) => onChange({ extras: { ...sample.extras, [key]: v } });
-        return (
-          <label className="field" key={key}>
-            {key}
-            {type === 'float' || type === 'int' ? (
-              <input
-                type="number"
-                step={type === 'int' ? 1 : 'any'}
-                value={value === null || value === undefined || Number.isNaN(value) ? '' : Number(value)}
-                placeholder={def === null ? 'automatic' : undefined}
-                onChange={(e) => set(e.target.value === '' ? null : Number(e.target.value))}
-                aria-label={key}
-              />
-            ) : type === 'bool' ? (
-              <input type="checkbox" checked={Boolean(value)} onChange={(e) => set(e.target.checked)} aria-label={key} />
-            ) : (
-              <textarea rows={2} value={String(value ?? '')} onChange={(e) => set(e.target.value)} aria-label={key} />
-            )}
-          </label>
-        );
-      })}
+      {Object.entries(arch.sample_extras).map(([key, def]) => (
+        <ExtraField key={key} name={key} def={def} type={arch.sample_extra_types?.[key]} value={sample.extras[key]} onChange={(v) => onChange({ extras: { ...sample.extras, [key]: v } })} />
+      ))}
       {arch.modality !== 'audio' && (
         <div className="row">
           <NumberField {...num} label="Width" field="width" value={sample.width} step={arch.size_divisor} min={arch.size_divisor} onChange={(v) => onChange({ width: v })} testId="width" />
@@ -135,19 +103,7 @@ export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
       </div>
       {(samplers.length > 0 || arch.batch) && (
         <div className="row wrap">
-          {samplers.length > 0 && (
-            <label className="field">
-              Sampler
-              <select value={samplers.some((x) => x.name === sample.sampler) ? sample.sampler : ''} onChange={(e) => onChange({ sampler: e.target.value })} aria-label="Sampler" data-testid="sampler-select">
-                <option value="">Default (the model&apos;s own)</option>
-                {samplers.map((x) => (
-                  <option key={x.name} value={x.name} title={x.scheduler}>
-                    {samplerLabel(x)}
-                  </option>
-                ))}
-              </select>
-            </label>
-          )}
+          {samplers.length > 0 && <SamplerSelect samplers={samplers} value={sample.sampler} onChange={(sampler) => onChange({ sampler })} />}
           {arch.batch && (
             <NumberField {...num} label={`Batch size (1-${maxBatch(arch)})`} field="batch_size" value={sample.batch_size} min={1} max={maxBatch(arch)} onChange={(v) => onChange({ batch_size: v })} testId="batch-size" />
           )}

@@ -24,12 +24,12 @@ interface Props {
 
 const hasFiles = (e: DragEvent) => Array.from(e.dataTransfer?.types ?? []).includes('Files');
 
-export default function SettingsDrop({ notice, onFile, onDismiss }: Props) {
+/** A file dropped anywhere on the window goes to `onFile`; whether one is being dragged over it now. */
+function useWindowFileDrop(onFile: (file: File) => void): boolean {
   const [dragging, setDragging] = useState(false);
   const depth = useRef(0);
   const onFileRef = useRef(onFile);
   onFileRef.current = onFile;
-  const input = useRef<HTMLInputElement>(null);
 
   useEffect(() => {
     const enter = (e: DragEvent) => {
@@ -73,6 +73,12 @@ export default function SettingsDrop({ notice, onFile, onDismiss }: Props) {
       window.removeEventListener('drop', drop);
     };
   }, []);
+  return dragging;
+}
+
+export default function SettingsDrop({ notice, onFile, onDismiss }: Props) {
+  const dragging = useWindowFileDrop(onFile);
+  const input = useRef<HTMLInputElement>(null);
 
   return (
     <section className={`card settings-drop${dragging ? ' dragging' : ''}`} aria-label="Restore settings from a file" data-testid="settings-drop">
@@ -104,27 +110,32 @@ export default function SettingsDrop({ notice, onFile, onDismiss }: Props) {
           Drop on an input slot to use the file as an input; anywhere else to restore its settings.
         </div>
       )}
-      {!notice.busy && (notice.error || notice.source) && (
-        <div className={`alert ${notice.error ? 'error' : notice.warnings.length ? 'warn' : 'ok'} small`} data-testid="settings-notice" role="status">
-          {notice.error ? (
-            <>Could not restore the settings of {notice.fileName}: {notice.error}</>
-          ) : (
-            <>
-              Restored the settings of {notice.fileName} ({notice.source === 'aitk' ? 'made here' : `${notice.source} text`}).
-              {notice.warnings.length > 0 && (
-                <ul className="warnings">
-                  {notice.warnings.map((w) => (
-                    <li key={w}>{w}</li>
-                  ))}
-                </ul>
-              )}
-            </>
-          )}{' '}
-          <button type="button" className="link" onClick={onDismiss}>
-            dismiss
-          </button>
-        </div>
-      )}
+      {!notice.busy && (notice.error || notice.source) && <RestoreNoticeBox notice={notice} onDismiss={onDismiss} />}
     </section>
+  );
+}
+
+/** What restoring the file's settings came to: an error, or where they came from and what did not carry over. */
+function RestoreNoticeBox({ notice, onDismiss }: { notice: RestoreNotice; onDismiss: () => void }) {
+  return (
+    <div className={`alert ${notice.error ? 'error' : notice.warnings.length ? 'warn' : 'ok'} small`} data-testid="settings-notice" role="status">
+      {notice.error ? (
+        <>Could not restore the settings of {notice.fileName}: {notice.error}</>
+      ) : (
+        <>
+          Restored the settings of {notice.fileName} ({notice.source === 'aitk' ? 'made here' : `${notice.source} text`}).
+          {notice.warnings.length > 0 && (
+            <ul className="warnings">
+              {notice.warnings.map((w) => (
+                <li key={w}>{w}</li>
+              ))}
+            </ul>
+          )}
+        </>
+      )}{' '}
+      <button type="button" className="link" onClick={onDismiss}>
+        dismiss
+      </button>
+    </div>
   );
 }

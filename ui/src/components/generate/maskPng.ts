@@ -1,6 +1,6 @@
 // The inpainting mask: what the painter draws (a coloured overlay with alpha) to the PNG the engine
 // takes as `sample.mask_img` (8-bit greyscale, white = repaint, at the input image's resolution), and
-// back (a stored mask shown as the overlay again). Pure: the canvas work stays in MaskPainter.
+// back (a stored mask shown as the overlay again). Pure: the canvas work is maskCanvas.ts.
 
 /** Overlay pixels at or above this alpha are mask (white); below, kept (black). A binary mask: the
  * brush's anti-aliased rim does not become a half-repainted band. */

@@ -1,17 +1,11 @@
 'use client';
-// The engine job for the chosen device: its Job row (polled), its /health (polled while it
-// runs), its /models (once it answers), and start / stop / unload.
-import { useCallback, useEffect, useState } from 'react';
-import { apiFetch, apiJson, describeError, postJson, type ApiRequestError } from '@/utils/api';
-import { usePoll } from '@/utils/usePoll';
-import { useStoredState } from '@/utils/useStoredState';
+// The engine job for the chosen device (useEngineJob.ts), its /health and /models while it runs
+// (useEngineHealth.ts), its state in one word, and start / stop / unload.
+import { useCallback, useState } from 'react';
 import type { Job } from '@/components/jobs/types';
-import type { Health, ModelsResponse } from './types';
-
-export interface Device {
-  id: string;
-  name: string;
-}
+import { apiJson, postJson, type ApiRequestError } from '@/utils/api';
+import { useEngineHealth } from './useEngineHealth';
+import { useEngineJob } from './useEngineJob';
 
 export type EngineState = 'loading' | 'none' | 'stopped' | 'queued' | 'starting' | 'ready' | 'stopping' | 'error';
 
@@ -27,104 +21,37 @@ function engineJobConfig(name: string, deviceId: string) {
   };
 }
 
+/** The engine in one word, from its job row and whether it answers /health. */
+export function engineState(jobs: Job[] | null, job: Job | null, engineUp: boolean): EngineState {
+  if (!job) return jobs === null ? 'loading' : 'none';
+  if (job.status === 'running') return engineUp ? 'ready' : 'starting';
+  if (job.status === 'queued') return 'queued';
+  if (job.status === 'stopping') return 'stopping';
+  if (job.status === 'error') return 'error';
+  return 'stopped';
+}
+
 export function useEngine(preferredJobId: string | null) {
-  const [devices, setDevices] = useState<Device[]>([{ id: 'cpu', name: 'CPU' }]);
-  const [deviceId, setDeviceId, deviceLoaded] = useStoredState<string>('aitk.generate.device', 'cpu');
-  const [jobs, setJobs] = useState<Job[] | null>(null);
-  const [health, setHealth] = useState<Health | null>(null);
-  const [healthError, setHealthError] = useState<string | null>(null);
-  const [models, setModels] = useState<ModelsResponse | null>(null);
-  const [modelsError, setModelsError] = useState<string | null>(null);
+  const { devices, deviceId, setDeviceId, jobs, jobsError, job, reloadJobs } = useEngineJob(preferredJobId);
+  const { health, healthError, models, modelsError, engineUp, refreshHealth } = useEngineHealth(job?.id ?? null, job?.status === 'running');
   const [actionError, setActionError] = useState<string | null>(null);
   const [acting, setActing] = useState(false);
 
-  useEffect(() => {
-    apiJson<{ devices: Device[] }>('/api/gpus')
-      .then((r) => setDevices(r.devices))
-      .catch(() => undefined);
-  }, []);
-
-  const [jobsError, setJobsError] = useState<string | null>(null);
-  usePoll(async () => {
-    try {
-      setJobs((await apiJson<{ jobs: Job[] }>('/api/jobs?job_type=inference')).jobs);
-      setJobsError(null);
-    } catch (err) {
-      setJobsError((err as Error).message);
-    }
-  }, 1500);
-
-  // a link from the jobs page (?job=) picks that engine's device
-  useEffect(() => {
-    if (!preferredJobId || !jobs || !deviceLoaded) return;
-    const j = jobs.find((x) => x.id === preferredJobId);
-    if (j && j.gpu_ids !== deviceId) setDeviceId(j.gpu_ids);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [preferredJobId, jobs === null, deviceLoaded]);
-
-  const forDevice = (jobs ?? []).filter((j) => j.gpu_ids === deviceId);
-  const job = forDevice.find((j) => j.status === 'running' || j.status === 'stopping' || j.status === 'queued') ?? forDevice[0] ?? null;
-  const running = job?.status === 'running';
-
-  const jobId = job?.id ?? null;
-  const refreshHealth = useCallback(async () => {
-    if (!jobId) return;
-    const res = await apiFetch(`/api/inference/health?job=${jobId}`);
-    if (res.ok) {
-      setHealth((await res.json()) as Health);
-      setHealthError(null);
-    } else {
-      setHealth(null);
-      setHealthError((await describeError(res)).message);
-    }
-  }, [jobId]);
-  usePoll(refreshHealth, 2000, running, [jobId]);
-
-  useEffect(() => {
-    if (!running) {
-      setHealth(null);
-      setHealthError(null);
-    }
-  }, [running]);
-
-  const engineUp = running && !!health?.ok;
-  useEffect(() => {
-    if (!engineUp || !job) return;
-    let cancelled = false;
-    apiJson<ModelsResponse>(`/api/inference/models?job=${job.id}`)
-      .then((m) => {
-        if (!cancelled) {
-          setModels(m);
-          setModelsError(null);
-        }
-      })
-      .catch((err) => !cancelled && setModelsError((err as Error).message));
-    return () => {
-      cancelled = true;
-    };
-  }, [engineUp, job?.id]); // eslint-disable-line react-hooks/exhaustive-deps
-
-  let state: EngineState = jobs === null ? 'loading' : 'none';
-  if (job) {
-    if (job.status === 'running') state = engineUp ? 'ready' : 'starting';
-    else if (job.status === 'queued') state = 'queued';
-    else if (job.status === 'stopping') state = 'stopping';
-    else if (job.status === 'error') state = 'error';
-    else state = 'stopped';
-  }
-
-  const act = useCallback(async (fn: () => Promise<unknown>) => {
-    setActing(true);
-    setActionError(null);
-    try {
-      await fn();
-      setJobs((await apiJson<{ jobs: Job[] }>('/api/jobs?job_type=inference')).jobs);
-    } catch (err) {
-      setActionError((err as Error).message);
-    } finally {
-      setActing(false);
-    }
-  }, []);
+  const act = useCallback(
+    async (fn: () => Promise<unknown>) => {
+      setActing(true);
+      setActionError(null);
+      try {
+        await fn();
+        await reloadJobs();
+      } catch (err) {
+        setActionError((err as Error).message);
+      } finally {
+        setActing(false);
+      }
+    },
+    [reloadJobs],
+  );
 
   const start = () =>
     act(async () => {
@@ -157,7 +84,7 @@ export function useEngine(preferredJobId: string | null) {
     deviceId,
     setDeviceId,
     job,
-    state,
+    state: engineState(jobs, job, engineUp),
     health,
     healthError,
     models,

@@ -53,44 +53,70 @@ async function readJson<T>(url: string, signal?: AbortSignal): Promise<T> {
   return (await res.json()) as T;
 }
 
+/** One page of the history for a filter, the newest first (`before`: the previous page's `next`). */
+function page(f: GalleryFilter, before: string | null, signal?: AbortSignal) {
+  const p = new URLSearchParams({ limit: String(PAGE) });
+  if (f.q) p.set('q', f.q);
+  if (f.model) p.set('model', f.model);
+  if (before) p.set('before', before);
+  return readJson<{ items: GalleryItem[]; next: string | null }>(`/api/history?${p}`, signal);
+}
+
+/** Write a result to the history; throws why it was not saved. */
+async function saveResult(item: GalleryItem): Promise<void> {
+  const res = await apiFetch('/api/history', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(item) });
+  if (!res.ok) throw new Error((await describeError(res)).message);
+}
+
+/** Remove a result from the history and delete its file (a file already gone is fine); why not, or null. */
+async function deleteResult(item: GalleryItem): Promise<string | null> {
+  let res = await apiFetch(`/api/history/${encodeURIComponent(item.key)}`, { method: 'DELETE' }).catch(() => null);
+  // never saved (the history was unreachable when it came): its file alone
+  if (res?.status === 404) res = await apiFetch(fileUrl(item), { method: 'DELETE' }).catch(() => null);
+  if (!res) return 'The UI server did not answer; nothing was deleted.';
+  if (!res.ok && res.status !== 404) return `Not deleted: ${(await describeError(res)).message}`;
+  return null;
+}
+
+/** The models of the history (the filter's list), read again after each change. */
+function useHistoryModels() {
+  const [models, setModels] = useState<HistoryModel[]>([]);
+  const refreshModels = useCallback(() => {
+    readJson<{ models: HistoryModel[] }>('/api/history/models')
+      .then((b) => setModels(b.models))
+      .catch(() => undefined); // the filter keeps its last list
+  }, []);
+  return { models, refreshModels };
+}
+
+/** First: what this browser's old localStorage gallery held moves to the server; `moveNote` says what it left out. */
+function useLegacyMove() {
+  const [ready, setReady] = useState(false);
+  const [moveNote, setMoveNote] = useState<string | null>(null);
+  useEffect(() => {
+    moveLegacyGallery()
+      .then(setMoveNote)
+      .finally(() => setReady(true));
+  }, []);
+  return { ready, moveNote };
+}
+
 export function useGallery() {
   const [filter, setFilter] = useState<GalleryFilter>({ q: '', model: '' });
   const [items, setItems] = useState<GalleryItem[]>([]);
   // this page's own results, whatever the filter (the preview shows a request's batch from them)
   const [recent, setRecent] = useState<GalleryItem[]>([]);
   const [next, setNext] = useState<string | null>(null);
-  const [models, setModels] = useState<HistoryModel[]>([]);
   const [loading, setLoading] = useState(true);
-  const [ready, setReady] = useState(false);
   const [error, setError] = useState<string | null>(null);
-  // what moving an old localStorage gallery left out
-  const [moveNote, setMoveNote] = useState<string | null>(null);
   const [saving, setSaving] = useState(0);
   const filterRef = useRef(filter);
   filterRef.current = filter;
   const recentRef = useRef(recent);
   recentRef.current = recent;
 
-  const refreshModels = useCallback(() => {
-    readJson<{ models: HistoryModel[] }>('/api/history/models')
-      .then((b) => setModels(b.models))
-      .catch(() => undefined); // the filter keeps its last list
-  }, []);
-
-  // first: what this browser's old localStorage gallery held moves to the server
-  useEffect(() => {
-    moveLegacyGallery()
-      .then(setMoveNote)
-      .finally(() => setReady(true));
-  }, []);
-
-  const page = useCallback((f: GalleryFilter, before: string | null, signal?: AbortSignal) => {
-    const p = new URLSearchParams({ limit: String(PAGE) });
-    if (f.q) p.set('q', f.q);
-    if (f.model) p.set('model', f.model);
-    if (before) p.set('before', before);
-    return readJson<{ items: GalleryItem[]; next: string | null }>(`/api/history?${p}`, signal);
-  }, []);
+  const { models, refreshModels } = useHistoryModels();
+  const { ready, moveNote } = useLegacyMove();
 
   // the first page for the filter shown (a newer filter aborts an older answer)
   useEffect(() => {
@@ -109,7 +135,7 @@ export function useGallery() {
       .finally(() => !ctrl.signal.aborted && setLoading(false));
     refreshModels();
     return () => ctrl.abort();
-  }, [ready, filter, page, refreshModels]);
+  }, [ready, filter, refreshModels]);
 
   const loadMore = useCallback(() => {
     if (!next) return;
@@ -121,32 +147,26 @@ export function useGallery() {
         setNext(b.next);
       })
       .catch((err) => setError(`The history could not be read: ${(err as Error).message}`));
-  }, [next, page]);
+  }, [next]);
 
   const add = useCallback(
     (item: GalleryItem) => {
       setRecent((prev) => (prev.some((p) => p.key === item.key) ? prev : [item, ...prev]));
       if (matches(item, filterRef.current)) setItems((prev) => (prev.some((p) => p.key === item.key) ? prev : [item, ...prev]));
       setSaving((n) => n + 1);
-      apiFetch('/api/history', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(item) })
-        .then(async (res) => {
-          if (!res.ok) throw new Error((await describeError(res)).message);
-          refreshModels();
-        })
+      saveResult(item)
+        .then(refreshModels)
         .catch((err) => setError(`This result could not be saved to the history: ${(err as Error).message}`))
         .finally(() => setSaving((n) => n - 1));
     },
     [refreshModels],
   );
 
-  /** Remove from the history and delete the file (a file already gone is fine). */
+  /** Remove from the history and delete the file; why not, or null. */
   const remove = useCallback(
     async (item: GalleryItem): Promise<string | null> => {
-      let res = await apiFetch(`/api/history/${encodeURIComponent(item.key)}`, { method: 'DELETE' }).catch(() => null);
-      // never saved (the history was unreachable when it came): its file alone
-      if (res?.status === 404) res = await apiFetch(fileUrl(item), { method: 'DELETE' }).catch(() => null);
-      if (!res) return 'The UI server did not answer; nothing was deleted.';
-      if (!res.ok && res.status !== 404) return `Not deleted: ${(await describeError(res)).message}`;
+      const problem = await deleteResult(item);
+      if (problem !== null) return problem;
       setItems((prev) => prev.filter((p) => p.key !== item.key));
       setRecent((prev) => prev.filter((p) => p.key !== item.key));
       refreshModels();

@@ -15,46 +15,16 @@ import AxisPicker from './AxisPicker';
 import BaseSummary from './BaseSummary';
 import GridTable from './GridTable';
 import { saveGrid, type SavedGrid } from './saveGrid';
-import { cellEnded, useGridRun } from './useGridRun';
+import { cellEnded, useGridRun, type CellState } from './useGridRun';
 
 const newRunId = () => `grid-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
 
 type Saving = { state: 'idle' } | { state: 'saving' } | { state: 'saved'; grid: SavedGrid } | { state: 'error'; message: string };
 
-export default function GridPage({ preferredJobId }: { preferredJobId: string | null }) {
-  const engine = useEngine(preferredJobId);
-  // read only: the Generate page owns these forms
-  const [storedModel] = useStoredState<ModelForm | null>('aitk.generate.model', null);
-  const [storedSample] = useStoredState<SampleForm | null>('aitk.generate.sample', null);
-  const [x, setX] = useStoredState<AxisSpec>('aitk.grid.x', { kind: 'seed', values: '1, 2, 3' });
-  const [y, setY] = useStoredState<AxisSpec>('aitk.grid.y', { kind: 'steps', values: '10, 20' });
-  const grid = useGridRun();
-  const [active, setActive] = useState<{ plan: GridPlan; job: { id: string; name: string } } | null>(null);
+/** All cells of the active run ended: the labelled PNG, saved once per run (none when no cell made an image);
+ * `reset` when a new run starts. */
+function useGridSave(active: { plan: GridPlan; job: { id: string; name: string } } | null, grid: { cells: CellState[]; running: boolean }) {
   const [saving, setSaving] = useState<Saving>({ state: 'idle' });
-
-  const model = useMemo(() => (storedModel ? normalizeModel(storedModel) : null), [storedModel]);
-  const sample = useMemo(() => (storedSample ? normalizeSample(storedSample) : null), [storedSample]);
-  const arch = engine.models?.archs.find((a) => a.name === model?.arch) ?? null;
-  const profiles = engine.models?.profiles ?? [];
-  const plan = useMemo(
-    () => (arch && model && sample ? planGrid({ arch, profiles, model, sample }, x, y, newRunId()) : null),
-    [arch, profiles, model, sample, x, y], // eslint-disable-line react-hooks/exhaustive-deps
-  );
-
-  const job = engine.job;
-  const ready = engine.state === 'ready' && !!job;
-  const canRun = ready && !!plan && !('error' in plan) && !grid.running;
-
-  const run = () => {
-    if (!canRun || !plan || 'error' in plan || !job) return;
-    const fresh = planGrid({ arch: arch!, profiles, model: model!, sample: sample! }, x, y, newRunId());
-    if ('error' in fresh) return;
-    setActive({ plan: fresh, job: { id: job.id, name: job.name } });
-    setSaving({ state: 'idle' });
-    void grid.run(job, fresh);
-  };
-
-  // all cells ended: the labelled PNG, once per run
   const savedFor = useRef<GridPlan | null>(null);
   const allEnded = grid.cells.length > 0 && grid.cells.every(cellEnded);
   useEffect(() => {
@@ -69,6 +39,42 @@ export default function GridPage({ preferredJobId }: { preferredJobId: string | 
       .then((g) => setSaving({ state: 'saved', grid: g }))
       .catch((err) => setSaving({ state: 'error', message: `The grid PNG could not be made: ${(err as Error).message}` }));
   }, [active, allEnded, grid.running, grid.cells]);
+  return { saving, reset: () => setSaving({ state: 'idle' }) };
+}
+
+export default function GridPage({ preferredJobId }: { preferredJobId: string | null }) {
+  const engine = useEngine(preferredJobId);
+  // read only: the Generate page owns these forms
+  const [storedModel] = useStoredState<ModelForm | null>('aitk.generate.model', null);
+  const [storedSample] = useStoredState<SampleForm | null>('aitk.generate.sample', null);
+  const [x, setX] = useStoredState<AxisSpec>('aitk.grid.x', { kind: 'seed', values: '1, 2, 3' });
+  const [y, setY] = useStoredState<AxisSpec>('aitk.grid.y', { kind: 'steps', values: '10, 20' });
+  const grid = useGridRun();
+  const [active, setActive] = useState<{ plan: GridPlan; job: { id: string; name: string } } | null>(null);
+
+  const model = useMemo(() => (storedModel ? normalizeModel(storedModel) : null), [storedModel]);
+  const sample = useMemo(() => (storedSample ? normalizeSample(storedSample) : null), [storedSample]);
+  const arch = engine.models?.archs.find((a) => a.name === model?.arch) ?? null;
+  const profiles = engine.models?.profiles ?? [];
+  const plan = useMemo(
+    () => (arch && model && sample ? planGrid({ arch, profiles, model, sample }, x, y, newRunId()) : null),
+    [arch, profiles, model, sample, x, y], // eslint-disable-line react-hooks/exhaustive-deps
+  );
+
+  const { saving, reset: resetSave } = useGridSave(active, grid);
+
+  const job = engine.job;
+  const ready = engine.state === 'ready' && !!job;
+  const canRun = ready && !!plan && !('error' in plan) && !grid.running;
+
+  const run = () => {
+    if (!canRun || !plan || 'error' in plan || !job) return;
+    const fresh = planGrid({ arch: arch!, profiles, model: model!, sample: sample! }, x, y, newRunId());
+    if ('error' in fresh) return;
+    setActive({ plan: fresh, job: { id: job.id, name: job.name } });
+    resetSave();
+    void grid.run(job, fresh);
+  };
 
   const done = grid.cells.filter((c) => c.phase === 'done').length;
   const noForms = !model || !sample;
@@ -109,6 +115,16 @@ export default function GridPage({ preferredJobId }: { preferredJobId: string | 
           </span>
         )}
       </div>
+      <SaveNotice saving={saving} />
+      {active && <GridTable jobName={active.job.name} xLabels={active.plan.xLabels} yLabels={active.plan.yLabels} cells={grid.cells} />}
+    </div>
+  );
+}
+
+/** Saving the grid PNG: under way, failed, or saved with its download link. */
+function SaveNotice({ saving }: { saving: Saving }) {
+  return (
+    <>
       {saving.state === 'saving' && <div className="muted">Making the grid PNG…</div>}
       {saving.state === 'error' && (
         <div className="alert error" role="alert" data-testid="grid-save-error">
@@ -123,7 +139,6 @@ export default function GridPage({ preferredJobId }: { preferredJobId: string | 
           </a>
         </div>
       )}
-      {active && <GridTable jobName={active.job.name} xLabels={active.plan.xLabels} yLabels={active.plan.yLabels} cells={grid.cells} />}
-    </div>
+    </>
   );
 }

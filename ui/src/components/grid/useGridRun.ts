@@ -51,6 +51,57 @@ export function cellAfterFrame(c: CellState, h: FrameHeader): CellState {
 
 const fresh = (requestId: string): CellState => ({ requestId, phase: 'waiting', stage: '', step: 0, total: 0, result: null, message: '' });
 
+/** Read one cell's stream to its end, re-attaching after a dropped connection; `patch` changes its state. */
+async function followCell(jobId: string, requestId: string, signal: AbortSignal, patch: (fn: (c: CellState) => CellState) => void) {
+  let ended = false;
+  for (let attempt = 1; attempt <= REATTACH_TRIES && !ended && !signal.aborted; attempt++) {
+    let res: Response;
+    try {
+      res = await apiFetch(`/api/inference/stream/${encodeURIComponent(requestId)}?job=${encodeURIComponent(jobId)}`, { signal });
+    } catch {
+      continue;
+    }
+    if (!res.ok) {
+      const { message } = await describeError(res);
+      patch((c) => ({ ...c, phase: 'error', message }));
+      return;
+    }
+    try {
+      const out = await readFrames(res.body as ReadableStream<Uint8Array>, (f) => {
+        ended = ended || f.header.type === 'end';
+        patch((c) => cellAfterFrame(c, f.header));
+      });
+      ended = ended || out.sawEnd;
+    } catch {
+      // dropped: try again
+    }
+  }
+  if (!ended && !signal.aborted) patch((c) => (cellEnded(c) ? c : { ...c, phase: 'error', message: 'Lost the connection to the engine.' }));
+}
+
+/** Put one cell on the engine's queue (detached: its stream is let go once the engine took it); whether it is queued. */
+async function queueCell(jobId: string, body: unknown, signal: AbortSignal, patch: (fn: (c: CellState) => CellState) => void): Promise<boolean> {
+  try {
+    const res = await apiFetch(`/api/inference/generate?job=${encodeURIComponent(jobId)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal,
+    });
+    if (!res.ok) {
+      const { message } = await describeError(res);
+      patch((c) => ({ ...c, phase: 'error', message }));
+      return false;
+    }
+    await res.body?.cancel().catch(() => undefined); // detached: the request stays queued
+    patch((c) => (c.phase === 'waiting' ? { ...c, phase: 'queued' } : c));
+    return true;
+  } catch (err) {
+    if (!signal.aborted) patch((c) => ({ ...c, phase: 'error', message: `The UI server did not answer: ${(err as Error).message}` }));
+    return false;
+  }
+}
+
 export function useGridRun() {
   const [cells, setCells] = useState<CellState[]>([]);
   const [running, setRunning] = useState(false);
@@ -58,34 +109,6 @@ export function useGridRun() {
   const runRef = useRef<{ jobId: string; cancelled: boolean } | null>(null);
 
   const patch = (i: number, fn: (c: CellState) => CellState) => setCells((prev) => prev.map((c, k) => (k === i ? fn(c) : c)));
-
-  /** Read one cell's stream to its end, re-attaching after a dropped connection. */
-  const follow = async (jobId: string, i: number, requestId: string, signal: AbortSignal) => {
-    let ended = false;
-    for (let attempt = 1; attempt <= REATTACH_TRIES && !ended && !signal.aborted; attempt++) {
-      let res: Response;
-      try {
-        res = await apiFetch(`/api/inference/stream/${encodeURIComponent(requestId)}?job=${encodeURIComponent(jobId)}`, { signal });
-      } catch {
-        continue;
-      }
-      if (!res.ok) {
-        const { message } = await describeError(res);
-        patch(i, (c) => ({ ...c, phase: 'error', message }));
-        return;
-      }
-      try {
-        const out = await readFrames(res.body as ReadableStream<Uint8Array>, (f) => {
-          ended = ended || f.header.type === 'end';
-          patch(i, (c) => cellAfterFrame(c, f.header));
-        });
-        ended = ended || out.sawEnd;
-      } catch {
-        // dropped: try again
-      }
-    }
-    if (!ended && !signal.aborted) patch(i, (c) => (cellEnded(c) ? c : { ...c, phase: 'error', message: 'Lost the connection to the engine.' }));
-  };
 
   const run = useCallback(async (job: { id: string }, plan: GridPlan) => {
     abortRef.current?.abort();
@@ -103,31 +126,14 @@ export function useGridRun() {
         patch(i, (c) => ({ ...c, phase: 'cancelled', message: 'Cancelled before it was queued.' }));
         continue;
       }
-      try {
-        const res = await apiFetch(`/api/inference/generate?job=${encodeURIComponent(job.id)}`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify(cell.body),
-          signal: abort.signal,
-        });
-        if (!res.ok) {
-          const { message } = await describeError(res);
-          patch(i, (c) => ({ ...c, phase: 'error', message }));
-          continue;
-        }
-        await res.body?.cancel().catch(() => undefined); // detached: the request stays queued
-        patch(i, (c) => (c.phase === 'waiting' ? { ...c, phase: 'queued' } : c));
-        queued.push(i);
-      } catch (err) {
-        if (!abort.signal.aborted) patch(i, (c) => ({ ...c, phase: 'error', message: `The UI server did not answer: ${(err as Error).message}` }));
-      }
+      if (await queueCell(job.id, cell.body, abort.signal, (fn) => patch(i, fn))) queued.push(i);
     }
     // 2. their streams, a few at a time, in queue order
     let next = 0;
     const worker = async () => {
       while (next < queued.length && !abort.signal.aborted) {
         const i = queued[next++];
-        await follow(job.id, i, plan.cells[i].requestId, abort.signal);
+        await followCell(job.id, plan.cells[i].requestId, abort.signal, (fn) => patch(i, fn));
       }
     };
     await Promise.all(Array.from({ length: FOLLOWERS }, worker));

@@ -23,7 +23,7 @@ export default function JobsTable() {
   };
   usePoll(refresh, 1500);
 
-  const act = async (job: Job, action: 'start' | 'stop' | 'delete') => {
+  const act = async (job: Job, action: Action) => {
     if (action === 'delete' && !window.confirm(`Delete job '${job.name}'? Its folder and files stay on disk.`)) return;
     setBusy(job.id);
     try {
@@ -65,54 +65,63 @@ export default function JobsTable() {
           </thead>
           <tbody>
             {jobs.map((job) => (
-              <tr key={job.id} data-testid={`job-row-${job.name}`} data-status={job.status}>
-                <td>
-                  {job.job_type === 'inference' ? (
-                    <>
-                      <Link href={`/generate?job=${job.id}`}>Inference engine</Link>
-                      <div className="muted small">{job.name}</div>
-                    </>
-                  ) : (
-                    <>
-                      {job.name}
-                      <div className="muted small">{job.job_type}</div>
-                    </>
-                  )}
-                </td>
-                <td data-label="GPU">{job.gpu_ids}</td>
-                <td data-label="Status">
-                  <StatusBadge status={job.status} />
-                </td>
-                <td data-label="Step">{job.step || ''}</td>
-                <td data-label="Info" className="info" title={job.info}>
-                  {job.info.split('\n')[0]}
-                </td>
-                <td data-label="Created" className="small">{formatTime(job.created_at)}</td>
-                <td className="actions">
-                  {!isActive(job) && (
-                    <button disabled={busy === job.id} onClick={() => act(job, 'start')}>
-                      Start
-                    </button>
-                  )}
-                  {(job.status === 'running' || job.status === 'queued') && (
-                    <button disabled={busy === job.id} onClick={() => act(job, 'stop')}>
-                      Stop
-                    </button>
-                  )}
-                  {!isActive(job) && (
-                    <button className="danger" disabled={busy === job.id} onClick={() => act(job, 'delete')}>
-                      Delete
-                    </button>
-                  )}
-                  <Link className="button" href={`/jobs/${job.id}`}>
-                    Log
-                  </Link>
-                </td>
-              </tr>
+              <JobRow key={job.id} job={job} busy={busy === job.id} onAct={(action) => act(job, action)} />
             ))}
           </tbody>
         </table>
       )}
     </section>
+  );
+}
+
+type Action = 'start' | 'stop' | 'delete';
+
+/** One job: what it is (an engine links to /generate), GPU, status, step, its info's first line, when made, and its actions. */
+function JobRow({ job, busy, onAct }: { job: Job; busy: boolean; onAct: (action: Action) => void }) {
+  return (
+    <tr data-testid={`job-row-${job.name}`} data-status={job.status}>
+      <td>
+        {job.job_type === 'inference' ? (
+          <>
+            <Link href={`/generate?job=${job.id}`}>Inference engine</Link>
+            <div className="muted small">{job.name}</div>
+          </>
+        ) : (
+          <>
+            {job.name}
+            <div className="muted small">{job.job_type}</div>
+          </>
+        )}
+      </td>
+      <td data-label="GPU">{job.gpu_ids}</td>
+      <td data-label="Status">
+        <StatusBadge status={job.status} />
+      </td>
+      <td data-label="Step">{job.step || ''}</td>
+      <td data-label="Info" className="info" title={job.info}>
+        {job.info.split('\n')[0]}
+      </td>
+      <td data-label="Created" className="small">{formatTime(job.created_at)}</td>
+      <td className="actions">
+        {!isActive(job) && (
+          <button disabled={busy} onClick={() => onAct('start')}>
+            Start
+          </button>
+        )}
+        {(job.status === 'running' || job.status === 'queued') && (
+          <button disabled={busy} onClick={() => onAct('stop')}>
+            Stop
+          </button>
+        )}
+        {!isActive(job) && (
+          <button className="danger" disabled={busy} onClick={() => onAct('delete')}>
+            Delete
+          </button>
+        )}
+        <Link className="button" href={`/jobs/${job.id}`}>
+          Log
+        </Link>
+      </td>
+    </tr>
   );
 }

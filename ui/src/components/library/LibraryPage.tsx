@@ -7,13 +7,13 @@ import Link from 'next/link';
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import { apiFetch, apiJson, describeError } from '@/utils/api';
 import type { Job } from '@/components/jobs/types';
-import { filterEntries, formatBytes, generateHref, groupBySource, missingDefaults, type LibraryResponse } from './library';
+import { filterEntries, formatBytes, generateHref, groupBySource, missingDefaults, type ArchPresence, type LibraryEntry, type LibraryResponse, type LibrarySource } from './library';
 
-export default function LibraryPage({ preferredJobId }: { preferredJobId: string | null }) {
+/** The running engine the page lists (the one asked for, else the first), and its GET /library. */
+function useLibraryListing(preferredJobId: string | null) {
   const [jobs, setJobs] = useState<Job[] | null>(null);
   const [lib, setLib] = useState<LibraryResponse | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const [query, setQuery] = useState('');
   const [loading, setLoading] = useState(false);
 
   useEffect(() => {
@@ -45,6 +45,13 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
     load();
   }, [load]);
 
+  return { jobs, job, lib, error, loading, load };
+}
+
+export default function LibraryPage({ preferredJobId }: { preferredJobId: string | null }) {
+  const { jobs, job, lib, error, loading, load } = useLibraryListing(preferredJobId);
+  const jobId = job?.id ?? null;
+  const [query, setQuery] = useState('');
   const groups = useMemo(() => groupBySource(filterEntries(lib?.entries ?? [], query)), [lib, query]);
   const missing = useMemo(() => missingDefaults(lib?.archs ?? []), [lib]);
 
@@ -75,71 +82,90 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
       )}
       {lib && groups.length === 0 && <div className="muted">No model matches.</div>}
       {groups.map((g) => (
-        <section key={g.source} className="card" aria-label={g.label} data-testid={`library-group-${g.source}`}>
-          <h2>{g.label}</h2>
-          <table className="jobs">
-            <thead>
-              <tr>
-                <th>name</th>
-                <th>kind</th>
-                <th>arch</th>
-                <th>format</th>
-                <th>size</th>
-                <th>complete</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {g.entries.map((e) => (
-                <tr key={`${e.source}:${e.path ?? e.name}`} data-testid="library-entry" data-name={e.name} data-arch={e.arch ?? ''}>
-                  <td data-label="name" title={e.path ?? e.repo ?? ''}>
-                    {e.name}
-                    {e.companions && Object.keys(e.companions).length > 0 && (
-                      <div className="muted small" data-testid="library-entry-companions">
-                        with{' '}
-                        {Object.entries(e.companions)
-                          .map(([role, c]) => `${role}: ${c.name}`)
-                          .join(' · ')}
-                      </div>
-                    )}
-                  </td>
-                  <td data-label="kind">
-                    {e.kind === 'component' ? `component (${e.label ?? e.role ?? '?'})` : e.kind}
-                    {e.parts && e.kind === 'checkpoint' && <div className="muted small">{Object.keys(e.parts).join(', ')}</div>}
-                  </td>
-                  <td data-label="arch">{e.arch ? `${e.arch}${e.variant ? ` ${e.variant}` : ''}` : <span className="muted">unknown</span>}</td>
-                  <td data-label="format">{e.format ?? <span className="muted">—</span>}</td>
-                  <td data-label="size">{formatBytes(e.bytes)}</td>
-                  <td data-label="complete" title={e.missing.join('\n')}>{e.complete ? 'yes' : <span className="warn-text">no: {e.missing[0] ?? ''}</span>}</td>
-                  <td>
-                    {e.model && e.complete ? (
-                      <Link href={generateHref(jobId, e.model)} data-testid="library-use">
-                        Use
-                      </Link>
-                    ) : e.model === null && e.missing.length ? (
-                      <span className="muted small">{e.missing[0]}</span>
-                    ) : null}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </section>
+        <LibraryGroup key={g.source} group={g} jobId={jobId} />
       ))}
-      {missing.length > 0 && (
-        <section className="card" aria-label="Default models not here" data-testid="library-missing-defaults">
-          <h2>Default models not on this machine</h2>
-          {missing.map((a) => (
-            <div key={`${a.arch}:${a.repo}`} className="row small" data-testid="library-download" data-arch={a.arch} data-variant={a.variant ?? ''}>
-              <span>
-                {a.arch}
-                {a.variant ? ` ${a.variant}` : ''}:
-              </span>
-              <code>{a.download}</code>
-            </div>
-          ))}
-        </section>
-      )}
+      {missing.length > 0 && <MissingDefaults missing={missing} />}
     </>
+  );
+}
+
+/** One source's entries (the hub cache, the model folders, the profiles) as a table. */
+function LibraryGroup({ group, jobId }: { group: { source: LibrarySource; label: string; entries: LibraryEntry[] }; jobId: string | null }) {
+  return (
+    <section className="card" aria-label={group.label} data-testid={`library-group-${group.source}`}>
+      <h2>{group.label}</h2>
+      <table className="jobs">
+        <thead>
+          <tr>
+            <th>name</th>
+            <th>kind</th>
+            <th>arch</th>
+            <th>format</th>
+            <th>size</th>
+            <th>complete</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {group.entries.map((e) => (
+            <EntryRow key={`${e.source}:${e.path ?? e.name}`} e={e} jobId={jobId} />
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+/** One model: its name (and the companions it takes), kind (and parts), arch, format, size, completeness, and Use. */
+function EntryRow({ e, jobId }: { e: LibraryEntry; jobId: string | null }) {
+  return (
+    <tr data-testid="library-entry" data-name={e.name} data-arch={e.arch ?? ''}>
+      <td data-label="name" title={e.path ?? e.repo ?? ''}>
+        {e.name}
+        {e.companions && Object.keys(e.companions).length > 0 && (
+          <div className="muted small" data-testid="library-entry-companions">
+            with{' '}
+            {Object.entries(e.companions)
+              .map(([role, c]) => `${role}: ${c.name}`)
+              .join(' · ')}
+          </div>
+        )}
+      </td>
+      <td data-label="kind">
+        {e.kind === 'component' ? `component (${e.label ?? e.role ?? '?'})` : e.kind}
+        {e.parts && e.kind === 'checkpoint' && <div className="muted small">{Object.keys(e.parts).join(', ')}</div>}
+      </td>
+      <td data-label="arch">{e.arch ? `${e.arch}${e.variant ? ` ${e.variant}` : ''}` : <span className="muted">unknown</span>}</td>
+      <td data-label="format">{e.format ?? <span className="muted">—</span>}</td>
+      <td data-label="size">{formatBytes(e.bytes)}</td>
+      <td data-label="complete" title={e.missing.join('\n')}>{e.complete ? 'yes' : <span className="warn-text">no: {e.missing[0] ?? ''}</span>}</td>
+      <td>
+        {e.model && e.complete ? (
+          <Link href={generateHref(jobId, e.model)} data-testid="library-use">
+            Use
+          </Link>
+        ) : e.model === null && e.missing.length ? (
+          <span className="muted small">{e.missing[0]}</span>
+        ) : null}
+      </td>
+    </tr>
+  );
+}
+
+/** The archs whose default repo is not on this machine, each with its `hf download` command. */
+function MissingDefaults({ missing }: { missing: ArchPresence[] }) {
+  return (
+    <section className="card" aria-label="Default models not here" data-testid="library-missing-defaults">
+      <h2>Default models not on this machine</h2>
+      {missing.map((a) => (
+        <div key={`${a.arch}:${a.repo}`} className="row small" data-testid="library-download" data-arch={a.arch} data-variant={a.variant ?? ''}>
+          <span>
+            {a.arch}
+            {a.variant ? ` ${a.variant}` : ''}:
+          </span>
+          <code>{a.download}</code>
+        </div>
+      ))}
+    </section>
   );
 }

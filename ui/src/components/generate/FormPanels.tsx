@@ -1,0 +1,86 @@
+'use client';
+// The Generate page's form column (or why there is none yet: the engine's /models has not answered): the model, LoRA, prompt and input-image panels over the forms
+// (useGenerateForms.ts), and the link to a grid from these settings.
+import Link from 'next/link';
+import type { LibraryEntry } from '@/components/library/library';
+import type { FieldNote } from './formChecks';
+import InputsPanel, { archTakesInputs } from './InputsPanel';
+import LoraPanel from './LoraPanel';
+import ModelPanel from './ModelPanel';
+import PromptPanel from './PromptPanel';
+import type { GenerateForms } from './useGenerateForms';
+import type { useInputImages } from './useInputImages';
+
+interface Props {
+  /** the engine's /models answered */
+  models: boolean;
+  modelsError: string | null;
+  forms: GenerateForms;
+  inputs: ReturnType<typeof useInputImages>;
+  job: { id: string; name: string } | null;
+  running: boolean;
+  notes: FieldNote[];
+  /** `hf download REPO` when the model form names a default repo that is not on this machine */
+  download: string | null;
+  library: LibraryEntry[] | null;
+}
+
+export default function FormPanels({ models, modelsError, forms, inputs, job, running, notes, download, library }: Props) {
+  const { archs, profiles, arch, model, sample, setModel, setSample, maskPainted, setMaskPainted } = forms;
+  if (!models) {
+    return (
+      <section className="card muted" data-testid="models-missing">
+        {modelsError ? `Could not read the model list: ${modelsError}` : 'Start the engine to load the model list.'}
+      </section>
+    );
+  }
+  if (!model || !sample || !arch) return null;
+  return (
+    <>
+      <ModelPanel
+        archs={archs}
+        profiles={profiles}
+        arch={arch}
+        model={model}
+        onArch={forms.onArch}
+        onProfile={forms.onProfile}
+        onVariant={forms.onVariant}
+        onChange={(p) => setModel({ ...model, ...p })}
+        download={download}
+        library={library}
+        onPick={forms.onPick}
+        libraryHref={job ? `/library?job=${encodeURIComponent(job.id)}` : '/library'}
+      />
+      <LoraPanel
+        jobId={job?.id ?? null}
+        running={running}
+        arch={arch.name}
+        picks={model.loras}
+        prompt={sample.prompt}
+        onPicks={(loras) => setModel({ ...model, loras })}
+        onPrompt={(prompt) => setSample({ ...sample, prompt })}
+      />
+      <PromptPanel arch={arch} sample={sample} notes={notes} onChange={(p) => setSample({ ...sample, ...p })} />
+      {archTakesInputs(arch) && (
+        <InputsPanel
+          arch={arch}
+          sample={sample}
+          job={job}
+          maskPainted={maskPainted}
+          painterRef={inputs.painter}
+          uploadMask={inputs.uploadMask}
+          onMaskPaint={inputs.onMaskPaint}
+          onChange={(p) => {
+            if (p.images && p.images.init_img !== sample.images.init_img) setMaskPainted(false);
+            setSample({ ...sample, ...p });
+          }}
+        />
+      )}
+      <div className="row">
+        <Link href={job ? `/grid?job=${encodeURIComponent(job.id)}` : '/grid'} className="button" data-testid="make-grid">
+          Make a grid from these settings
+        </Link>
+      </div>
+    </>
+  );
+}

@@ -1,0 +1,36 @@
+'use client';
+// Quantization of the denoiser and the text encoder (qtype suggestions, any name the engine takes), and low_vram.
+import type { ModelForm } from './types';
+
+const QTYPE_SUGGESTIONS = ['qfloat8', 'qint8', 'qint4'];
+
+type Props = { model: ModelForm; onChange: (patch: Partial<ModelForm>) => void };
+
+/** One quantize switch with its qtype (`quantize`/`qtype`, `quantize_te`/`qtype_te`). */
+function QuantizeRow({ model, onChange, flag, qtype }: Props & { flag: 'quantize' | 'quantize_te'; qtype: 'qtype' | 'qtype_te' }) {
+  return (
+    <div className="row">
+      <label>
+        <input type="checkbox" checked={model[flag]} onChange={(e) => onChange({ [flag]: e.target.checked })} /> {flag}
+      </label>
+      <input className="narrow" list="qtype-options" value={model[qtype]} disabled={!model[flag]} onChange={(e) => onChange({ [qtype]: e.target.value })} aria-label={qtype} />
+    </div>
+  );
+}
+
+export default function QuantizeFields({ model, onChange }: Props) {
+  return (
+    <>
+      <datalist id="qtype-options">
+        {QTYPE_SUGGESTIONS.map((q) => (
+          <option key={q} value={q} />
+        ))}
+      </datalist>
+      <QuantizeRow model={model} onChange={onChange} flag="quantize" qtype="qtype" />
+      <QuantizeRow model={model} onChange={onChange} flag="quantize_te" qtype="qtype_te" />
+      <label>
+        <input type="checkbox" checked={model.low_vram} onChange={(e) => onChange({ low_vram: e.target.checked })} /> low_vram
+      </label>
+    </>
+  );
+}
