@@ -308,14 +308,22 @@ class BaseModel:
         its task's input images included (`input_kwargs`)."""
         kw = {"prompt": gen.prompt, "num_inference_steps": gen.num_inference_steps,
               "guidance_scale": gen.guidance_scale}
-        if self.spec.uses_negative_prompt:
-            kw["negative_prompt"] = gen.negative_prompt
+        negative = self.negative_prompt(gen)
+        if self.spec.uses_negative_prompt and negative is not None:   # unset: the pipeline's own default
+            kw["negative_prompt"] = negative
         if self.spec.modality in ("image", "video") and self.task_takes_size(gen):
             kw.update(width=gen.width, height=gen.height)
         if self.spec.modality == "video":
             kw["num_frames"] = gen.num_frames
         kw.update(self.input_kwargs(gen))
         return kw
+
+    def negative_prompt(self, gen: GenerateImageConfig) -> str | None:
+        """The request's negative prompt; unset or empty, the arch row's departure from its pipeline's
+        default where it has one (ArchSpec.negative_prompt_default); unset, else None: the pipeline's own."""
+        if not gen.negative_prompt and self.spec.negative_prompt_default is not None:
+            return self.spec.negative_prompt_default
+        return gen.negative_prompt
 
     def task_takes_size(self, gen: GenerateImageConfig) -> bool:
         """Whether the task's pipeline takes width/height: SD/SDXL img2img do not; their output has
@@ -443,7 +451,8 @@ class BaseModel:
 
         from toolkit.models.v2.cond_cache import wrap_encode_prompt
 
-        seed, n = gen.resolved_seed(), gen.batch_size
+        gen = gen.seeded()
+        seed, n = gen.seed, gen.batch_size
         # a seed means one image on any device: CPU generators, one per batch item (seed + i), so item i
         # draws the same noise as a batch of one with seed + i. Its output is that run's within one level of
         # the written file, not bit for bit: a batch of N runs every matmul and attention with N (2N under
@@ -475,10 +484,13 @@ class BaseModel:
 
     def row_kwargs(self, rows, kwargs: dict) -> dict:
         """The per-row prompts of a batched call, as lists (a pipeline broadcasts no single negative
-        prompt over a list of prompts: Z-Image asserts equal lengths)."""
+        prompt over a list of prompts: Z-Image asserts equal lengths). Rows that all leave it unset
+        leave it to the pipeline (the engine batches an unset one only with unset ones: batching.py)."""
         out = {"prompt": [p for p, _np, _s in rows]}
-        if "negative_prompt" in kwargs:
-            out["negative_prompt"] = [negative or "" for _p, negative, _s in rows]
+        default = self.spec.negative_prompt_default
+        negatives = [negative if negative or default is None else default for _p, negative, _s in rows]
+        if self.spec.uses_negative_prompt and any(negative is not None for negative in negatives):
+            out["negative_prompt"] = [negative or "" for negative in negatives]
         return out
 
     @staticmethod
@@ -489,26 +501,27 @@ class BaseModel:
             return gen.num_inference_steps
         return max(1, math.ceil(gen.num_inference_steps * gen.strength))
 
-    def generate_images(self, gens: list, output_folder: str | None = None, *, on_step=None, on_status=None,
-                        cancel=None) -> list[dict]:
+    def generate_images(self, gens: list, output_folder: str | None = None, *, paths=None, on_step=None,
+                        on_status=None, cancel=None) -> list[dict]:
         """Sample and save each config; one record per file written (atomically), a batch's items
-        each their own file and record (seed + i). `cancel()` raises to stop: it is asked after
-        sampling and once more right before each file is moved into place, so a cancel that arrives
-        while a file is encoded still wins and leaves no file."""
+        each their own file and record (seed + i). `paths[i]`: gens[i]'s file (default: a name in
+        `output_folder`). `cancel()` raises to stop: it is asked after sampling and once more right
+        before each file is moved into place, so a cancel that arrives while a file is encoded still
+        wins and leaves no file."""
         if self.pipeline is None:
             raise RuntimeError("load_model() first")
         records = []
         for i, gen in enumerate(gens):
             if isinstance(gen, dict):
                 gen = GenerateImageConfig.from_dict(gen, self.model_config)
-            seed = gen.resolved_seed()
+            gen = gen.seeded()
             with self.call_scheduler(gen):
                 data = self.generate_single(gen, on_step=on_step, on_status=on_status)
             if cancel is not None:
                 cancel()
             items = data if gen.batch_size > 1 else [data]
-            path = getattr(gen, "output_path", None) or os.path.join(
-                output_folder or ".", f"{int(time.time() * 1000)}_{i}_{seed}.{gen.output_ext}")
+            path = (paths[i] if paths else None) or os.path.join(
+                output_folder or ".", f"{int(time.time() * 1000)}_{i}_{gen.seed}.{gen.output_ext}")
             records.extend(self.write_items(gen, items, path, cancel=cancel, on_status=on_status))
         return records
 
@@ -517,7 +530,8 @@ class BaseModel:
         atomically; one record each. A cancel between items removes those written: all or nothing."""
         from toolkit.media import commit_guard, save_media
 
-        seed, records, written = gen.resolved_seed(), [], []
+        gen = gen.seeded()       # a caller's fixed seed; a random one for a config sampled unseeded
+        seed, records, written = gen.seed, [], []
         try:
             for j, (item, item_path) in enumerate(zip(items, batch_paths(path, len(items)))):
                 if on_status is not None:
