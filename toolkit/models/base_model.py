@@ -3,8 +3,9 @@ through the v2 funnel, assembles the diffusers pipeline, samples, and writes the
 
 Most archs need nothing more than their row (toolkit/models/archs/<arch>.py). An arch whose
 pipeline call differs from the common one subclasses this in its own file and overrides
-`pipeline_kwargs`, `extract_output` or `media_kwargs`. Libraries (torch, diffusers) are imported
-in the methods that use them, so arch files that subclass this stay importable without torch.
+`pipeline_kwargs`, `extract_output`, `media_kwargs` or `call_patches`. Libraries (torch, diffusers)
+are imported in the methods that use them, so arch files that subclass this stay importable without
+torch.
 """
 import contextlib
 import functools
@@ -17,6 +18,7 @@ from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models import step_cache
 from toolkit.models.arch import AUDIO, DENOISER, PROCESSOR, TEXT_ENCODER, TOKENIZER, VAE, Component, load_class
+from toolkit.models.patches import patched
 from toolkit.models.registry import get_arch
 from toolkit.models.step_hook import wrap_scheduler_step
 
@@ -416,30 +418,20 @@ class BaseModel:
                               f"({base.get('_class_name')}; its samplers: {', '.join(names) or 'none'})")
         return samplers.build(sampler, base)
 
-    @contextlib.contextmanager
     def call_scheduler(self, gen: GenerateImageConfig):
-        """While active, the pipeline runs `gen.sampler`'s scheduler; the resident one is put back
-        after (also on error or cancel). Entered by generate_images around generate_single, so a
-        holder's own wrap of `pipeline.scheduler` (krea2's mu) applies to the scheduler that runs;
-        generate_single enters it too for direct callers (a no-op when already active)."""
-        pipe = self.pipeline
-        if getattr(self, "_call_sched", None) is not None:
-            yield
-            return
+        """A context: while active, the pipeline runs `gen.sampler`'s scheduler; the resident one is
+        put back after (also on error or cancel). A patch of the instance attribute only
+        (toolkit/models/patches.py): pipe.config (the model's registered classes) stays as it is."""
         scheduler = self.scheduler_for(gen)
         if scheduler is None:
-            yield
-            return
-        resident = pipe.__dict__["scheduler"]
-        # the instance attribute only: pipe.config (the model's registered classes) stays as it is
-        pipe.__dict__["scheduler"] = self._call_sched = scheduler
-        try:
-            yield
-        finally:
-            pipe.__dict__["scheduler"] = resident
-            self._call_sched = None
+            return contextlib.nullcontext()
+        return patched(self.pipeline, "scheduler", lambda resident: scheduler)
 
-    _call_sched = None
+    def call_patches(self, gen: GenerateImageConfig, pipe) -> list:
+        """The arch's own wraps for one call of `pipe` (over the call's scheduler): (object, attribute,
+        wrapper) triples that generate_single enters with `patched`, in the order
+        toolkit/models/patches.py documents. None here; an arch's holder overrides this."""
+        return []
 
     def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None, rows=None):
         """Sample one config. `on_step(step_index, num_steps, timestep, latents, x0)` runs after every
@@ -469,9 +461,12 @@ class BaseModel:
             if not self.spec.batch_arg:
                 raise ConfigError("sample.batch_size", f"arch {self.arch} makes one output per pass")
             kwargs[self.spec.batch_arg] = n
+        # the call's patches, innermost first: the order toolkit/models/patches.py documents
         with contextlib.ExitStack() as stack:
             stack.enter_context(self.call_scheduler(gen))
             pipe = self.pipeline_for(gen)          # the task's pipeline, over the call's scheduler
+            for obj, name, wrapper in self.call_patches(gen, pipe):
+                stack.enter_context(patched(obj, name, wrapper))
             on_step = stack.enter_context(_steps_run(pipe, on_step))
             stack.enter_context(wrap_scheduler_step(pipe.scheduler, on_step))
             cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
@@ -515,8 +510,7 @@ class BaseModel:
             if isinstance(gen, dict):
                 gen = GenerateImageConfig.from_dict(gen, self.model_config)
             gen = gen.seeded()
-            with self.call_scheduler(gen):
-                data = self.generate_single(gen, on_step=on_step, on_status=on_status)
+            data = self.generate_single(gen, on_step=on_step, on_status=on_status)
             if cancel is not None:
                 cancel()
             items = data if gen.batch_size > 1 else [data]
@@ -573,21 +567,12 @@ class BaseModel:
         vae = getattr(pipe, "vae", None)
         if vae is not None:
             targets.append((vae, "decode", "decoding", "decoding", False))
-        installed = []
-        for obj, name, message, stage, after in targets:
-            method = getattr(obj, name, None)
-            if method is None:
-                continue
-            installed.append((obj, name, obj.__dict__.get(name)))
-            setattr(obj, name, _announce(method, on_status, message, stage, after))
-        try:
+        with contextlib.ExitStack() as stack:
+            for obj, name, message, stage, after in targets:
+                if getattr(obj, name, None) is not None:
+                    stack.enter_context(patched(obj, name, functools.partial(
+                        _announce, on_status=on_status, message=message, stage=stage, after=after)))
             yield
-        finally:
-            for obj, name, previous in reversed(installed):
-                if previous is None:
-                    obj.__dict__.pop(name, None)
-                else:
-                    obj.__dict__[name] = previous   # another wrap (e.g. an arch's) was there first
 
 
 @contextlib.contextmanager
@@ -595,23 +580,21 @@ def _steps_run(pipe, on_step):
     """`on_step` with the number of steps the pipeline really runs as its total. An img2img or inpaint
     pipeline runs only the tail of its schedule (`get_timesteps(steps, strength, ...)` returns it)
     while `scheduler.timesteps` keeps the whole: without this, progress would end short of its total."""
-    original = getattr(pipe, "get_timesteps", None)
-    if on_step is None or original is None:
+    if on_step is None or getattr(pipe, "get_timesteps", None) is None:
         yield on_step
         return
     run = {}
 
-    @functools.wraps(original)
-    def get_timesteps(*args, **kwargs):
-        out = original(*args, **kwargs)
-        run["n"] = len(out[0])
-        return out
+    def counting(original):
+        @functools.wraps(original)
+        def get_timesteps(*args, **kwargs):
+            out = original(*args, **kwargs)
+            run["n"] = len(out[0])
+            return out
+        return get_timesteps
 
-    pipe.get_timesteps = get_timesteps
-    try:
+    with patched(pipe, "get_timesteps", counting):
         yield lambda i, n, timestep, latents, x0: on_step(i, run.get("n", n), timestep, latents, x0)
-    finally:
-        pipe.__dict__.pop("get_timesteps", None)
 
 
 def _announce(method, on_status, message, stage, after: bool):
