@@ -15,6 +15,7 @@ import statistics
 import sys
 import tempfile
 import time
+from testing.tiny_runs import run_message
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -67,7 +68,7 @@ def run(args=None) -> dict:
         core.emit = lambda msg: done.append(msg) if isinstance(msg, m.Done) else None
         side["n"] += 1
         t0 = time.perf_counter()
-        core.run(m.Run(f"r{side['n']}", model, sample, STREAM, os.path.join(root, f"out_{id(side)}_{side['n']}.png")))
+        core.run(run_message(f"r{side['n']}", model, sample, os.path.join(root, f"out_{id(side)}_{side['n']}.png"), STREAM))
         dt = time.perf_counter() - t0
         if not done or done[-1].status != "ok":
             raise RuntimeError(f"request failed: {done[-1] if done else 'no Done'}")

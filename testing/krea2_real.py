@@ -57,8 +57,8 @@ def main(argv=None) -> int:
         print(f"scaled_mm layers: {enable_scaled_mm(holder.pipeline.transformer)}")
     load_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    gen.output_path = args.output
-    record, = holder.generate_images([gen])
+    out_path = args.output
+    record, = holder.generate_images([gen], paths=[out_path])
     gen_s = time.perf_counter() - t1
     pixels = np.asarray(Image.open(record["path"]).convert("RGB"), dtype=np.float32)
     report = {"load_s": load_s, "generate_s": gen_s, "output": record["path"], "size": list(pixels.shape[:2]),

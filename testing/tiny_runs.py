@@ -34,3 +34,10 @@ def run(holder, tmp_path):
     seen = []
     out = holder.generate_single(gen, on_step=lambda i, n, t, lat, x0: seen.append(lat.detach().clone()))
     return seen[-1], np.asarray(out)
+
+
+def run_message(request_id: str, model, sample: dict, path, stream: dict | None = None):
+    """The worker's Run of one request, resolved as every entry point resolves it (toolkit/request.py)."""
+    from extensions_built_in.inference_engine import messages as m
+    from toolkit.request import resolve_request
+    return m.Run((resolve_request(model, sample, stream, request_id=request_id).at(str(path)),))

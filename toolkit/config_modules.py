@@ -3,12 +3,13 @@
 Both are built with `from_dict`, which rejects unknown keys and bad values with a
 ConfigError naming the field, and fills omitted values from the arch's registry row.
 """
-import math
 import os
 import random
-from dataclasses import asdict, dataclass, field, fields, replace
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 from toolkit.errors import ConfigError, check_keys, check_values
+from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting
 from toolkit.models.arch import IMAGE_INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
 from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
@@ -33,7 +34,8 @@ class LoraRef:
         if isinstance(d, LoraRef):
             return d
         check_keys(d, {f.name for f in fields(cls)}, where, required=("path",))
-        values = {f.name: _coerce(d[f.name], f.type, f"{where}.{f.name}") for f in fields(cls)
+        hints = typing.get_type_hints(cls)
+        values = {f.name: coerce(d[f.name], hints[f.name], f"{where}.{f.name}") for f in fields(cls)
                   if d.get(f.name) is not None}
         if not values["path"] or not os.path.isfile(os.path.expanduser(values["path"])):
             raise ConfigError(f"{where}.path", f"no such file: {values['path']}")
@@ -45,11 +47,11 @@ class ModelConfig:
     arch: str
     name_or_path: str | None = None        # diffusers folder, hub repo id, or a single .safetensors file
     extras_name_or_path: str | None = None  # where the other components/configs come from for a single file
-    dtype: str = "auto"                    # auto: bf16 on CUDA, float32 on the CPU
+    dtype: str = setting("auto", choices=DTYPES)   # auto: bf16 on CUDA, float32 on the CPU
     quantize: bool = False                 # quantize the denoiser (transformer/UNet)
-    qtype: str = "qfloat8"
+    qtype: str = setting("qfloat8", choices=QTYPES)
     quantize_te: bool = False              # quantize the text encoder(s)
-    qtype_te: str = "qfloat8"
+    qtype_te: str = setting("qfloat8", choices=QTYPES)
     low_vram: bool = False                 # keep components on the CPU until used
     layer_offloading: bool = False         # stream denoiser blocks to the device one group at a time
     lora_path: str | None = None           # one-LoRA shorthand: kept as given, and the first entry of `loras`
@@ -101,14 +103,10 @@ class ModelConfig:
                                   f"(its components: {', '.join(roles)})")
             if not os.path.exists(os.path.expanduser(path)):
                 raise ConfigError(f"{where}.components.{role}", f"no such file or folder: {path}")
+        hints = typing.get_type_hints(cls)
         for f in fields(cls):
             if f.name in values and values[f.name] is not None and f.name != "loras":
-                values[f.name] = _coerce(values[f.name], f.type, f"{where}.{f.name}")
-        if values.get("dtype", "auto") not in DTYPES:
-            raise ConfigError(f"{where}.dtype", f"unknown dtype {values['dtype']!r} (allowed: {', '.join(DTYPES)})")
-        for q in ("qtype", "qtype_te"):
-            if values.get(q) is not None and values[q] not in QTYPES:
-                raise ConfigError(f"{where}.{q}", f"unknown qtype {values[q]!r} (allowed: {', '.join(QTYPES)})")
+                values[f.name] = coerce(values[f.name], hints[f.name], f"{where}.{f.name}", bound_of(f))
         values["loras"] = _loras(values, where)
         return cls(**{k: v for k, v in values.items() if v is not None})
 
@@ -210,33 +208,43 @@ def _loras(values: dict, where: str) -> tuple:
     return tuple(refs)
 
 
-@dataclass
-class GenerateImageConfig:
+MAX_SIZE = 16384          # width and height: past every arch's RoPE and VAE tiling
+MAX_SECONDS = 600         # audio: ten minutes, past every audio arch's training clips
+# the fields a modality has: another modality's value is taken as given and never used
+MODALITY_FIELDS = {"width": ("image", "video"), "height": ("image", "video"), "num_frames": ("video",),
+                   "fps": ("video",), "duration": ("audio",)}
+
+
+@dataclass(frozen=True)
+class GenerateImageConfig(Settings):
+    """What to sample, fixed once it is built (`from_dict`): a request's sizes rounded, its task and
+    strength resolved; `seeded()` gives the copy with a random seed picked."""
     prompt: str = ""
-    negative_prompt: str = ""
-    width: int = 0
-    height: int = 0
-    num_inference_steps: int = 0
-    guidance_scale: float = 0.0
-    seed: int = -1                   # -1: pick one at random (the file records the one used)
-    num_frames: int = 1              # video
-    fps: int = 0                     # video
-    duration: float = 0.0            # audio, seconds
+    negative_prompt: str | None = None   # None: the pipeline's own default (SDXL zeroes it: force_zeros_for_empty_prompt)
+    width: int = setting(0, min=1, max=MAX_SIZE)
+    height: int = setting(0, min=1, max=MAX_SIZE)
+    num_inference_steps: int = setting(0, min=1)
+    guidance_scale: float = setting(0.0, min=0)
+    seed: int = setting(-1, min=-1, max=2**63 - 1, doc="-1: pick one at random (the file records the one used)")
+    num_frames: int = setting(1, min=1)              # video
+    fps: int = setting(0, min=0, exclusive_min=True)  # video
+    duration: float = setting(0.0, min=0, max=MAX_SECONDS, exclusive_min=True)   # audio, seconds
     ctrl_img: str | None = None      # reference/control image (edit and control models)
     ctrl_img_1: str | None = None
     ctrl_img_2: str | None = None
     ctrl_img_3: str | None = None
     init_img: str | None = None      # the image img2img and inpaint start from (i2v: the first frame)
     mask_img: str | None = None      # inpaint mask: white = repaint
-    task: str | None = None          # txt2img | img2img | inpaint | edit | i2v; None: inferred from the inputs
-    strength: float | None = None    # img2img/inpaint: how much of the init image is re-noised (None: the arch's)
-    resize_mode: str = "crop"        # input images to the request size: resize | crop | fill (A1111's 0, 1, 2)
+    task: str | None = setting(None, choices=(None, *TASKS), doc="None: inferred from the inputs")
+    strength: float | None = setting(None, min=0, max=1, exclusive_min=True,
+                                     doc="img2img/inpaint: how much of the init image is re-noised")
+    resize_mode: str = setting("crop", choices=RESIZE_MODES)   # input images to the request size (A1111's 0, 1, 2)
     sampler: str | None = None       # a scheduler from the arch family's table (None: the model's own)
-    batch_size: int = 1              # images made in one pass (seed + i each)
+    batch_size: int = setting(1, min=1)   # images made in one pass (seed + i each)
     cache: dict | None = None        # step cache for this request (toolkit/models/step_cache.py); not model identity
     output_ext: str = ""
     extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
-    warnings: list = field(default_factory=list)  # adjustments made while validating (shown to the user)
+    warnings: tuple = ()             # adjustments made while validating (shown to the user)
 
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
               "num_frames", "fps", "duration", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3", "init_img",
@@ -247,13 +255,16 @@ class GenerateImageConfig:
     def from_dict(cls, d, arch, where: str = "sample", variant: str | None = None) -> "GenerateImageConfig":
         """Validate `d` for `arch` (a name, or a ModelConfig whose variant applies); omitted values
         come from the registry: the variant's defaults, then the arch's."""
+        if isinstance(d, GenerateImageConfig):
+            return d
         if isinstance(arch, ModelConfig):
             arch, variant = arch.arch, arch.variant
         spec = get_arch(arch)
         d = dict(d or {})
         check_keys(d, set(cls.COMMON) | set(spec.sample_extras), where)
         defaults = spec.sample_defaults(variant)
-        types = {f.name: f.type for f in fields(cls)}
+        hints = typing.get_type_hints(cls)
+        bounds = {f.name: bound_of(f) for f in fields(cls)}
         values = {}
         for name in cls.COMMON:
             raw = d.get(name)
@@ -261,129 +272,69 @@ class GenerateImageConfig:
                 raw = defaults.get(name)
             if raw is None:
                 continue
-            values[name] = _coerce(raw, types[name], f"{where}.{name}")
+            relevant = spec.modality in MODALITY_FIELDS.get(name, (spec.modality,))
+            values[name] = coerce(raw, hints[name], f"{where}.{name}", bounds[name] if relevant else Bound())
         extras = {}
         for name, extra in spec.sample_extras.items():
             raw = d.get(name)
             if raw is None:
                 raw = defaults.get(name)
-            extras[name] = None if raw is None else _coerce(raw, extra.type, f"{where}.{name}")
-        gen = cls(**values, extras=extras)
-        gen.validate(spec, where, variant)
-        return gen
+            extras[name] = None if raw is None else coerce(raw, EXTRA_TYPES.get(extra.type, extra.type),
+                                                           f"{where}.{name}")
+        warnings = []
+        _settle(values, spec, where, variant, warnings)
+        return cls(**values, extras=extras, warnings=tuple(warnings))
 
-    def validate(self, spec: ArchSpec, where: str = "sample", variant: str | None = None):
+    @classmethod
+    def fields_for(cls, spec: ArchSpec, limits=None, variant: str | None = None) -> dict:
+        """The sample fields `spec` takes with their bounds and choices (Settings.describe over this
+        arch's sizes, tasks, samplers and formats, and `limits`: the engine's engine.limits, whose
+        maxima a request must also keep): what GET /models serves so a form copies no rule."""
         from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
 
-        if not isinstance(self.prompt, str):
-            raise ConfigError(f"{where}.prompt", "must be a string")
-        if self.num_inference_steps < 1:
-            raise ConfigError(f"{where}.num_inference_steps", f"must be >= 1, got {self.num_inference_steps}")
-        if not math.isfinite(self.guidance_scale) or self.guidance_scale < 0:
-            raise ConfigError(f"{where}.guidance_scale", f"must be a finite number >= 0, got {self.guidance_scale}")
-        if self.seed < -1 or self.seed >= 2**63:
-            raise ConfigError(f"{where}.seed", f"must be -1 (random) or in [0, 2^63), got {self.seed}")
-        if spec.modality in ("image", "video"):
-            for name in ("width", "height"):
-                v = getattr(self, name)
-                if v <= 0:
-                    raise ConfigError(f"{where}.{name}", f"must be > 0, got {v}")
-                if v > 16384:
-                    raise ConfigError(f"{where}.{name}", f"must be <= 16384, got {v}")
-                if v % spec.size_divisor and spec.round_size:
-                    rounded = -(-v // spec.size_divisor) * spec.size_divisor
-                    setattr(self, name, rounded)
-                    self.warnings.append(f"{where}.{name} {v} rounded up to {rounded} "
-                                         f"(a multiple of {spec.size_divisor})")
-                elif v % spec.size_divisor:
-                    raise ConfigError(f"{where}.{name}", f"{v} is not a multiple of {spec.size_divisor}, "
-                                      f"which arch {spec.name} needs")
-        if spec.modality == "video":
-            if self.num_frames < 1:
-                raise ConfigError(f"{where}.num_frames", f"must be >= 1, got {self.num_frames}")
-            if self.fps <= 0:
-                raise ConfigError(f"{where}.fps", f"must be > 0, got {self.fps}")
-        if spec.modality == "audio" and not (0 < self.duration <= 600):
-            raise ConfigError(f"{where}.duration", f"must be in (0, 600] seconds, got {self.duration}")
-        allowed = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}[spec.modality]
-        if self.output_ext not in allowed:
-            raise ConfigError(f"{where}.output_ext", f"{self.output_ext!r} is not a {spec.modality} format "
-                              f"(allowed: {', '.join(allowed)})")
-        if self.batch_size < 1:
-            raise ConfigError(f"{where}.batch_size", f"must be >= 1, got {self.batch_size}")
-        if self.batch_size > 1 and not spec.batch_arg:
-            raise ConfigError(f"{where}.batch_size", f"arch {spec.name}'s pipeline makes one {spec.modality} "
-                              f"output per pass: batch_size must be 1, got {self.batch_size}")
-        if self.sampler is not None:
-            names = [s.name for s in spec.samplers()]
-            if not names:
-                raise ConfigError(f"{where}.sampler", f"arch {spec.name} runs only its own scheduler "
-                                  f"({spec.scheduler_config.get('_class_name', 'unknown')}): leave sampler unset")
-            if self.sampler not in names:
-                raise ConfigError(f"{where}.sampler", f"unknown sampler {self.sampler!r} for arch {spec.name} "
-                                  f"(its samplers: {', '.join(names)})")
-        if self.resize_mode not in RESIZE_MODES:
-            raise ConfigError(f"{where}.resize_mode", f"must be one of {', '.join(RESIZE_MODES)}, got "
-                              f"{self.resize_mode!r}")
-        if self.strength is not None and not (0 < self.strength <= 1):
-            raise ConfigError(f"{where}.strength", f"must be in (0, 1], got {self.strength}")
-        self._resolve_task(spec, where, variant)
-        self.cache = step_cache.validate(self.cache, spec, f"{where}.cache")
-
-    def _resolve_task(self, spec: ArchSpec, where: str, variant: str | None = None):
-        """Fix `task` (as given, else from the inputs: mask_img -> inpaint, init_img -> img2img (i2v
-        on a video arch), a reference image -> edit, none -> the first task of the variant's (the
-        arch's) that needs no input, else its first) and `strength` (the task's default when unset).
-        An input the task does not take, a missing one, or a task the variant does not serve is
-        refused, naming the field."""
-        given = [name for name in IMAGE_INPUTS if getattr(self, name)]
-        tasks = spec.tasks_for(variant)
-        served = ", ".join(t.name for t in tasks)
-        who = f"arch {spec.name}" + (f" ({variant})" if variant and tasks != spec.tasks else "")
-        if self.task is not None:
-            if self.task not in TASKS:
-                raise ConfigError(f"{where}.task", f"unknown task {self.task!r} (known: {', '.join(TASKS)})")
-            task = next((t for t in tasks if t.name == self.task), None)
-            if task is None:
-                raise ConfigError(f"{where}.task", f"{who} has no {self.task} task (its tasks: {served})")
+        out = {}
+        described = cls.describe()
+        taken = {name for task in spec.tasks_for(variant) for name in task.inputs}
+        for name in cls.COMMON:
+            if spec.modality not in MODALITY_FIELDS.get(name, (spec.modality,)):
+                continue
+            if name == "negative_prompt" and not spec.uses_negative_prompt or name in IMAGE_INPUTS and name not in taken:
+                continue
+            out[name] = {k: v for k, v in described[name].items() if k != "default"}   # the arch's: its `sample`
+        for name in ("width", "height"):
+            if name in out:
+                out[name]["multiple_of"] = spec.size_divisor
+                if spec.round_size:
+                    out[name]["rounded"] = True
+        out["output_ext"]["choices"] = list({"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}[spec.modality])
+        out["task"]["choices"] = [t.name for t in spec.tasks_for(variant)]
+        samplers = [s.name for s in spec.samplers()]
+        if samplers:
+            out["sampler"]["choices"] = samplers
+            out["sampler"]["nullable"] = True
         else:
-            if self.mask_img:
-                cause, name = "mask_img", "inpaint"
-            elif self.init_img:
-                cause, name = "init_img", "i2v" if spec.modality == "video" else "img2img"
-            elif any(getattr(self, r) for r in REFERENCES):
-                cause, name = next(r for r in REFERENCES if getattr(self, r)), "edit"
-            else:
-                cause, name = None, next((t.name for t in tasks if not t.needs), tasks[0].name)
-            task = next((t for t in tasks if t.name == name), None)
-            if task is None:
-                raise ConfigError(f"{where}.{cause}", f"{who} takes no {cause}: it has no {name} task "
-                                  f"(its tasks: {served})")
-        for name in given:
-            if name not in task.inputs:
-                raise ConfigError(f"{where}.{name}", f"task {task.name} of arch {spec.name} takes no {name} "
-                                  f"(it takes: {', '.join(task.inputs) or 'no input image'})")
-        for name in task.needs:
-            if not getattr(self, name):
-                raise ConfigError(f"{where}.{name}", f"task {task.name} of arch {spec.name} needs {name} "
-                                  f"({INPUT_ROLES[name]})")
-        if task.strength is None and self.strength is not None:
-            raise ConfigError(f"{where}.strength", f"task {task.name} takes no strength (only "
-                              f"{' and '.join(STRENGTH_TASKS)} re-noise an input image)")
-        self.task = task.name
-        if self.strength is None:
-            self.strength = task.strength
-        if self.strength is not None and self.num_inference_steps * self.strength < 1:
-            # the pipelines run the last steps * strength of the schedule (SD's int(), the flow-matching
-            # ones rounding up): under one step SD's run none, and some of them fail on the empty schedule
-            raise ConfigError(f"{where}.strength", f"strength {self.strength:g} of {self.num_inference_steps} steps is "
-                              f"less than one step: raise strength or num_inference_steps")
+            del out["sampler"]
+        out["batch_size"]["max"] = 1 if not spec.batch_arg else (limits.max_batch if limits else None)
+        if limits is not None:
+            out["num_inference_steps"]["max"] = limits.max_steps
+            if "num_frames" in out:
+                out["num_frames"]["max"] = limits.max_frames
+            if "width" in out:
+                out["width"]["max_pixels"] = out["height"]["max_pixels"] = limits.max_pixels
+            for name in ("prompt", "negative_prompt"):
+                if name in out:
+                    out[name]["max_bytes"] = limits.max_prompt_bytes
+        if out["batch_size"]["max"] is None:
+            del out["batch_size"]["max"]
+        for name, extra in spec.sample_extras.items():
+            out[name] = describe_field(EXTRA_TYPES.get(extra.type, str), Bound())
+        return out
 
-    def resolved_seed(self) -> int:
-        """Fix a random seed once, so the record and a rerun agree."""
-        if self.seed < 0:
-            self.seed = random.randrange(0, 2**31)
-        return self.seed
+    def seeded(self) -> "GenerateImageConfig":
+        """This config with its seed fixed (a random one when -1), so the record and a rerun agree."""
+        if self.seed >= 0:
+            return self
+        return replace(self, seed=random.randrange(0, 2**31))
 
     def to_dict(self) -> dict:
         d = {name: getattr(self, name) for name in self.COMMON}
@@ -391,28 +342,101 @@ class GenerateImageConfig:
         return d
 
 
-def _coerce(value, typ, key):
-    """Accept what YAML/JSON give for `typ`; reject anything else naming `key`."""
-    typ_s = typ if isinstance(typ, str) else getattr(typ, "__name__", None) or str(typ)
-    if "bool" in typ_s:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(key, f"must be true or false, got {value!r}")
-    if typ_s.startswith("int"):
-        # NaN, Infinity and 1e999 (JSON's overflow) are floats int() refuses with ValueError/OverflowError
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or isinstance(value, float) and (not math.isfinite(value) or value != int(value))):
-            raise ConfigError(key, f"must be an integer, got {value!r}")
-        return int(value)
-    if typ_s.startswith("float"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(key, f"must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise ConfigError(key, f"must be finite, got {value!r}")
-        return float(value)
-    if typ_s.startswith("str"):
-        if not isinstance(value, str):
-            raise ConfigError(key, f"must be a string, got {value!r}")
-        check_values(value, key)        # a lone surrogate never reaches a log, a file or a tokenizer
-        return value
-    return value
+EXTRA_TYPES = {"str": str, "int": int, "float": float, "bool": bool}
+
+
+def _settle(v: dict, spec: ArchSpec, where: str, variant: str | None, warnings: list):
+    """The checks across fields and against the arch, on the coerced values `v` (fixed in place:
+    sizes rounded where the arch rounds, the task and its strength resolved, the step cache checked)."""
+    from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
+
+    get = lambda name: v.get(name, _FIELD_DEFAULTS[name])
+    if not isinstance(get("prompt"), str):
+        raise ConfigError(f"{where}.prompt", "must be a string")
+    for name in ("num_inference_steps",) + (("width", "height") if spec.modality in ("image", "video") else ()):
+        check_bound(get(name), _BOUNDS[name], f"{where}.{name}")     # also when neither request nor arch set it
+    if spec.modality in ("image", "video"):
+        for name in ("width", "height"):
+            value = get(name)
+            if value % spec.size_divisor and spec.round_size:
+                rounded = -(-value // spec.size_divisor) * spec.size_divisor
+                v[name] = rounded
+                warnings.append(f"{where}.{name} {value} rounded up to {rounded} (a multiple of {spec.size_divisor})")
+            elif value % spec.size_divisor:
+                raise ConfigError(f"{where}.{name}", f"{value} is not a multiple of {spec.size_divisor}, "
+                                  f"which arch {spec.name} needs")
+    if spec.modality == "video":
+        check_bound(get("fps"), _BOUNDS["fps"], f"{where}.fps")
+    if spec.modality == "audio":
+        check_bound(get("duration"), _BOUNDS["duration"], f"{where}.duration")
+    allowed = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}[spec.modality]
+    if get("output_ext") not in allowed:
+        raise ConfigError(f"{where}.output_ext", f"{get('output_ext')!r} is not a {spec.modality} format "
+                          f"(allowed: {', '.join(allowed)})")
+    if get("batch_size") > 1 and not spec.batch_arg:
+        raise ConfigError(f"{where}.batch_size", f"arch {spec.name}'s pipeline makes one {spec.modality} "
+                          f"output per pass: batch_size must be 1, got {get('batch_size')}")
+    sampler = get("sampler")
+    if sampler is not None:
+        names = [s.name for s in spec.samplers()]
+        if not names:
+            raise ConfigError(f"{where}.sampler", f"arch {spec.name} runs only its own scheduler "
+                              f"({spec.scheduler_config.get('_class_name', 'unknown')}): leave sampler unset")
+        if sampler not in names:
+            raise ConfigError(f"{where}.sampler", f"unknown sampler {sampler!r} for arch {spec.name} "
+                              f"(its samplers: {', '.join(names)})")
+    _resolve_task(v, spec, where, variant)
+    v["cache"] = step_cache.validate(v.get("cache"), spec, f"{where}.cache")
+
+
+def _resolve_task(v: dict, spec: ArchSpec, where: str, variant: str | None = None):
+    """Fix `task` (as given, else from the inputs: mask_img -> inpaint, init_img -> img2img (i2v
+    on a video arch), a reference image -> edit, none -> the first task of the variant's (the
+    arch's) that needs no input, else its first) and `strength` (the task's default when unset).
+    An input the task does not take, a missing one, or a task the variant does not serve is
+    refused, naming the field."""
+    given = [name for name in IMAGE_INPUTS if v.get(name)]
+    tasks = spec.tasks_for(variant)
+    served = ", ".join(t.name for t in tasks)
+    who = f"arch {spec.name}" + (f" ({variant})" if variant and tasks != spec.tasks else "")
+    if v.get("task") is not None:
+        task = next((t for t in tasks if t.name == v["task"]), None)
+        if task is None:
+            raise ConfigError(f"{where}.task", f"{who} has no {v['task']} task (its tasks: {served})")
+    else:
+        if v.get("mask_img"):
+            cause, name = "mask_img", "inpaint"
+        elif v.get("init_img"):
+            cause, name = "init_img", "i2v" if spec.modality == "video" else "img2img"
+        elif any(v.get(r) for r in REFERENCES):
+            cause, name = next(r for r in REFERENCES if v.get(r)), "edit"
+        else:
+            cause, name = None, next((t.name for t in tasks if not t.needs), tasks[0].name)
+        task = next((t for t in tasks if t.name == name), None)
+        if task is None:
+            raise ConfigError(f"{where}.{cause}", f"{who} takes no {cause}: it has no {name} task "
+                              f"(its tasks: {served})")
+    for name in given:
+        if name not in task.inputs:
+            raise ConfigError(f"{where}.{name}", f"task {task.name} of arch {spec.name} takes no {name} "
+                              f"(it takes: {', '.join(task.inputs) or 'no input image'})")
+    for name in task.needs:
+        if not v.get(name):
+            raise ConfigError(f"{where}.{name}", f"task {task.name} of arch {spec.name} needs {name} "
+                              f"({INPUT_ROLES[name]})")
+    if task.strength is None and v.get("strength") is not None:
+        raise ConfigError(f"{where}.strength", f"task {task.name} takes no strength (only "
+                          f"{' and '.join(STRENGTH_TASKS)} re-noise an input image)")
+    v["task"] = task.name
+    if v.get("strength") is None:
+        v["strength"] = task.strength
+    steps = v.get("num_inference_steps", 0)
+    if v["strength"] is not None and steps * v["strength"] < 1:
+        # the pipelines run the last steps * strength of the schedule (SD's int(), the flow-matching
+        # ones rounding up): under one step SD's run none, and some of them fail on the empty schedule
+        raise ConfigError(f"{where}.strength", f"strength {v['strength']:g} of {steps} steps is "
+                          f"less than one step: raise strength or num_inference_steps")
+
+
+_BOUNDS = {f.name: bound_of(f) for f in fields(GenerateImageConfig)}
+_FIELD_DEFAULTS = {f.name: f.default for f in fields(GenerateImageConfig) if f.default is not MISSING}

@@ -65,7 +65,8 @@ def main(argv=None) -> int:
         if ext:
             sample["output_ext"] = ext
         from toolkit.request import resolve_request
-        mc, gen = resolve_request(model, sample, profiles)
+        work = resolve_request(model, sample, profiles=profiles)
+        mc, gen = work.model, work.sample
     except ConfigError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)
         return 2
@@ -77,8 +78,7 @@ def main(argv=None) -> int:
     holder = get_model_class(mc.arch)(mc, device=args.device, status_hook=say)
     try:
         holder.load_model()
-        gen.output_path = args.output
-        records = holder.generate_images([gen], on_status=say)
+        records = holder.generate_images([gen], paths=[args.output], on_status=say)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -25,7 +25,7 @@ class Generate(BaseProcess):
         shared = config.get("sample") or {}
         if not isinstance(shared, dict):
             raise ConfigError("sample", "must be a mapping")
-        self.gens = []
+        self.works = []
         # each prompt resolved as the engine resolves a request (toolkit/request.py): every sample key
         # the engine takes, with the profile's defaults under the shared settings
         for i, p in enumerate(prompts):
@@ -33,12 +33,13 @@ class Generate(BaseProcess):
             if not isinstance(item, dict):
                 raise ConfigError(f"prompts[{i}]", "must be a string or a mapping of sample keys")
             try:
-                self.model_config, gen = resolve_request(config["model"], {**shared, **item}, profiles)
+                work = resolve_request(config["model"], {**shared, **item}, profiles=profiles)
             except ConfigError as e:
                 if e.key.startswith("sample.") and not isinstance(p, str):
                     raise ConfigError(f"prompts[{i}].{e.key[len('sample.'):]}", e.message) from None
                 raise
-            self.gens.append(gen)
+            self.works.append(work)
+        self.model_config = self.works[0].model
 
     def run(self):
         from toolkit.models.base_model import get_model_class
@@ -49,10 +50,11 @@ class Generate(BaseProcess):
         holder.load_model()
         os.makedirs(self.output_folder, exist_ok=True)
         stamp = time.strftime("%Y%m%d_%H%M%S")
-        for i, gen in enumerate(self.gens):
+        for i, work in enumerate(self.works):
+            gen = work.sample
             for warning in gen.warnings:
                 print(f"warning: {warning}", flush=True)
-            gen.output_path = os.path.join(self.output_folder, f"{stamp}_{i:03d}_{gen.resolved_seed()}.{gen.output_ext}")
-            for record in holder.generate_images([gen], on_status=say):      # a batch: one record per file
+            path = os.path.join(self.output_folder, f"{stamp}_{i:03d}_{gen.seed}.{gen.output_ext}")
+            for record in holder.generate_images([gen], paths=[path], on_status=say):   # a batch: one record per file
                 print(f"wrote {record['path']} ({record['bytes']} bytes, seed {record['seed']})", flush=True)
         holder.unload()

@@ -39,9 +39,9 @@ class Planner:
 
     def _plan(self, model) -> dict:
         from toolkit.models.base_model import get_model_class
-        from toolkit.request import resolve_request
+        from toolkit.request import resolve_model
 
-        mc, _gen = resolve_request(model, {}, self.profiles, self.dtype)
+        mc, _defaults = resolve_model(model, profiles=self.profiles, dtype=self.dtype)    # the replica checks the rest
         mc = mc.without_loras()
         holder = get_model_class(mc.arch)(mc, device=self.device)
         out = {}

@@ -7,19 +7,12 @@ import secrets
 import signal
 from datetime import datetime, timezone
 
-from extensions_built_in.inference_engine.limits import Limits
-from extensions_built_in.inference_engine.queue_policy import check as check_queue_policy, check_max_batch
+from extensions_built_in.inference_engine.engine_settings import EngineSettings
 from jobs.process.BaseProcess import BaseProcess
 from toolkit.config_modules import ModelConfig
-from toolkit.errors import ConfigError, check_keys
+from toolkit.errors import ConfigError
 from toolkit.job_status import JobStatus
 from toolkit.profiles import EMPTY as EMPTY_PROFILES, load_profiles
-
-ENGINE_KEYS = ("job_folder", "port", "token", "default_model", "output_folder", "dtype", "keep_resident_gb",
-               "idle_unload_seconds", "profiles_file", "compat_port", "grace_seconds", "model_roots", "docs", "worker",
-               "limits", "lora_folder", "cond_cache_mb", "prefetch", "max_batch", "queue_policy", "max_overtake",
-               "metrics_open", "model_folders", "comfyui_path")
-
 
 class InferenceEngine(BaseProcess):
     CONFIG_KEYS = ("device", "sqlite_db_path", "engine", "offline")
@@ -27,37 +20,16 @@ class InferenceEngine(BaseProcess):
     def __init__(self, process_id, job, config):
         super().__init__(process_id, job, config)
         self.device = str(self.get_conf("device", "cpu"))
-        eng = self.get_conf("engine", {})
-        check_keys(eng, ENGINE_KEYS, "engine")
-        self.job_folder = os.path.abspath(eng.get("job_folder") or os.path.join("output", job.name))
-        self.output_folder = os.path.abspath(eng.get("output_folder") or os.path.join(self.job_folder, "outputs"))
+        # every key of engine: checked here, before anything starts (engine_settings.py)
+        self.settings = s = EngineSettings.from_dict(self.get_conf("engine", {}), "engine")
+        self.job_folder = os.path.abspath(s.job_folder or os.path.join("output", job.name))
+        self.output_folder = os.path.abspath(s.output_folder or os.path.join(self.job_folder, "outputs"))
         self.assets_folder = os.path.join(self.job_folder, "assets")
-        self.port = eng.get("port", 0) or 0
-        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port < 65536:
-            raise ConfigError("engine.port", f"must be 0 (ephemeral) or a port number, got {self.port!r}")
-        self.token = eng.get("token") or secrets.token_urlsafe(32)
-        if not isinstance(self.token, str) or len(self.token) < 8:
-            raise ConfigError("engine.token", "must be a string of at least 8 characters")
-        self.compat_port = eng.get("compat_port") or None
-        if self.compat_port is not None and (isinstance(self.compat_port, bool) or not isinstance(self.compat_port, int)
-                                             or not 0 < self.compat_port < 65536 or self.compat_port == self.port):
-            raise ConfigError("engine.compat_port", f"must be a port number other than engine.port, "
-                              f"got {self.compat_port!r}")
-        self.dtype = eng.get("dtype", "auto")
-        self.keep_resident_gb = _number(eng, "keep_resident_gb")
-        self.idle_unload_seconds = _number(eng, "idle_unload_seconds")
-        self.cond_cache_mb = _number(eng, "cond_cache_mb", 256)      # prompt embeddings kept across requests
-        self.prefetch = eng.get("prefetch", True)
-        if not isinstance(self.prefetch, bool):
-            raise ConfigError("engine.prefetch", f"must be true or false, got {self.prefetch!r}")
-        self.grace_seconds = _number(eng, "grace_seconds", 10.0)
-        if not self.grace_seconds > 0:
-            raise ConfigError("engine.grace_seconds", "must be > 0 (seconds a cancel may take before the worker "
-                              "is restarted)")
-        # request limits (sizes, steps, prompt bytes, queue, assets): limits.py says why each default
-        self.limits = Limits.from_dict(eng.get("limits"), "engine.limits")
-        self.profiles = load_profiles(eng["profiles_file"]) if eng.get("profiles_file") else EMPTY_PROFILES
-        self.default_model = eng.get("default_model", self.profiles.default_model)
+        self.port, self.compat_port, self.docs = s.port, s.compat_port or None, s.docs
+        self.token = s.token or secrets.token_urlsafe(32)
+        self.dtype = s.dtype
+        self.profiles = load_profiles(s.profiles_file) if s.profiles_file else EMPTY_PROFILES
+        self.default_model = s.default_model if s.default_model is not None else self.profiles.default_model
         if isinstance(self.default_model, str):
             self.default_model = {"profile": self.default_model}
         if self.default_model is not None:   # fail before starting anything
@@ -67,38 +39,8 @@ class InferenceEngine(BaseProcess):
             except ConfigError as e:
                 raise e if e.key.startswith(("engine.", "model_profiles")) else ConfigError(
                     f"engine.default_model.{e.key.split('.', 1)[-1]}", e.message) from None
-        self.model_folders = eng.get("model_folders") or []
-        if not isinstance(self.model_folders, list) or not all(
-                isinstance(f, str) and f and os.path.isdir(os.path.expanduser(f)) for f in self.model_folders):
-            raise ConfigError("engine.model_folders", f"must be a list of existing folders, got {self.model_folders!r}")
-        # a ComfyUI install: its models/ folder is one more model folder, and its tokenizer folders are found
-        self.comfyui_path = eng.get("comfyui_path") or None
-        if self.comfyui_path is not None:
-            if not isinstance(self.comfyui_path, str) or not os.path.isdir(os.path.join(
-                    os.path.expanduser(self.comfyui_path), "models")):
-                raise ConfigError("engine.comfyui_path", f"must be a ComfyUI install (a folder holding models/), "
-                                  f"got {self.comfyui_path!r}")
-            if self.comfyui_path not in self.model_folders:
-                self.model_folders = [*self.model_folders, self.comfyui_path]
-        self.model_roots = self._model_roots(eng)
-        self.lora_folder = eng.get("lora_folder") or None
-        if self.lora_folder is not None and (not isinstance(self.lora_folder, str)
-                                             or not os.path.isdir(os.path.expanduser(self.lora_folder))):
-            raise ConfigError("engine.lora_folder", f"must be an existing folder, got {self.lora_folder!r}")
-        self.worker = eng.get("worker", "process")
-        if self.worker not in ("process", "thread"):
-            raise ConfigError("engine.worker", f"must be 'process' (supervised, the default) or 'thread' (generation "
-                              f"inside the engine process, unsupervised), got {self.worker!r}")
-        # dynamic batching and queue order (queue_policy.py, batching.py)
-        self.max_batch = check_max_batch(eng.get("max_batch", 4))
-        self.queue_policy, self.max_overtake = check_queue_policy(eng.get("queue_policy", "fifo"),
-                                                                  eng.get("max_overtake", 2))
-        self.docs = eng.get("docs", False)
-        if not isinstance(self.docs, bool):
-            raise ConfigError("engine.docs", f"must be true or false, got {self.docs!r}")
-        self.metrics_open = eng.get("metrics_open", False)     # GET /metrics without the token (a scraper)
-        if not isinstance(self.metrics_open, bool):
-            raise ConfigError("engine.metrics_open", f"must be true or false, got {self.metrics_open!r}")
+        self.model_folders = s.folders()
+        self.model_roots = self._model_roots(s.model_roots or [])
         self.engine_json = os.path.join(self.job_folder, "engine.json")
         self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
 
@@ -155,25 +97,17 @@ class InferenceEngine(BaseProcess):
         """The Engine this config describes (its worker not started yet): what run() serves, and what
         each replica of an InferenceCluster wraps."""
         from extensions_built_in.inference_engine.engine import Engine
-        return Engine(device=self.device, output_folder=self.output_folder, assets_folder=self.assets_folder,
-                      dtype=self.dtype, keep_resident_gb=self.keep_resident_gb,
-                      idle_unload_seconds=self.idle_unload_seconds, profiles=self.profiles,
-                      grace_seconds=self.grace_seconds, model_roots=self.model_roots, worker=self.worker,
-                      limits=self.limits, lora_folder=self.lora_folder, cond_cache_mb=self.cond_cache_mb,
-                      prefetch=self.prefetch, max_batch=self.max_batch, queue_policy=self.queue_policy,
-                      max_overtake=self.max_overtake, metrics_open=self.metrics_open,
+        return Engine(self.settings, device=self.device, output_folder=self.output_folder,
+                      assets_folder=self.assets_folder, profiles=self.profiles, model_roots=self.model_roots,
                       model_folders=self.model_folders, on_info=on_info)
 
-    def _model_roots(self, eng: dict) -> list:
+    def _model_roots(self, extra: list) -> list:
         """Where requests may name local model files: the job folder, the hub cache, the tiny-model
         cache, the profiles' folders, and `engine.model_roots` (extra folders, e.g. /models)."""
         from huggingface_hub import constants
 
         from toolkit import model_trees
         from toolkit.models.tiny import default_cache_root
-        extra = eng.get("model_roots") or []
-        if not isinstance(extra, list) or not all(isinstance(r, str) and r for r in extra):
-            raise ConfigError("engine.model_roots", "must be a list of folders")
         roots = [self.job_folder, constants.HF_HUB_CACHE, str(default_cache_root()), *map(os.path.abspath, extra),
                  *(os.path.abspath(os.path.expanduser(f)) for f in self.model_folders)]
         if self.profiles.path:
@@ -239,14 +173,6 @@ def remove_stale_engine_json(folder: str) -> int:
             except OSError:
                 pass
     return removed
-
-
-def _number(d: dict, key: str, default: float = 0) -> float:
-    v = d.get(key, default)
-    v = default if v is None else v
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise ConfigError(f"engine.{key}", f"must be a number >= 0, got {v!r}")
-    return float(v)
 
 
 def _remove(path: str):

@@ -24,6 +24,7 @@ def batch_key(model, sample) -> str | None:
     if any(getattr(sample, name) for name in GenerateImageConfig.IMAGE_INPUTS):
         return None
     shared = {k: v for k, v in sample.to_dict().items() if k not in PER_MEMBER}
+    shared["negative_prompt_set"] = sample.negative_prompt is not None   # unset is the pipeline's default, not ""
     return json.dumps([model.to_dict(), shared], sort_keys=True, default=str)
 
 

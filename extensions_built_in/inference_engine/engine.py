@@ -27,9 +27,10 @@ from extensions_built_in.inference_engine import queue_policy as qp
 from extensions_built_in.inference_engine.protocol import FrameError, encode_frame
 from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
+from extensions_built_in.inference_engine.engine_settings import EngineSettings
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit import images
-from toolkit.errors import ConfigError, check_keys, check_values
+from toolkit.errors import ConfigError
 from toolkit.file_settings import display_name
 from toolkit.local_weights import weights_here
 from toolkit.models.base_model import batch_paths
@@ -37,12 +38,9 @@ from toolkit.media import atomic_path
 from toolkit.models.registry import ARCHS as ARCHS_BY_NAME
 from toolkit.weight_files import check_named_files
 from toolkit.profiles import EMPTY as EMPTY_PROFILES
-from toolkit.request import resolve_request
+from toolkit.request import GenerationRequest, Policy, StreamOptions, resolve_model, resolve_request
 
-REQUEST_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 FINISHED_KEPT = 100
-STREAM_DEFAULTS = {"latents": "raw", "every_n_steps": 1, "max_frames": 4, "preview": "x0", "detach": False,
-                   "preview_image": None}
 POLL_SECONDS = 0.1          # how often the supervision loop looks at cancel and stop deadlines
 STOP_SECONDS = 3.0          # a stopping engine waits this long for the worker, then kills it
 
@@ -60,31 +58,6 @@ class QueueFull(EngineBusy):
     shared by every client, so this is the server's capacity, not one client's rate (429)."""
 
 
-def parse_stream(d) -> dict:
-    """A request's stream options over STREAM_DEFAULTS: the one place they are checked (every
-    entry point passes the client's dict as it came); ConfigError names `stream.<key>`."""
-    if d is None:
-        d = {}
-    if not isinstance(d, dict):
-        raise ConfigError("stream", f"must be an object of stream options, got {type(d).__name__}")
-    check_keys(d, STREAM_DEFAULTS, "stream")
-    out = {**STREAM_DEFAULTS, **d}
-    if out["latents"] not in ("raw", "none"):
-        raise ConfigError("stream.latents", "must be 'raw' or 'none'")
-    if out["preview"] not in ("x0", "noisy"):
-        raise ConfigError("stream.preview", "must be 'x0' or 'noisy'")
-    for k in ("every_n_steps", "max_frames"):
-        if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] < 1:
-            raise ConfigError(f"stream.{k}", "must be an integer >= 1")
-    if out["preview_image"] not in (None, "none", "jpeg"):
-        raise ConfigError("stream.preview_image", "must be 'jpeg' or 'none' (null)")
-    if out["preview_image"] == "none":
-        out["preview_image"] = None
-    if not isinstance(out["detach"], bool):
-        raise ConfigError("stream.detach", "must be true or false")
-    return out
-
-
 class Subscriber:
     """One live reader of a request's frames: `deliver(frame, is_latent)` is called on the
     generation thread for every frame published after it attached (the server hands them to
@@ -96,10 +69,8 @@ class Subscriber:
 
 @dataclass
 class Request:
-    request_id: str
-    model: ModelConfig
-    sample: GenerateImageConfig
-    stream: dict
+    """A queued request's record: the GenerationRequest it runs (`work`), its state and its frames."""
+    work: GenerationRequest
     status: str = "queued"            # queued | running | ok | error | cancelled
     created_at: float = field(default_factory=time.time)
     started_at: float | None = None
@@ -124,6 +95,22 @@ class Request:
     @property
     def finished(self) -> bool:
         return self.status in ("ok", "error", "cancelled")
+
+    @property
+    def request_id(self) -> str:
+        return self.work.request_id
+
+    @property
+    def model(self) -> ModelConfig:
+        return self.work.model
+
+    @property
+    def sample(self) -> GenerateImageConfig:
+        return self.work.sample
+
+    @property
+    def stream(self) -> StreamOptions:
+        return self.work.stream
 
     def publish(self, header: dict, payload: bytes = b""):
         header = {"type": header.pop("type"), "request_id": self.request_id, **header}
@@ -172,55 +159,48 @@ class Request:
 
 
 class Engine:
-    def __init__(self, *, device: str = "cpu", output_folder: str, assets_folder: str | None = None,
-                 dtype: str = "auto", keep_resident_gb: float = 0, idle_unload_seconds: float = 0,
-                 on_info=None, faults=None, profiles=None, worker: str = "process", grace_seconds: float = 10.0,
-                 model_roots=None, limits=None, lora_folder: str | None = None, cond_cache_mb: float = 256,
-                 prefetch: bool = True, max_batch: int = 4, queue_policy: str = "fifo", max_overtake: int = 2,
-                 metrics_open: bool = False, model_folders=None):
-        """`worker`: "process" (the generation worker in a child process: production) or "thread" (on a
-        thread of this process, for in-process tests). `faults` (worker.Faults) are injected there.
-        `model_roots`: the folders a request may name local files in (None: anywhere). `limits`: a
-        limits.Limits or a mapping of its keys (engine.limits); None: the defaults. `lora_folder`: where
-        relative LoRA paths of a request point (engine.lora_folder; a model root too). `cond_cache_mb`:
-        the worker's prompt-embedding cache (engine.cond_cache_mb; 0: off). `prefetch`: read the next
-        queued model's missing components while a request samples (engine.prefetch). `max_batch`: images
-        one pipeline call makes for several compatible queued requests (engine.max_batch; 1: no dynamic
-        batching; engine.limits.max_batch is another thing, the images one request may ask for).
-        `queue_policy`/`max_overtake`: queue_policy.py. `metrics_open`: GET /metrics without the token
-        (engine.metrics_open; metrics.py holds the registry). `model_folders`: folders GET /library lists
-        (engine.model_folders; model roots too)."""
+    def __init__(self, settings: EngineSettings | None = None, *, output_folder: str, assets_folder: str | None = None,
+                 device: str = "cpu", profiles=None, model_roots=None, on_info=None, faults=None, **keys):
+        """`settings`: the engine: block (engine_settings.EngineSettings); its fields may also be given as
+        keywords (`keys`, over `settings`: how tests build engines), checked the same way. `worker`
+        "process" runs generation in a child process (production), "thread" on a thread of this
+        process (in-process tests); `faults` (worker.Faults) are injected there. `model_roots`: the
+        folders a request may name local files in (None: anywhere; InferenceEngine._model_roots
+        computes them from the settings), the LoRA folder and the model folders joining them."""
+        if keys or settings is None:
+            settings = EngineSettings.from_dict({**(settings.to_dict() if settings else {}), **keys}, "engine")
+        self.settings = s = settings
         self.device = device
         self.output_folder = os.path.abspath(output_folder)
         self.assets_folder = os.path.abspath(assets_folder) if assets_folder else None
-        self.dtype = dtype
-        self.idle_unload_seconds = idle_unload_seconds
-        self.grace_seconds = grace_seconds
-        self.lora_folder = os.path.abspath(os.path.expanduser(lora_folder)) if lora_folder else None
+        self.dtype = s.dtype
+        self.idle_unload_seconds = s.idle_unload_seconds
+        self.grace_seconds = s.grace_seconds
+        self.lora_folder = os.path.abspath(os.path.expanduser(s.lora_folder)) if s.lora_folder else None
         self.model_roots = [os.path.realpath(os.path.expanduser(r)) for r in model_roots] if model_roots else None
         if self.model_roots is not None and self.lora_folder:
             self.model_roots.append(os.path.realpath(self.lora_folder))
-        self.model_folders = [os.path.abspath(os.path.expanduser(f)) for f in model_folders or ()]
+        self.model_folders = [os.path.abspath(os.path.expanduser(f)) for f in s.folders()]
         if self.model_roots is not None:
             self.model_roots.extend(os.path.realpath(f) for f in self.model_folders)
-        self.limits = lim.Limits.from_dict(limits)
+        self.limits = s.limits
         self.assets = lim.AssetBudget(self.assets_folder, self.limits.max_asset_bytes)
         self.on_info = on_info or (lambda info, step=None: None)
         self.profiles = profiles or EMPTY_PROFILES
         self.faults = faults
-        self.worker_options = {"device": device, "keep_resident_gb": keep_resident_gb, "faults": faults,
-                               "cond_cache_mb": cond_cache_mb, "prefetch": prefetch,
+        self.worker_options = {"device": device, "keep_resident_gb": s.keep_resident_gb, "faults": faults,
+                               "cond_cache_mb": s.cond_cache_mb, "prefetch": s.prefetch,
                                "model_folders": tuple(self.model_folders),
                                "model_roots": tuple(self.model_roots) if self.model_roots is not None else None}
-        self.worker_kind = worker
+        self.policy = EnginePolicy(self)
+        self.worker_kind = s.worker
         self.worker = None
         self.worker_state: m.State | None = None
         self.worker_restarts = 0
         self.worker_last_exit: str | None = None
         self.current: Request | None = None
         self.running: list[Request] = []        # the current call's requests: `current` and its batch members
-        self.max_batch = qp.check_max_batch(max_batch)
-        self.queue_policy, self.max_overtake = qp.check(queue_policy, max_overtake)
+        self.max_batch, self.queue_policy, self.max_overtake = s.max_batch, s.queue_policy, s.max_overtake
         self.step_seconds: float | None = None  # recent seconds per step of a call (for /queue's estimates)
         self._last_step: tuple | None = None     # (request_id, monotonic) of the last progress frame
         self._files_bytes: dict = {}             # model key -> its weight files' bytes (queue_policy.load_cost)
@@ -230,10 +210,9 @@ class Engine:
         self._cv = threading.Condition()
         self._stopping = threading.Event()
         self._last_active = time.time()
-        self._active_cache = (None, None)
         self._names: set = set()            # output file names handed out by this engine
         self.started_at = time.time()
-        self.metrics_open = bool(metrics_open)
+        self.metrics_open = s.metrics_open
         self.metrics = EngineMetrics(self)
         os.makedirs(self.output_folder, exist_ok=True)
         for folder in (self.output_folder, self.assets_folder):     # what a killed engine left half-written
@@ -246,25 +225,10 @@ class Engine:
         the memory pre-flight included), QueueFull when engine.limits.max_queued wait already."""
         if self._stopping.is_set():
             raise EngineBusy("the engine is stopping")
-        for value, where in ((model, "model"), (sample, "sample"), (stream, "stream")):
-            check_values(value, where)      # before any path, log line or file sees a string
-        model = loras.resolve_paths(model, self.lora_folder)
-        self.check_paths(model)
-        mc, gen = self.resolve(model, sample)
-        loras.check_files(mc)
-        check_named_files(mc)                  # a malformed safetensors file: a 422 naming its key
-        lim.check_request(self.limits, mc, gen)
-        lim.check_memory(mc, gen, self.worker_state.memory if self.worker_state else None)
-        opts = parse_stream(stream)
-        if request_id is None:
-            request_id = uuid.uuid4().hex[:16]
-        elif not isinstance(request_id, str) or not REQUEST_ID.match(request_id):
-            raise ConfigError("request_id", "must be 1-64 characters of letters, digits, '_', '-', '.'")
-        for name in GenerateImageConfig.IMAGE_INPUTS:      # last: a data URL is stored as an asset
-            if getattr(gen, name):
-                setattr(gen, name, self.resolve_asset(getattr(gen, name), f"sample.{name}"))
-        gen.resolved_seed()
-        req = Request(request_id, mc, gen, opts)
+        work = self.resolve(model, sample, stream, request_id)
+        request_id = work.request_id or uuid.uuid4().hex[:16]
+        req = Request(replace(work, request_id=request_id))
+        mc, gen = req.model, req.sample
         try:      # the start frame before the queue: a request that cannot be streamed is never queued
             req.publish({"type": "start", "model": mc.to_dict(), "sample": gen.to_dict(),
                          "modality": mc.spec.modality, "preview": mc.spec.latents.preview()})
@@ -286,10 +250,14 @@ class Engine:
                      "stage": "queued"})
         return req
 
-    def resolve(self, model, sample) -> tuple[ModelConfig, GenerateImageConfig]:
-        """A request's model (a config or `{profile: NAME}`) and sample settings, with the precedence
-        request > [generation] > profile > variant > arch."""
-        return resolve_request(model, sample, self.profiles, self.dtype)
+    def resolve(self, model, sample, stream=None, request_id: str | None = None, *,
+                dry_run: bool = False) -> GenerationRequest:
+        """A request's model (a config or `{profile: NAME}`), sample settings and stream options, with
+        the precedence request > [generation] > profile > variant > arch, checked against this
+        engine's roots, limits and memory (EnginePolicy). `dry_run`: POST /resolve's answer
+        (toolkit/request.py)."""
+        return resolve_request(model, sample, stream, profiles=self.profiles, dtype=self.dtype, policy=self.policy,
+                               request_id=request_id, dry_run=dry_run)
 
     def model_for_name(self, name: str | None) -> dict:
         """A model named by a client that knows names only (compat APIs): a profile, an arch, or None
@@ -508,14 +476,8 @@ class Engine:
 
     @property
     def active_config(self) -> ModelConfig | None:
-        """The model the worker holds (from its last State), as a ModelConfig."""
-        state = self.worker_state
-        active = state.active if state else None
-        cached_for, cached = self._active_cache
-        if active is not cached_for:
-            cached = ModelConfig.from_dict(active) if active else None
-            self._active_cache = (active, cached)
-        return cached
+        """The model the worker holds (from its last State)."""
+        return self.worker_state.active if self.worker_state else None
 
     def scheduler_name(self) -> str | None:
         """The active model's scheduler class (what the compatibility routes call its sampler)."""
@@ -666,10 +628,10 @@ class Engine:
     def warm_load(self, model):
         model = loras.resolve_paths(model, self.lora_folder)
         self.default_model = model
-        mc, _gen = self.resolve(model, {})
+        mc, _defaults = resolve_model(model, profiles=self.profiles, dtype=self.dtype, policy=self.policy)
         if self.worker is None:
             self.start_worker()
-        self.worker.send(m.Load(mc.to_dict()))
+        self.worker.send(m.Load(mc))
         self._pump_until(lambda msg: isinstance(msg, m.State))
         self._set_idle()
 
@@ -702,9 +664,7 @@ class Engine:
             batch = [r for r in batch if not r.finished]
             if not batch:
                 return
-            runs = [m.Run(r.request_id, r.model.to_dict(), r.sample.to_dict(), r.stream, self._output_path(r))
-                    for r in batch]
-            self.worker.send(runs[0] if len(runs) == 1 else m.RunBatch(tuple(runs)))
+            self.worker.send(m.Run(tuple(r.work.at(self._output_path(r)) for r in batch)))
             self._prefetch_next(req)
             while not all(r.finished for r in batch):
                 try:
@@ -766,7 +726,7 @@ class Engine:
             queued = list(self._queue)
             nxt = queued[qp.pick(queued, resident, self.queue_policy, self.max_overtake, bump=False)] if queued else None
         if nxt is not None and nxt.model.without_loras() != resident:
-            self.worker.send(m.Prefetch(nxt.model.to_dict()))
+            self.worker.send(m.Prefetch(nxt.model))
 
     def _restart_worker(self, reason: str | None):
         """Replace a dead or killed worker (not while the engine stops)."""
@@ -864,6 +824,31 @@ class Engine:
     def _set_idle(self):
         mc = self.active_config
         self.on_info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0)
+
+
+class EnginePolicy(Policy):
+    """The engine's part of a request's validation (toolkit/request.py Policy): local paths only under
+    engine.model_roots (checked before anything looks at them), LoRA paths relative to
+    engine.lora_folder, LoRA and weight files readable, engine.limits, the memory pre-flight, and
+    input images as assets."""
+
+    def __init__(self, engine: "Engine"):
+        self.engine = engine
+
+    def model(self, model):
+        model = loras.resolve_paths(model, self.engine.lora_folder)
+        self.engine.check_paths(model)
+        return model
+
+    def check(self, mc, gen):
+        loras.check_files(mc)
+        check_named_files(mc)                  # a malformed safetensors file: a 422 naming its key
+        lim.check_request(self.engine.limits, mc, gen)
+        state = self.engine.worker_state
+        lim.check_memory(mc, gen, state.memory if state else None)
+
+    def input(self, value, where):
+        return self.engine.resolve_asset(value, where)
 
 
 def contained(doing: str, error: BaseException):

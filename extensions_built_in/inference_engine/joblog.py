@@ -42,10 +42,11 @@ def model_name(name_or_path: str | None) -> str:
     return name_or_path
 
 
-def _model(cfg: dict | None) -> str:
-    if not cfg:
+def _model(mc) -> str:
+    """A ModelConfig's name for a log line: its profile, else its weights' name."""
+    if mc is None:
         return "-"
-    return cfg.get("profile") or model_name(cfg.get("name_or_path"))
+    return mc.profile or model_name(mc.name_or_path)
 
 
 def prompt(text: str | None) -> str:
@@ -59,7 +60,7 @@ def request_line(req) -> str:
     s, mc = req.sample, req.model
     began = req.started_at or req.created_at
     seconds = (req.finished_at or began) - began
-    line = (f"request {req.request_id} {req.status} {mc.arch} {_model({'profile': mc.profile, 'name_or_path': mc.name_or_path})} "
+    line = (f"request {req.request_id} {req.status} {mc.arch} {_model(mc)} "
             f"{s.width}x{s.height} {s.num_inference_steps} steps {seconds:.2f}s prompt={prompt(s.prompt)}")
     if req.status == "cancelled":
         by = getattr(req, "cancelled_by", None)
@@ -79,7 +80,7 @@ def state_lines(prev, new, request_id: str | None = None) -> list[str]:
     p, n = prev.pool or {}, new.pool or {}
     suffix = f" for request {request_id}" if request_id else ""
     if new.builds > prev.builds:
-        lines.append(f"load {(new.active or {}).get('arch', '-')} {_model(new.active)} "
+        lines.append(f"load {new.active.arch if new.active else '-'} {_model(new.active)} "
                      f"{n.get('loaded_bytes', 0) - p.get('loaded_bytes', 0)} bytes "
                      f"{n.get('load_seconds', 0) - p.get('load_seconds', 0):.2f}s "
                      f"pool hits {n.get('hits', 0) - p.get('hits', 0)} misses {n.get('misses', 0) - p.get('misses', 0)}"

@@ -9,10 +9,11 @@ arithmetic on the arch's registry row.
 """
 import os
 import threading
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
-from toolkit.errors import ConfigError, check_keys
+from toolkit.errors import ConfigError
 from toolkit.models.base_model import get_model_class
+from toolkit.settings import Settings, setting
 
 # A start frame carries the prompt and the negative prompt JSON-escaped (up to 6 bytes per UTF-8 byte)
 # in a header of at most 1 MiB (protocol.MAX_HEADER): 64 KiB each keeps both, escaped, under it.
@@ -20,41 +21,24 @@ PROMPT_BYTES_CEILING = 64 << 10
 
 
 @dataclass(frozen=True)
-class Limits:
+class Limits(Settings):
     """Defaults a GPU user keeps: each lets every arch's usual requests through with room to spare and
     stops only what no one asks on purpose. The memory pre-flight, not max_pixels, decides what fits
     a given device; max_pixels bounds the host-side work (RoPE tables, latents, the decoded image)
     that a giant request costs before the device is even asked."""
-    max_pixels: int = 4096 * 4096       # width*height: 4096x4096, ~9x the largest arch default (1328x1328)
-    max_frames: int = 257               # video: LTX-Video's longest clip; Wan 81, HunyuanVideo 129
-    max_steps: int = 1000               # the schedulers' 1000 training timesteps: more are not distinct
-    max_batch: int = 16                 # images one request (sample.batch_size) or one compat call makes
-    max_prompt_bytes: int = 16 << 10    # UTF-8, per prompt: well past every text encoder's window
-    max_queued: int = 256               # requests waiting (the running one not counted)
-    max_asset_bytes: int = 2 << 30      # the assets folder's total, uploads in flight included
+    max_pixels: int = setting(4096 * 4096, min=1)     # width*height: 4096x4096, ~9x the largest arch default (1328x1328)
+    max_frames: int = setting(257, min=1)             # video: LTX-Video's longest clip; Wan 81, HunyuanVideo 129
+    max_steps: int = setting(1000, min=1)             # the schedulers' 1000 training timesteps: more are not distinct
+    max_batch: int = setting(16, min=1)               # images one request (sample.batch_size) or one compat call makes
+    # UTF-8, per prompt: well past every text encoder's window; at most the ceiling the start frame's header holds
+    max_prompt_bytes: int = setting(16 << 10, min=1, max=PROMPT_BYTES_CEILING)
+    max_queued: int = setting(256, min=1)             # requests waiting (the running one not counted)
+    max_asset_bytes: int = setting(2 << 30, min=1)    # the assets folder's total, uploads in flight included
 
     @classmethod
     def from_dict(cls, d, where: str = "engine.limits") -> "Limits":
         """Validate a mapping of overrides; errors name `engine.limits.<key>`."""
-        if d is None:
-            return cls()
-        if isinstance(d, Limits):
-            return d
-        check_keys(d, {f.name for f in fields(cls)}, where)
-        values = {}
-        for k, v in d.items():
-            if v is None:
-                continue
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{where}.{k}", f"must be an integer >= 1, got {v!r}")
-            values[k] = v
-        if values.get("max_prompt_bytes", 0) > PROMPT_BYTES_CEILING:
-            raise ConfigError(f"{where}.max_prompt_bytes", f"must be <= {PROMPT_BYTES_CEILING} (both prompts, "
-                              "JSON-escaped, travel in the 1 MiB header of the start frame)")
-        return cls(**values)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+        return super().from_dict(d, where)
 
 
 def _over(key: str, value: int, limit: int) -> str:

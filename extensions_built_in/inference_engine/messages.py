@@ -1,8 +1,9 @@
 """The typed boundary between the engine (HTTP, queue, request records; no torch) and its generation
 worker (torch, the component pool, the holders), as vLLM's EngineCoreRequest/EngineCoreOutputs
-are: plain dataclasses sent over a local pipe. Nothing else crosses it.
+are: frozen dataclasses pickled over a local pipe. A request crosses as the GenerationRequest
+resolve_request made (toolkit/request.py), which the worker uses as it arrives. Nothing else crosses.
 
-engine -> worker: Run, RunBatch, Cancel, Load, Unload, Shutdown, Prefetch
+engine -> worker: Run, Cancel, Load, Unload, Shutdown, Prefetch
 worker -> engine: Frame, Done, State, Info
 """
 from dataclasses import dataclass, field
@@ -11,22 +12,10 @@ from dataclasses import dataclass, field
 # -- engine -> worker ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Run:
-    """Generate one request: `model` is a resolved ModelConfig dict, `sample` a resolved
-    GenerateImageConfig dict (seed fixed), `stream` validated stream options, `output_path` the
-    file to write (the engine picks a name no other request has)."""
-    request_id: str
-    model: dict
-    sample: dict
-    stream: dict
-    output_path: str
-
-
-@dataclass(frozen=True)
-class RunBatch:
-    """Generate several compatible requests (extensions_built_in/inference_engine/batching.py) in one
-    pipeline call: every Run has the same model and shared sample settings; each keeps its own
-    frames, file, cancel and Done, as if it had been sent alone."""
-    runs: tuple
+    """Generate `requests` (GenerationRequests, each with its output_path) in one pipeline call: one
+    request, or several compatible ones (batching.py: the same model and shared sample settings),
+    each keeping its own frames, file, cancel and Done as if it had been sent alone."""
+    requests: tuple
 
 
 @dataclass(frozen=True)
@@ -36,8 +25,8 @@ class Cancel:
 
 @dataclass(frozen=True)
 class Load:
-    """Build (and keep) the holder for `model` without generating: a warm load."""
-    model: dict
+    """Build (and keep) the holder for `model` (a ModelConfig) without generating: a warm load."""
+    model: object
 
 
 @dataclass(frozen=True)
@@ -73,7 +62,7 @@ class Done:
 class State:
     """What the worker holds, for /health and the compatibility routes: the active model (its
     resolved config and scheduler class), the pool's stats and the device's memory."""
-    active: dict | None
+    active: object                                   # the ModelConfig held, or None
     scheduler: str | None
     pool: dict
     memory: dict
@@ -92,7 +81,7 @@ class Info:
 # -- engine -> worker, later additions ---------------------------------------------------------------
 @dataclass(frozen=True)
 class Prefetch:
-    """The queue's next request runs `model` (a resolved ModelConfig dict): read its missing components
+    """The queue's next request runs `model` (a ModelConfig): read its missing components
     into CPU memory while the current request samples, within the memory budget. A hint: the worker
     may skip it, and a failed prefetch only costs the next request its own load."""
-    model: dict
+    model: object

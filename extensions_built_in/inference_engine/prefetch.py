@@ -62,22 +62,19 @@ class Prefetcher:
         self.finished = threading.Event()       # set whenever no prefetch runs (tests wait on it)
         self.finished.set()
         self._lock = threading.Lock()
-        self._pending: dict | None = None
-        self._running: dict | None = None
+        self._pending = None        # the ModelConfig to prefetch next
+        self._running = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._sampling = False
 
     # -- any thread ---------------------------------------------------------------------------------
-    def request(self, model: dict):
-        """Prefetch `model` now if a request samples, else once one does (the latest request wins)."""
+    def request(self, model):
+        """Prefetch `model` (a ModelConfig) now if a request samples, else once one does (the latest
+        request wins)."""
         if not self.enabled:
             return
-        from toolkit.config_modules import ModelConfig
-        try:        # as a build names it (paused() compares): without its LoRAs, which are no components
-            model = ModelConfig.from_dict(model).without_loras().to_dict()
-        except Exception:
-            pass    # _plan fails on it and records why
+        model = model.without_loras()   # as a build names it (paused() compares): LoRAs are no components
         with self._lock:
             self.requests += 1
             self._pending = model
@@ -105,7 +102,7 @@ class Prefetcher:
                 self._sampling = False
 
     @contextlib.contextmanager
-    def paused(self, model: dict | None = None):
+    def paused(self, model=None):
         """No prefetch runs inside: one for `model` is waited for (it does this build's reads), one for
         another model is stopped between components and kept pending (its reads stay in the pool)."""
         with self._lock:
@@ -132,9 +129,9 @@ class Prefetcher:
             self._thread = threading.Thread(target=self._run, args=(model,), daemon=True, name="prefetch")
             self._thread.start()
 
-    def _run(self, model: dict):
+    def _run(self, model):
         t0 = time.perf_counter()
-        outcome = {"arch": model.get("arch"), "status": "done", "loads": 0, "bytes": 0}
+        outcome = {"arch": model.arch, "status": "done", "loads": 0, "bytes": 0}
         try:
             outcome.update(self._prefetch(model))
         except Exception as e:  # a hint that failed: the request itself will load and say why
@@ -150,12 +147,10 @@ class Prefetcher:
             self._running, self._thread = None, None
         self.finished.set()
 
-    def _plan(self, model: dict) -> list:
+    def _plan(self, mc) -> list:
         """[(class, source, cpu load kwargs, identity)] of the components the pool lacks."""
-        from toolkit.config_modules import ModelConfig
         from toolkit.models.base_model import get_model_class
 
-        mc = ModelConfig.from_dict(model).without_loras()
         holder = get_model_class(mc.arch)(mc, device=self.device)
         holder.library_folders, holder.library_roots = self.folders, self.roots
         plan, seen = [], set()
@@ -170,7 +165,7 @@ class Prefetcher:
             plan.append((cls, source, kwargs, identity))
         return plan
 
-    def _prefetch(self, model: dict) -> dict:
+    def _prefetch(self, model) -> dict:
         from toolkit.models.v2.mixin import thread_load_interceptor
 
         plan = self._plan(model)

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from extensions_built_in.inference_engine.engine import Engine, EngineBusy, NotQueued, Subscriber
 from extensions_built_in.inference_engine.http_guard import (INLINE_IMAGES_BODY_BYTES, EngineRoute,
                                                              OriginGuard, auth_first)
+from toolkit.config_modules import GenerateImageConfig
 from toolkit.errors import ConfigError
 from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
 from toolkit.models.registry import ARCHS
@@ -35,15 +36,22 @@ OUTPUT_EXTS = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}
 
 class GenerateBody(BaseModel):
     """`model`, `sample` and `stream` are validated by the engine (ModelConfig, GenerateImageConfig,
-    parse_stream), which names the bad field: this layer only checks the body's shape."""
+    StreamOptions), which names the bad field: this layer only checks the body's shape."""
     model_config = ConfigDict(extra="forbid")
     model: dict | str = Field(description="ModelConfig {arch, name_or_path, quantize, ...}, or a profile: "
                                       "{profile: NAME, ...overrides} or \"NAME\"")
     sample: dict = Field(default_factory=dict, description="GenerateImageConfig: {prompt, width, height, ...}")
     stream: dict | None = Field(default=None, description="{latents: raw|none, every_n_steps, max_frames, "
-                                "preview: x0|noisy, preview_image: jpeg|none, detach}: checked by the engine (engine.parse_stream)")
+                                "preview: x0|noisy, preview_image: jpeg|none, detach}: checked by the engine (toolkit/request.py StreamOptions)")
     request_id: str | None = None
     wait: bool = False
+
+
+class ResolveBody(BaseModel):
+    """POST /resolve: a /generate body's model and sample, checked by the engine as /generate's are."""
+    model_config = ConfigDict(extra="forbid")
+    model: dict | str
+    sample: dict = Field(default_factory=dict)
 
 
 class MoveBody(BaseModel):
@@ -132,6 +140,8 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             row["output_exts"] = list(OUTPUT_EXTS[spec.modality])
             # the most images one request may ask for: engine.limits.max_batch where the arch batches
             row["max_batch"] = engine.limits.max_batch if row.get("batch") else 1
+            # each sample field's type, bounds and choices here, engine.limits included: a form copies no rule
+            row["fields"] = GenerateImageConfig.fields_for(spec, engine.limits)
             row["sample"] = engine.default_sample(arch=spec.name)
             row["variant_samples"] = {v: engine.default_sample(arch=spec.name, variant=v) for v in spec.variants}
             archs.append(row)
@@ -143,7 +153,18 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             except ConfigError as e:      # e.g. a [generation] width this arch refuses: say so, list the rest
                 row["sample_error"] = e.one_line()
             profiles.append(row)
-        return {"archs": archs, "profiles": profiles, "default_model": engine.profiles.default_model}
+        return {"archs": archs, "profiles": profiles, "default_model": engine.profiles.default_model,
+                "limits": engine.limits.to_dict()}
+
+    @app.post("/resolve", dependencies=[Depends(require_token)], responses=errors())
+    def resolve(body: ResolveBody):
+        """What POST /generate would run for this {model, sample}, without running it: the resolved
+        model and sample (defaults filled, sizes rounded, task and strength resolved; the seed as
+        given), or the 422 naming the first bad field. Image inputs are only present here (any
+        non-empty string): neither read nor stored. The same resolver as /generate (toolkit/request.py)."""
+        work = engine.resolve(body.model, body.sample, dry_run=True)
+        return {"model": work.model.to_dict(), "sample": work.sample.to_dict(), "task": work.sample.task,
+                "warnings": list(work.sample.warnings)}
 
     @app.get("/inspect/{profile}", dependencies=[Depends(require_token)], responses=errors(404))
     def inspect_profile(profile: str):
@@ -180,7 +201,7 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
             await asyncio.to_thread(req.done_event.wait)
             return JSONResponse({"request_id": req.request_id, "status": req.status, "results": req.results,
                                  "error": req.error}, headers=headers)
-        return StreamingResponse(_follow(engine, req, cancel_on_disconnect=not req.stream["detach"]),
+        return StreamingResponse(_follow(engine, req, cancel_on_disconnect=not req.stream.detach),
                                  media_type="application/octet-stream", headers=headers)
 
     @app.get("/stream/{request_id}", dependencies=[Depends(require_token)], responses=errors(404))
@@ -358,7 +379,7 @@ def file_settings(engine: Engine, data: bytes) -> dict:
         raise ApiError(422, "body", f"body: {e}")
     if out["model"] is not None:
         try:
-            engine.resolve(out["model"], out["sample"])
+            engine.resolve(out["model"], out["sample"], dry_run=True)
         except ConfigError as e:
             out["warnings"].append(f"not accepted here as it is: {e.one_line()}")
         except (TypeError, ValueError, ArithmeticError) as e:         # a file's JSON can hold any shape

@@ -134,7 +134,7 @@ class WorkerCore:
                 raise GenerationCancelled()
 
     # -- the worker's main thread -------------------------------------------------------------------
-    def prefetch(self, model: dict):
+    def prefetch(self, model):
         """Any thread: read `model`'s missing components into CPU memory while the current request samples."""
         self.prefetcher.request(model)
 
@@ -145,9 +145,6 @@ class WorkerCore:
         if isinstance(msg, m.Run):
             self.run(msg)                 # emits its State before its Done
             return
-        if isinstance(msg, m.RunBatch):
-            self.run_batch(msg)
-            return
         if isinstance(msg, m.Load):
             self.load(msg.model)
         elif isinstance(msg, m.Unload):
@@ -157,14 +154,13 @@ class WorkerCore:
     def state(self) -> m.State:
         mc = self.active_config
         sched = getattr(getattr(self.holder, "pipeline", None), "scheduler", None)
-        return m.State(active=mc.to_dict() if mc else None, scheduler=type(sched).__name__ if sched else None,
+        return m.State(active=mc, scheduler=type(sched).__name__ if sched else None,
                        pool={**self.pool.stats(), "loaded_bytes": self.pool.loaded_bytes,
                              "load_seconds": self.load_seconds}, memory=memory_info(self.device), builds=self.builds,
                        cond_cache=self.cond_cache.stats(), prefetch=self.prefetcher.stats())
 
-    def load(self, model: dict):
-        from toolkit.config_modules import ModelConfig
-        self._ensure_holder(ModelConfig.from_dict(model), None)
+    def load(self, mc):
+        self._ensure_holder(mc, None)
         self._info_idle()
 
     def unload_all(self):
@@ -176,48 +172,21 @@ class WorkerCore:
         self._info_idle()
 
     def run(self, msg: m.Run):
-        from toolkit.config_modules import GenerateImageConfig, ModelConfig
+        """One pipeline call for the Run's requests (one, or a dynamic batch: holder.generate_single's
+        `rows`), each with its own frames, latent rows, file and Done. A member cancelled mid-call
+        ends at once (nothing written; its rows go on being computed, unseen); when all are, the
+        call stops. The requests arrive resolved (toolkit/request.py): nothing is validated again."""
         from toolkit.errors import ConfigError
 
-        rid = msg.request_id
+        members = _Members(self, msg.requests)
         t0 = time.perf_counter()
-        status, error, results = "ok", None, []
+        error, ends = None, {}
         try:
-            mc = ModelConfig.from_dict(msg.model)
-            gen = GenerateImageConfig.from_dict(msg.sample, mc)
-            holder = self._ensure_holder(mc, rid)
-            self._check_cancel(rid)
-            with self.prefetcher.sampling():      # the next model's reads overlap this one's steps
-                results = self._sample(holder, msg, mc, gen, t0)
-        except GenerationCancelled:
-            status, error = "cancelled", "cancelled"
-        except ConfigError as e:
-            status, error = "error", e.one_line()
-        except Exception as e:  # the worker keeps serving whatever one request did
-            status, error = "error", (f"out of memory: {e}" if is_oom(e) else f"{type(e).__name__}: {e}")
-        finally:
-            with self._lock:
-                self._cancelled.discard(rid)
-        self._info_idle()
-        self.emit(self.state())          # what is resident is known before the request is seen to end
-        self.emit(m.Done(rid, status, error, results))
-
-    def run_batch(self, msg: m.RunBatch):
-        """Several compatible requests in one pipeline call (holder.generate_single's `rows`), each
-        with its own frames, latent rows, file and Done. A member cancelled mid-call ends at once
-        (nothing written; its rows go on being computed, unseen); when all are, the call stops."""
-        from toolkit.config_modules import GenerateImageConfig, ModelConfig
-        from toolkit.errors import ConfigError
-
-        members = _Members(self, msg.runs)
-        t0 = time.perf_counter()
-        error = None
-        try:
-            mc = ModelConfig.from_dict(msg.runs[0].model)
-            gens = [GenerateImageConfig.from_dict(run.sample, mc) for run in msg.runs]
+            mc = msg.requests[0].model
             holder = self._ensure_holder(mc, members)
             members.check()
-            self._sample_batch(holder, members, mc, gens, t0)
+            with self.prefetcher.sampling():      # the next model's reads overlap this one's steps
+                ends = self._sample(holder, members, mc, t0)
         except GenerationCancelled:
             error = ("cancelled", "cancelled")
         except ConfigError as e:
@@ -225,78 +194,85 @@ class WorkerCore:
         except Exception as e:  # the worker keeps serving whatever one call did
             error = ("error", f"out of memory: {e}" if is_oom(e) else f"{type(e).__name__}: {e}")
         self._info_idle()
-        self.emit(self.state())
+        self.emit(self.state())          # what is resident is known before a request is seen to end
+        for rid, end in ends.items():
+            members.end(rid, *end)
         for rid in list(members.live):
-            members.end(rid, *(error or ("error", "the batch ended without a result")))
+            members.end(rid, *(error or ("error", "the call ended without a result")))
 
-    def _sample_batch(self, holder, members: "_Members", mc, gens: list, t0: float):
+    def _sample(self, holder, members: "_Members", mc, t0: float):
         from toolkit.models import latent_copy
         from toolkit.models import latents as latent_frames
 
-        rows, spans = [], {}
-        for run, gen in zip(members.runs, gens):     # member-major: a member's batch_size rows, seed + j
-            seed = gen.resolved_seed()
-            spans[run.request_id] = (len(rows), len(rows) + gen.batch_size)
-            rows += [(gen.prompt, gen.negative_prompt, seed + j) for j in range(gen.batch_size)]
-        spec, head = mc.spec, gens[0]
+        works = members.runs
+        head, spans, rows = works[0].sample, {}, []
+        for work in works:     # member-major: a member's batch_size rows, seed + j
+            gen = work.sample
+            spans[work.request_id] = (len(rows), len(rows) + gen.batch_size)
+            rows += [(gen.prompt, gen.negative_prompt, gen.seed + j) for j in range(gen.batch_size)]
+        spec = mc.spec
         copier = latent_copy.copier_for(self.device)
-        streams = {run.request_id: latent_copy.FrameStream(self._latent_delivery(run.request_id), copier)
-                   for run in members.runs}
-        previews = {run.request_id: self._previews(run.request_id, run.stream, spec, head) for run in members.runs}
+        # on CUDA a frame leaves the device without stalling it, delivered a step later (in order)
+        streams = {w.request_id: latent_copy.FrameStream(self._latent_delivery(w.request_id), copier) for w in works}
+        previews = {w.request_id: self._previews(w.request_id, w.stream, spec, head) for w in works}
+        batch = f" (a batch of {len(works)})" if len(works) > 1 else ""
 
         def on_step(i, n, timestep, latents, x0):
             members.check()
-            for run in members.live_runs():
-                rid, opts = run.request_id, run.stream
+            for work in members.live_runs():
+                rid, opts = work.request_id, work.stream
+                a, b = spans[rid]        # the member's own rows only
                 self.emit(m.Frame(rid, {"type": "progress", "step": i + 1, "total": n,
                                         "elapsed": time.perf_counter() - t0}))
-                if opts["latents"] == "raw" and ((i + 1) % opts["every_n_steps"] == 0 or i + 1 == n):
-                    a, b = spans[rid]        # the member's own rows only
-                    src = x0 if (opts["preview"] == "x0" and x0 is not None) else latents
+                if opts.latents == "raw" and ((i + 1) % opts.every_n_steps == 0 or i + 1 == n):
+                    src = x0 if (opts.preview == "x0" and x0 is not None) else latents
                     frame, layout = latent_frames.frame_on_device(src[a:b], spec.latents, height=head.height,
                                                                   width=head.width, num_frames=head.num_frames,
-                                                                  max_frames=opts["max_frames"])
+                                                                  max_frames=opts.max_frames)
                     streams[rid].push({"type": "latent", "step": i + 1, "total": n, "layout": layout}, frame)
-                if previews[rid]:            # its own first row
-                    a, b = spans[rid]
+                if previews[rid]:
                     previews[rid].step(i, n, latents[a:b], x0[a:b] if x0 is not None else None)
                 if i + 1 == n:
                     streams[rid].flush()     # the last frame goes out before decoding and the result
                     if previews[rid]:
                         previews[rid].flush()
-            self.emit(m.Info(f"Generating {i + 1}/{n} (a batch of {len(members.live)})", i + 1))
-            self.faults.on_step(members.check)
+            self.emit(m.Info(f"Generating {i + 1}/{n}{batch}", i + 1))
+            self.faults.on_step(members.check)     # after the step is reported
 
-        try:
-            items = holder.generate_single(head, rows=rows, on_step=on_step,
-                                           on_status=self._status_fn(members, "Generating"))
+        try:     # a request alone runs as itself (batch_size rows from one seed); several as rows
+            data = holder.generate_single(head, rows=rows if len(works) > 1 else None, on_step=on_step,
+                                          on_status=self._status_fn(members, "Generating"))
+            for stream in streams.values():
+                stream.flush()
         finally:
             for rid, stream in streams.items():   # a member cancelled or ended early: its frames are dropped
                 stream.discard()
                 if previews[rid]:
                     previews[rid].discard()
+        items = data if len(works) > 1 or head.batch_size > 1 else [data]
         members.check()
-        for run, gen in zip(members.runs, gens):
-            rid = run.request_id
+        ends = {}        # rid -> (status, error, results): said by run() after its State
+        for work in works:
+            rid = work.request_id
             if rid not in members.live:
                 continue
             a, b = spans[rid]
-            gen.output_path = run.output_path
             try:
-                records = holder.write_items(gen, items[a:b], run.output_path,
+                records = holder.write_items(work.sample, items[a:b], work.output_path,
                                              cancel=lambda rid=rid: self._check_cancel(rid),
                                              on_status=self._status_fn(rid, "Generating"))
             except GenerationCancelled:
-                members.end(rid, "cancelled", "cancelled")
+                ends[rid] = ("cancelled", "cancelled")
                 continue
             except Exception as e:      # one member's file (a full disk, say): the others are written
-                members.end(rid, "error", f"{type(e).__name__}: {e}")
+                ends[rid] = ("error", f"{type(e).__name__}: {e}")
                 continue
-            out_dir = os.path.dirname(run.output_path)
+            out_dir = os.path.dirname(work.output_path)
             results = [result_record(rec, index, out_dir) for index, rec in enumerate(records)]
             for result in results:
                 self.emit(m.Frame(rid, {"type": "result", **result}))
-            members.end(rid, "ok", None, results)
+            ends[rid] = ("ok", None, results)
+        return ends
 
     def _ensure_holder(self, mc, rid: str | None):
         """The holder for `mc` without its LoRAs (reused when that matches), then `mc`'s LoRA state set
@@ -312,7 +288,7 @@ class WorkerCore:
         status = self._status_fn(rid, f"Loading {base.arch}")
         self.holder, self.active_config = None, None   # drop references so released entries can be freed
         t0 = time.perf_counter()
-        with self.prefetcher.paused(base.to_dict()):   # a prefetch never loads beside a build
+        with self.prefetcher.paused(base):   # a prefetch never loads beside a build
             try:
                 holder = self._build(base, status)
             except Exception as e:
@@ -373,7 +349,7 @@ class WorkerCore:
                               latent_frames.payload_bytes(frame)))
         return deliver
 
-    def _previews(self, rid: str, opts: dict, spec, gen):
+    def _previews(self, rid: str, opts, spec, gen):
         """The request's preview images (toolkit/models/preview_image.py), or None when not asked for."""
         from toolkit.models import preview_image
 
@@ -381,59 +357,15 @@ class WorkerCore:
                                          spec.latents, opts, width=gen.width, height=gen.height,
                                          num_frames=gen.num_frames, device=self.device)
 
-    def _sample(self, holder, msg: m.Run, mc, gen, t0: float) -> list:
-        from toolkit.models import latent_copy
-        from toolkit.models import latents as latent_frames
-
-        rid, opts, spec = msg.request_id, msg.stream, mc.spec
-        # on CUDA a frame leaves the device without stalling it, delivered a step later (in order)
-        frames = latent_copy.FrameStream(self._latent_delivery(rid), latent_copy.copier_for(self.device))
-        previews = self._previews(rid, opts, spec, gen)
-
-        def on_step(i, n, timestep, latents, x0):
-            self._check_cancel(rid)
-            self.emit(m.Frame(rid, {"type": "progress", "step": i + 1, "total": n,
-                                    "elapsed": time.perf_counter() - t0}))
-            if opts["latents"] == "raw" and ((i + 1) % opts["every_n_steps"] == 0 or i + 1 == n):
-                src = x0 if (opts["preview"] == "x0" and x0 is not None) else latents
-                frame, layout = latent_frames.frame_on_device(src, spec.latents, height=gen.height, width=gen.width,
-                                                              num_frames=gen.num_frames, max_frames=opts["max_frames"])
-                frames.push({"type": "latent", "step": i + 1, "total": n, "layout": layout}, frame)
-            if previews:
-                previews.step(i, n, latents, x0)
-            if i + 1 == n:
-                frames.flush()           # the last frame goes out before decoding and the result
-                if previews:
-                    previews.flush()
-            self.emit(m.Info(f"Generating {i + 1}/{n}", i + 1))
-            self.faults.on_step(lambda: self._check_cancel(rid))     # after the step is reported
-
-        gen.output_path = msg.output_path
-        try:
-            records = holder.generate_images([gen], on_step=on_step, on_status=self._status_fn(rid, "Generating"),
-                                             cancel=lambda: self._check_cancel(rid))
-            frames.flush()
-        finally:
-            frames.discard()
-            if previews:
-                previews.discard()
-        out_dir = os.path.dirname(msg.output_path)
-        results = []
-        for index, rec in enumerate(records):     # a batch: one file, result and seed (seed + index) per item
-            result = result_record(rec, index, out_dir)
-            results.append(result)
-            self.emit(m.Frame(rid, {"type": "result", **result}))
-        return results
-
     def _info_idle(self):
         mc = self.active_config
         self.emit(m.Info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0))
 
 
 class _Members:
-    """The members of a RunBatch still streaming (`live`): `check()` ends each newly cancelled one
-    (its Done now, so the engine frees it without waiting for the call) and raises
-    GenerationCancelled once none is left (or the worker stops)."""
+    """The requests of a Run still streaming (`live`): `check()` ends each newly cancelled one while
+    others stream on (its Done now, so the engine frees it without waiting for the call), and
+    raises GenerationCancelled when every live one is cancelled (or the worker stops)."""
 
     def __init__(self, core: WorkerCore, runs):
         self.core, self.runs = core, list(runs)
@@ -447,10 +379,11 @@ class _Members:
         with core._lock:
             cancelled = [rid for rid in self.live if rid in core._cancelled]
             stopping = core._stopping
+        if stopping or set(cancelled) >= self.live:
+            # the last ones: ended by Run's end, after its State (what is resident is known first)
+            raise GenerationCancelled()
         for rid in cancelled:
             self.end(rid, "cancelled", "cancelled")
-        if stopping or not self.live:
-            raise GenerationCancelled()
 
     def end(self, rid: str, status: str, error: str | None, results=()):
         if rid not in self.live:

@@ -41,6 +41,7 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.step_hook import wrap_scheduler_step
 from toolkit.models.tiny import MARKER_NAME, make_shared_pair, make_tiny, own_roles, shared_roles
 from toolkit.models.v2.sources import looks_like_repo_id
+from testing.tiny_runs import run_message
 
 ARCH_NAMES = tuple(ARCHS)
 # (arch, task) for every task past an arch's first (its first is test_holder_matches_diffusers')
@@ -158,8 +159,8 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     calls, stages = [], []
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
     ext = gen.output_ext
-    gen.output_path = str(tmp_path / f"holder.{ext}")
-    rec, = holder.generate_images([gen], on_step=lambda i, n, t, lat, x0: calls.append((i, n, lat.clone())),
+    out_path = str(tmp_path / f"holder.{ext}")
+    rec, = holder.generate_images([gen], paths=[out_path], on_step=lambda i, n, t, lat, x0: calls.append((i, n, lat.clone())),
                                   on_status=lambda message, stage: stages.append(stage))
 
     bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
@@ -213,9 +214,9 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     gen = GenerateImageConfig.from_dict(sample, holder.model_config)
     assert gen.task == task and gen.strength == row.strength
     ext = gen.output_ext
-    gen.output_path = str(tmp_path / f"holder.{ext}")
+    out_path = str(tmp_path / f"holder.{ext}")
     calls = []
-    rec, = holder.generate_images([gen], on_step=lambda i, n, t, lat, x0: calls.append((i, n)))
+    rec, = holder.generate_images([gen], paths=[out_path], on_step=lambda i, n, t, lat, x0: calls.append((i, n)))
     assert type(holder.pipeline).__name__ == spec.pipeline, "the task replaced the loaded pipeline"
 
     kwargs = holder.pipeline_kwargs(gen)
@@ -305,7 +306,6 @@ def test_cancel_leaves_holder_reusable(arch, tiny, tmp_path):
     own thread before step 2 (deterministic), writes nothing; the next identical request loads
     nothing and gives the first run's bytes."""
     from extensions_built_in.inference_engine import messages as m
-    from extensions_built_in.inference_engine.engine import parse_stream
     from extensions_built_in.inference_engine.worker import WorkerCore
     from toolkit.request import resolve_request
 
@@ -326,7 +326,7 @@ def test_cancel_leaves_holder_reusable(arch, tiny, tmp_path):
         if cancel:
             cancel_at[rid] = 1
         path = str(tmp_path / f"{rid}.{gen.output_ext}")
-        core.run(m.Run(rid, mc.to_dict(), gen.to_dict(), parse_stream(None), path))
+        core.run(run_message(rid, mc.to_dict(), gen.to_dict(), path, None))
         return next(x for x in reversed(out) if isinstance(x, m.Done) and x.request_id == rid)
 
     first = run("first")

@@ -3,6 +3,7 @@ each its own file, result frame and seed. Item i equals a batch-of-1 run with se
 level of the written format (8-bit pixels, 16-bit PCM): batched matmuls round float32 low bits
 differently, nothing more. Every arch whose pipeline batches is run (contract style); the others
 refuse batch_size > 1 with a 422."""
+from dataclasses import replace
 import os
 
 import numpy as np
@@ -69,11 +70,11 @@ def test_item_i_of_a_batch_is_the_batch_of_one_with_seed_plus_i(arch, tiny, tmp_
 def test_a_batch_writes_one_file_and_record_per_item(arch, tiny, tmp_path):
     holder = _holder(tiny, arch)
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path, batch_size=2, seed=77), holder.model_config)
-    gen.output_path = str(tmp_path / f"req.{gen.output_ext}")
-    records = holder.generate_images([gen])
-    assert [r["path"] for r in records] == batch_paths(gen.output_path, 2) == \
+    out_path = str(tmp_path / f"req.{gen.output_ext}")
+    records = holder.generate_images([gen], paths=[out_path])
+    assert [r["path"] for r in records] == batch_paths(out_path, 2) == \
         [str(tmp_path / f"req-{i}.{gen.output_ext}") for i in range(2)]
-    assert [r["seed"] for r in records] == [77, 78] and not os.path.exists(gen.output_path)
+    assert [r["seed"] for r in records] == [77, 78] and not os.path.exists(out_path)
     assert all(os.path.getsize(r["path"]) == r["bytes"] > 0 for r in records)
     with open(records[0]["path"], "rb") as f0, open(records[1]["path"], "rb") as f1:
         assert f0.read() != f1.read()
@@ -82,7 +83,7 @@ def test_a_batch_writes_one_file_and_record_per_item(arch, tiny, tmp_path):
 def test_a_cancel_between_items_keeps_no_file_of_the_batch(tiny, tmp_path):
     holder = _holder(tiny, "zimage")
     gen = GenerateImageConfig.from_dict(_sample("zimage", tmp_path, batch_size=2), holder.model_config)
-    gen.output_path = str(tmp_path / "req.png")
+    out_path = str(tmp_path / "req.png")
     asked = []
 
     class Stop(Exception):
@@ -93,7 +94,7 @@ def test_a_cancel_between_items_keeps_no_file_of_the_batch(tiny, tmp_path):
         if len(asked) == 3:
             raise Stop()
     with pytest.raises(Stop):
-        holder.generate_images([gen], cancel=cancel)
+        holder.generate_images([gen], paths=[out_path], cancel=cancel)
     assert len(asked) == 3 and not [n for n in os.listdir(tmp_path) if n.startswith("req")], os.listdir(tmp_path)
 
 
@@ -124,9 +125,9 @@ def test_memory_preflight_counts_the_batch():
     assert BaseModel.estimate_activation_bytes(mc, gen, device="cuda", batch=4) == 4 * one
     memory = {"device": "cuda", "total": 2 * one}
     check_memory(mc, gen, memory)
-    gen.batch_size = 2
+    gen = replace(gen, batch_size=2)
     check_memory(mc, gen, memory)
-    gen.batch_size = 3
+    gen = replace(gen, batch_size=3)
     with pytest.raises(ConfigError) as e:
         check_memory(mc, gen, memory)
     assert e.value.key == "sample.batch_size" and "in a batch of 3" in e.value.message

@@ -19,7 +19,7 @@ from toolkit.models.v2.mixin import ComponentLoadError
 
 # arch -> (latent bound, image bound): relative (Frobenius) error against the float32 model, 2 steps.
 # The errors come from e4m3's 3 mantissa bits on every block Linear plus BF16 for the other tensors.
-# Measured (README): ltx 0.0046/0.0048, qwen_image 0.0023/0.0158, wan21 0.0033/0.0072,
+# Measured (docs/weight_formats.md, "Accuracy"): ltx 0.0046/0.0048, qwen_image 0.0023/0.0158, wan21 0.0033/0.0072,
 # wan22_5b 0.0032/0.0049, zimage 0.0317/0.0386, sd3 0.0037/0.0098, flux 0.0033/0.0088,
 # chroma 0.0084/0.0141; each bound is about 3x its measurement.
 BOUNDS = {"chroma": (0.025, 0.04), "flux": (0.015, 0.03), "qwen_image": (0.01, 0.05), "sd3": (0.015, 0.03),

@@ -16,6 +16,7 @@ from toolkit.models.base_model import get_model_class
 from toolkit.models.registry import ARCHS
 from toolkit.models.tiny import make_shared_pair
 from toolkit.models.v2.cond_cache import ConditioningCache, cached_call
+from testing.tiny_runs import run_message
 
 STREAM = {"latents": "none", "every_n_steps": 1, "max_frames": 4, "preview": "x0", "detach": False}
 
@@ -80,9 +81,7 @@ def test_same_prompt_on_two_models_encodes_once(tmp_path):
     core = WorkerCore(lambda msg: None)
     outputs = []
     for i, folder in enumerate((a, b, a)):
-        core.run(m.Run(f"r{i}", {"arch": "zimage", "name_or_path": str(folder)},
-                       {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": 2, "seed": 3},
-                       STREAM, str(tmp_path / f"out{i}.png")))
+        core.run(run_message(f"r{i}", {"arch": "zimage", "name_or_path": str(folder)}, {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": 2, "seed": 3}, str(tmp_path / f"out{i}.png"), STREAM))
         outputs.append((tmp_path / f"out{i}.png").read_bytes())
     stats = core.state().cond_cache
     assert core.builds == 3 and stats["misses"] == 1 and stats["hits"] == 2, stats
@@ -92,9 +91,7 @@ def test_same_prompt_on_two_models_encodes_once(tmp_path):
 def test_off_at_zero_and_reported_in_health(tmp_path, tiny):
     core = WorkerCore(lambda msg: None, cond_cache_mb=0)
     for i in range(2):
-        core.run(m.Run(f"r{i}", {"arch": "zimage", "name_or_path": tiny("zimage")},
-                       {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": 1, "seed": 3},
-                       STREAM, str(tmp_path / f"out{i}.png")))
+        core.run(run_message(f"r{i}", {"arch": "zimage", "name_or_path": tiny("zimage")}, {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": 1, "seed": 3}, str(tmp_path / f"out{i}.png"), STREAM))
     stats = core.state().cond_cache
     assert stats["enabled"] is False and stats["hits"] == stats["misses"] == stats["bytes"] == 0
     eng = Engine(output_folder=str(tmp_path / "e"), worker="thread", cond_cache_mb=1)

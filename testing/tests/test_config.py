@@ -77,7 +77,7 @@ def test_krea2_variant_defaults_and_precedence():
 def test_krea2_rounds_sizes_up_with_a_warning():
     gen = GenerateImageConfig.from_dict({"width": 1000, "height": 1024}, "krea2")
     assert gen.width == 1008 and gen.height == 1024
-    assert gen.warnings == ["sample.width 1000 rounded up to 1008 (a multiple of 16)"]
+    assert gen.warnings == ("sample.width 1000 rounded up to 1008 (a multiple of 16)",)
 
 
 @pytest.mark.parametrize("d,key", [({"mu": "high"}, "sample.mu"), ({"shift_y1": None, "shift_y2": "x"}, "sample.shift_y2")])
@@ -116,8 +116,8 @@ def test_arch_extras_are_accepted_where_declared():
 def test_random_seed_is_fixed_once():
     gen = GenerateImageConfig.from_dict({}, "zimage")
     assert gen.seed == -1
-    s = gen.resolved_seed()
-    assert s >= 0 and gen.resolved_seed() == s
+    seeded = gen.seeded()
+    assert 0 <= seeded.seed < 2**31 and seeded.seeded() is seeded and gen.seed == -1
 
 
 def test_registry_rows_are_complete():

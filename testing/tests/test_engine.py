@@ -8,6 +8,7 @@ import pytest
 
 from extensions_built_in.inference_engine.worker import Faults
 from testing.engine_client import InProcessEngine
+from testing.tiny_runs import run_message
 
 TOKEN = "test-token-123"
 
@@ -129,7 +130,7 @@ def test_bad_body_shapes_are_422(eng, payload):
     ({"detach": "yes"}, "stream.detach"), ("fast", "stream"), ([1], "stream"),
 ])
 def test_stream_options_are_checked_once_by_the_engine(eng, stream, field):
-    """The HTTP layer passes `stream` through as it came; engine.parse_stream names the bad key."""
+    """The HTTP layer passes `stream` through as it came; the engine's StreamOptions names the bad key."""
     r = eng.client.post("/generate", json={**body(eng), "stream": stream})
     assert r.status_code == 422 and r.json()["field"] == field, r.text
     assert r.json()["detail"].startswith(field), r.text
@@ -491,9 +492,7 @@ def test_a_cancel_landing_while_the_file_is_written_still_wins(tiny, tmp_path):
     """The cancel arrives after the last step, while the file is being encoded: the request ends
     cancelled and no file appears (the file is checked against the cancel before it is moved in)."""
     from extensions_built_in.inference_engine import messages as m
-    from extensions_built_in.inference_engine.engine import parse_stream
     from extensions_built_in.inference_engine.worker import WorkerCore
-    from toolkit.request import resolve_request
 
     out = []
 
@@ -502,9 +501,8 @@ def test_a_cancel_landing_while_the_file_is_written_still_wins(tiny, tmp_path):
         if isinstance(msg, m.Frame) and msg.header.get("stage") == "saving":
             core.cancel(msg.request_id)
     core = WorkerCore(emit)
-    mc, gen = resolve_request({"arch": "zimage", "name_or_path": tiny("zimage")},
-                              {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 2})
-    core.run(m.Run("late", mc.to_dict(), gen.to_dict(), parse_stream(None), str(tmp_path / "late.png")))
+    core.run(run_message("late", {"arch": "zimage", "name_or_path": tiny("zimage")},
+                         {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 2}, tmp_path / "late.png"))
     done = out[-1]
     assert isinstance(done, m.Done) and done.status == "cancelled" and not done.results
     assert os.listdir(tmp_path) == []

@@ -216,8 +216,8 @@ def test_every_format_carries_its_request(holders, tmp_path, arch, ext):
     mc = ModelConfig.from_dict({"arch": arch, "name_or_path": f"tiny:{arch}", "local_only": True})
     sample = {**ARCHS[arch].tiny.sample, "prompt": "a small, test: prompt", "seed": -1, "output_ext": ext}
     gen = GenerateImageConfig.from_dict(sample, mc)
-    gen.output_path = str(tmp_path / f"out.{ext}")
-    rec, = holder.generate_images([gen])
+    out_path = str(tmp_path / f"out.{ext}")
+    rec, = holder.generate_images([gen], paths=[out_path])
     with open(rec["path"], "rb") as f:
         data = f.read()
     meta = media.read_metadata(data)

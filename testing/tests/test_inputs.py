@@ -17,6 +17,7 @@ from testing.fixtures import input_image, input_mask
 from toolkit import images
 from toolkit.config_modules import GenerateImageConfig
 from toolkit.errors import ConfigError
+from testing.tiny_runs import run_message
 
 TOKEN = "test-token-inputs"
 
@@ -191,7 +192,6 @@ def test_task_switch_loads_nothing_and_leaves_the_loaded_pipeline(tiny, tmp_path
     loads and hits unchanged, no new holder) and build their pipelines over the very components; the
     txt2img pipeline keeps its class, components and config, and gives the same bytes again."""
     from extensions_built_in.inference_engine import messages as m
-    from extensions_built_in.inference_engine.engine import parse_stream
     from extensions_built_in.inference_engine.worker import WorkerCore
     from toolkit.request import resolve_request
 
@@ -203,7 +203,7 @@ def test_task_switch_loads_nothing_and_leaves_the_loaded_pipeline(tiny, tmp_path
     def run(rid, **sample):
         mc, gen = resolve_request(model, {"prompt": "a test", "width": 64, "height": 64, "seed": 3,
                                           "num_inference_steps": 4, **sample})
-        core.run(m.Run(rid, mc.to_dict(), gen.to_dict(), parse_stream(None), str(tmp_path / f"{rid}.png")))
+        core.run(run_message(rid, mc.to_dict(), gen.to_dict(), str(tmp_path / f"{rid}.png"), None))
         done = next(x for x in reversed(out) if isinstance(x, m.Done) and x.request_id == rid)
         assert done.status == "ok", done.error
         progress = [x.header for x in out if isinstance(x, m.Frame) and x.request_id == rid
@@ -275,8 +275,8 @@ def _direct(eng, arch, sample: dict, tmp_path):
     holder = get_model_class(arch)({"arch": arch, "name_or_path": eng.tiny(arch), "local_only": True})
     holder.load_model()
     gen = GenerateImageConfig.from_dict(sample, holder.model_config)
-    gen.output_path = str(tmp_path / "direct.png")
-    rec, = holder.generate_images([gen])
+    out_path = str(tmp_path / "direct.png")
+    rec, = holder.generate_images([gen], paths=[out_path])
     return _pixels(open(rec["path"], "rb").read())
 
 

@@ -8,6 +8,7 @@ from extensions_built_in.inference_engine import joblog
 from extensions_built_in.inference_engine import messages as m
 from testing.engine_client import InProcessEngine
 from testing.fixtures import make_tiny_lora
+from toolkit.config_modules import ModelConfig
 
 PROMPT = "a lighthouse on a cliff at dusk, long exposure, waves crashing below, seagulls, film grain"
 
@@ -69,7 +70,7 @@ def test_requests_loads_and_loras_are_logged(tiny, tmp_path, capsys):
 
 
 def _state(builds, entries, evictions=0):
-    return m.State(active={"arch": "sd1", "name_or_path": "/models/sd1/dreamshaper"}, scheduler=None,
+    return m.State(active=ModelConfig(arch="sd1", name_or_path="/models/sd1/dreamshaper"), scheduler=None,
                    pool={"hits": 0, "misses": len(entries), "evictions": evictions, "loads": len(entries),
                          "loaded_bytes": sum(e["bytes"] for e in entries), "load_seconds": 1.5,
                          "entries": entries}, memory={}, builds=builds)

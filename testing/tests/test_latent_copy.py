@@ -9,6 +9,7 @@ import torch
 from extensions_built_in.inference_engine import messages as m
 from extensions_built_in.inference_engine.worker import WorkerCore
 from toolkit.models import latent_copy
+from testing.tiny_runs import run_message
 
 
 class LazyCopier:
@@ -87,10 +88,7 @@ def test_the_cuda_copier_copies_into_pinned_memory():
 def run_request(tiny, tmp_path, steps=4, name="r"):
     out = []
     core = WorkerCore(out.append)
-    msg = m.Run(name, {"arch": "zimage", "name_or_path": tiny("zimage")},
-                {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": steps, "seed": 7},
-                {"latents": "raw", "every_n_steps": 1, "preview": "latents", "max_frames": 4},
-                str(tmp_path / f"{name}.png"))
+    msg = run_message(name, {"arch": "zimage", "name_or_path": tiny("zimage")}, {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": steps, "seed": 7}, str(tmp_path / f"{name}.png"), {"latents": "raw", "every_n_steps": 1, "preview": "noisy", "max_frames": 4})
     core.run(msg)
     return [f for f in out if isinstance(f, m.Frame)]
 

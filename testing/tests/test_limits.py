@@ -261,9 +261,9 @@ def _inference_engine(tmp_path, limits):
 
 
 def test_engine_limits_config_sets_and_defaults(tmp_path):
-    assert _inference_engine(tmp_path, ...).limits == Limits()
+    assert _inference_engine(tmp_path, ...).settings.limits == Limits()
     ie = _inference_engine(tmp_path, {"max_steps": 50, "max_queued": 8})
-    assert ie.limits == Limits(max_steps=50, max_queued=8)
+    assert ie.settings.limits == Limits(max_steps=50, max_queued=8) == ie.make_engine().limits
     assert Engine(output_folder=str(tmp_path / "o"), worker="thread", limits={"max_batch": 4}).limits.max_batch == 4
 
 

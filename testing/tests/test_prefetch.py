@@ -10,7 +10,9 @@ import pytest
 from extensions_built_in.inference_engine import messages as m
 from extensions_built_in.inference_engine.engine import Engine
 from extensions_built_in.inference_engine.worker import WorkerCore
+from toolkit.config_modules import ModelConfig
 from toolkit.models.tiny import make_shared_pair
+from testing.tiny_runs import run_message
 
 STREAM = {"latents": "none", "every_n_steps": 1, "max_frames": 4, "preview": "x0", "detach": False}
 SAMPLE = {"prompt": "a fox", "width": 64, "height": 64, "num_inference_steps": 2, "seed": 5}
@@ -26,7 +28,7 @@ def pair(tmp_path_factory):
 def _run(core, model, out, rid="r"):
     done = []
     core.emit = lambda msg: done.append(msg) if isinstance(msg, m.Done) else None
-    core.run(m.Run(rid, model, SAMPLE, STREAM, str(out)))
+    core.run(run_message(rid, model, SAMPLE, str(out), STREAM))
     assert done[-1].status == "ok", done[-1]
     return out.read_bytes()
 
@@ -34,7 +36,7 @@ def _run(core, model, out, rid="r"):
 def test_swap_after_prefetch_loads_nothing_on_the_request_path(pair, tmp_path):
     a, b = pair
     core = WorkerCore(lambda msg: None)
-    core.prefetch(b)                       # arrives before a runs: waits for a's sampling
+    core.prefetch(ModelConfig.from_dict(b))                       # arrives before a runs: waits for a's sampling
     _run(core, a, tmp_path / "a.png")
     assert core.prefetcher.wait(120)
     stats = core.prefetcher.stats()
@@ -51,7 +53,7 @@ def test_prefetch_beyond_the_budget_is_skipped(pair, tmp_path):
     core = WorkerCore(lambda msg: None)
     core.prefetcher.free_memory = lambda device: core.prefetcher.margin_bytes + 1000   # 1000 bytes to spare
     _run(core, a, tmp_path / "a.png")
-    core.prefetch(b)                       # between requests: pending until the next sampling
+    core.prefetch(ModelConfig.from_dict(b))                       # between requests: pending until the next sampling
     loads = core.pool.loads
     _run(core, a, tmp_path / "a2.png")
     assert core.prefetcher.wait(120)
@@ -65,13 +67,13 @@ def test_prefetch_beyond_the_budget_is_skipped(pair, tmp_path):
 def test_failed_prefetch_does_not_break_the_next_request(pair, tmp_path):
     a, b = pair
     core = WorkerCore(lambda msg: None)
-    core.prefetch({"arch": "zimage", "name_or_path": str(tmp_path / "missing")})
+    core.prefetch(ModelConfig.from_dict({"arch": "zimage", "name_or_path": str(tmp_path / "missing")}))
     _run(core, a, tmp_path / "a.png")
     assert core.prefetcher.wait(120)
     stats = core.prefetcher.stats()
     assert stats["failed"] == 1 and "missing" in core.prefetcher.last_error
     assert stats["last"]["error"] == "ComponentLoadError" and "missing" not in repr(stats)    # no paths
-    core.prefetch({"bogus": 1})            # not even a model config
+    core.prefetch(ModelConfig.from_dict({"arch": "zimage", "name_or_path": str(tmp_path / "gone")}))
     _run(core, b, tmp_path / "b.png")
     assert core.prefetcher.wait(120) and core.prefetcher.stats()["failed"] == 2
 
@@ -89,7 +91,7 @@ def test_a_build_for_another_model_stops_the_prefetch_and_keeps_it_pending(pair,
         release.wait(60)
         return original(model)
     core.prefetcher._plan = slow_plan
-    core.prefetch(b)
+    core.prefetch(ModelConfig.from_dict(b))
     with core.prefetcher.sampling():
         assert started.wait(60)
     threading.Timer(0, lambda: (core.prefetcher._stop.wait(60), release.set())).start()

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from extensions_built_in.inference_engine.engine import Subscriber, parse_stream
+from extensions_built_in.inference_engine.engine import Subscriber
+from toolkit.request import StreamOptions
 from extensions_built_in.inference_engine.protocol import FrameReader
 from extensions_built_in.inference_engine.worker import Faults
 from testing.tests.test_batching import _wait, engine  # noqa: F401 (the in-process engine fixture)
@@ -56,12 +57,12 @@ def _jpeg(payload) -> Image.Image:
 
 
 def test_stream_preview_image_is_checked():
-    assert parse_stream(None)["preview_image"] is None
-    assert parse_stream({"preview_image": "jpeg"})["preview_image"] == "jpeg"
-    assert parse_stream({"preview_image": "none"})["preview_image"] is None
+    assert StreamOptions.from_dict(None).preview_image is None
+    assert StreamOptions.from_dict({"preview_image": "jpeg"}).preview_image == "jpeg"
+    assert StreamOptions.from_dict({"preview_image": "none"}).preview_image is None
     for bad in ("png", True, 1):
         with pytest.raises(ConfigError) as e:
-            parse_stream({"preview_image": bad})
+            StreamOptions.from_dict({"preview_image": bad})
         assert e.value.key == "stream.preview_image"
 
 
@@ -176,7 +177,7 @@ def test_a1111_progress_current_image_from_the_preview_mid_run(gated):
     try:
         assert srv.gate.reached.wait(120)
         req = _running_preview(srv)
-        assert req.stream["preview_image"] == "jpeg" and req.stream["latents"] == "none", "compat asks for previews"
+        assert req.stream.preview_image == "jpeg" and req.stream.latents == "none", "compat asks for previews"
         p = srv.http.get("/sdapi/v1/progress").json()
         assert p["state"]["sampling_step"] >= 1 and p["current_image"]
         raw = base64.b64decode(p["current_image"])

@@ -16,6 +16,7 @@ from toolkit.config_modules import GenerateImageConfig
 from toolkit.errors import ConfigError
 from toolkit.models.base_model import get_model_class
 from toolkit.models.registry import ARCHS
+from testing.tiny_runs import run_message
 
 FILE_EXT = {"image": "png", "video": "mp4", "audio": "wav"}
 OFFERED = [(a, s.name) for a in ARCHS for s in ARCHS[a].samplers()]
@@ -176,7 +177,7 @@ def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, hol
     resident = holder.pipeline.scheduler
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
     gen.sampler = name          # set after validation: excluded names run too, below
-    gen.output_path = str(tmp_path / f"out.{gen.output_ext}")
+    out_path = str(tmp_path / f"out.{gen.output_ext}")
     calls, used = [], []
 
     def on_step(i, n, t, latents, x0):
@@ -187,13 +188,13 @@ def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, hol
         holder.spec = replace(spec, samplers_excluded=())
         try:
             with pytest.raises(Exception) as e:
-                holder.generate_images([gen], on_step=on_step)
+                holder.generate_images([gen], paths=[out_path], on_step=on_step)
             assert not isinstance(e.value, ConfigError), "excluded for a reason the pipeline never met"
         finally:
             holder.spec = spec
-        assert holder.pipeline.scheduler is resident and not os.path.exists(gen.output_path)
+        assert holder.pipeline.scheduler is resident and not os.path.exists(out_path)
         return
-    rec, = holder.generate_images([gen], on_step=on_step)
+    rec, = holder.generate_images([gen], paths=[out_path], on_step=on_step)
     assert os.path.getsize(rec["path"]) == rec["bytes"] > 0 and rec["seed"] == 1234
     sampler = samplers.find(spec.scheduler_config, name, spec.samplers_excluded)
     ran = used[0]
@@ -222,8 +223,8 @@ def test_the_models_own_class_reproduces_the_default(holders, tmp_path):
     out = {}
     for name in (None, "euler", "euler_a"):
         gen = GenerateImageConfig.from_dict(_sample("sdxl", tmp_path, sampler=name), holder.model_config)
-        gen.output_path = str(tmp_path / f"{name}.png")
-        rec, = holder.generate_images([gen])
+        out_path = str(tmp_path / f"{name}.png")
+        rec, = holder.generate_images([gen], paths=[out_path])
         with Image.open(rec["path"]) as im:
             out[name] = np.asarray(im.convert("RGB"))
     assert np.array_equal(out["euler"], out[None]) and not np.array_equal(out["euler_a"], out[None])
@@ -233,7 +234,6 @@ def test_the_models_own_class_reproduces_the_default(holders, tmp_path):
 
 def test_a_sampler_request_leaves_the_pooled_scheduler_as_it_was(tiny, tmp_path):
     from extensions_built_in.inference_engine import messages as m
-    from extensions_built_in.inference_engine.engine import parse_stream
     from extensions_built_in.inference_engine.worker import WorkerCore
     from toolkit.request import resolve_request
 
@@ -242,7 +242,7 @@ def test_a_sampler_request_leaves_the_pooled_scheduler_as_it_was(tiny, tmp_path)
 
     def run(rid, **over) -> m.Done:
         mc, gen = resolve_request({"arch": "sd1", "name_or_path": tiny("sd1")}, _sample("sd1", tmp_path, **over))
-        core.run(m.Run(rid, mc.to_dict(), gen.to_dict(), parse_stream(None), str(tmp_path / f"{rid}.png")))
+        core.run(run_message(rid, mc.to_dict(), gen.to_dict(), str(tmp_path / f"{rid}.png"), None))
         done = next(x for x in reversed(out) if isinstance(x, m.Done) and x.request_id == rid)
         assert done.status == "ok", done.error
         return done

@@ -267,6 +267,9 @@ class ArchSpec:
     # the tasks it serves, the default (which `pipeline` runs) first; () means txt2img alone (`pipeline`)
     tasks: tuple = ()
     uses_negative_prompt: bool = True
+    # what an unset negative prompt becomes where the arch departs from its pipeline's own default
+    # (None: the pipeline's, e.g. SDXL's zeroed embedding; Qwen-Image: " ", as its model card runs CFG)
+    negative_prompt_default: str | None = None
     sample_extras: dict = field(default_factory=dict)   # name -> Extra: per-arch sample keys
     variants: dict = field(default_factory=dict)        # name -> Variant; the first is the default
     checkpoint_formats: dict = field(default_factory=dict)  # profile key -> detected formats it accepts (inspect)
@@ -382,6 +385,7 @@ class ArchSpec:
                 "size_divisor": self.size_divisor, "round_size": self.round_size,
                 "needs_ctrl_img": self.needs_ctrl_img, "tasks": [t.public() for t in self.tasks],
                 "uses_negative_prompt": self.uses_negative_prompt,
+                "negative_prompt_default": self.negative_prompt_default,
                 "sample_extras": {k: e.default for k, e in self.sample_extras.items()},
                 "sample_extra_types": {k: e.type for k, e in self.sample_extras.items()},
                 "variants": {name: self.sample_defaults(name) for name in self.variants},

@@ -3,8 +3,9 @@ through the v2 funnel, assembles the diffusers pipeline, samples, and writes the
 
 Most archs need nothing more than their row (toolkit/models/archs/<arch>.py). An arch whose
 pipeline call differs from the common one subclasses this in its own file and overrides
-`pipeline_kwargs`, `extract_output` or `media_kwargs`. Libraries (torch, diffusers) are imported
-in the methods that use them, so arch files that subclass this stay importable without torch.
+`pipeline_kwargs`, `extract_output`, `media_kwargs` or `call_patches`. Libraries (torch, diffusers)
+are imported in the methods that use them, so arch files that subclass this stay importable without
+torch.
 """
 import contextlib
 import functools
@@ -17,6 +18,7 @@ from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models import step_cache
 from toolkit.models.arch import AUDIO, DENOISER, PROCESSOR, TEXT_ENCODER, TOKENIZER, VAE, Component, load_class
+from toolkit.models.patches import patched
 from toolkit.models.registry import get_arch
 from toolkit.models.step_hook import wrap_scheduler_step
 
@@ -308,14 +310,22 @@ class BaseModel:
         its task's input images included (`input_kwargs`)."""
         kw = {"prompt": gen.prompt, "num_inference_steps": gen.num_inference_steps,
               "guidance_scale": gen.guidance_scale}
-        if self.spec.uses_negative_prompt:
-            kw["negative_prompt"] = gen.negative_prompt
+        negative = self.negative_prompt(gen)
+        if self.spec.uses_negative_prompt and negative is not None:   # unset: the pipeline's own default
+            kw["negative_prompt"] = negative
         if self.spec.modality in ("image", "video") and self.task_takes_size(gen):
             kw.update(width=gen.width, height=gen.height)
         if self.spec.modality == "video":
             kw["num_frames"] = gen.num_frames
         kw.update(self.input_kwargs(gen))
         return kw
+
+    def negative_prompt(self, gen: GenerateImageConfig) -> str | None:
+        """The request's negative prompt; unset or empty, the arch row's departure from its pipeline's
+        default where it has one (ArchSpec.negative_prompt_default); unset, else None: the pipeline's own."""
+        if not gen.negative_prompt and self.spec.negative_prompt_default is not None:
+            return self.spec.negative_prompt_default
+        return gen.negative_prompt
 
     def task_takes_size(self, gen: GenerateImageConfig) -> bool:
         """Whether the task's pipeline takes width/height: SD/SDXL img2img do not; their output has
@@ -408,30 +418,20 @@ class BaseModel:
                               f"({base.get('_class_name')}; its samplers: {', '.join(names) or 'none'})")
         return samplers.build(sampler, base)
 
-    @contextlib.contextmanager
     def call_scheduler(self, gen: GenerateImageConfig):
-        """While active, the pipeline runs `gen.sampler`'s scheduler; the resident one is put back
-        after (also on error or cancel). Entered by generate_images around generate_single, so a
-        holder's own wrap of `pipeline.scheduler` (krea2's mu) applies to the scheduler that runs;
-        generate_single enters it too for direct callers (a no-op when already active)."""
-        pipe = self.pipeline
-        if getattr(self, "_call_sched", None) is not None:
-            yield
-            return
+        """A context: while active, the pipeline runs `gen.sampler`'s scheduler; the resident one is
+        put back after (also on error or cancel). A patch of the instance attribute only
+        (toolkit/models/patches.py): pipe.config (the model's registered classes) stays as it is."""
         scheduler = self.scheduler_for(gen)
         if scheduler is None:
-            yield
-            return
-        resident = pipe.__dict__["scheduler"]
-        # the instance attribute only: pipe.config (the model's registered classes) stays as it is
-        pipe.__dict__["scheduler"] = self._call_sched = scheduler
-        try:
-            yield
-        finally:
-            pipe.__dict__["scheduler"] = resident
-            self._call_sched = None
+            return contextlib.nullcontext()
+        return patched(self.pipeline, "scheduler", lambda resident: scheduler)
 
-    _call_sched = None
+    def call_patches(self, gen: GenerateImageConfig, pipe) -> list:
+        """The arch's own wraps for one call of `pipe` (over the call's scheduler): (object, attribute,
+        wrapper) triples that generate_single enters with `patched`, in the order
+        toolkit/models/patches.py documents. None here; an arch's holder overrides this."""
+        return []
 
     def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None, rows=None):
         """Sample one config. `on_step(step_index, num_steps, timestep, latents, x0)` runs after every
@@ -443,7 +443,8 @@ class BaseModel:
 
         from toolkit.models.v2.cond_cache import wrap_encode_prompt
 
-        seed, n = gen.resolved_seed(), gen.batch_size
+        gen = gen.seeded()
+        seed, n = gen.seed, gen.batch_size
         # a seed means one image on any device: CPU generators, one per batch item (seed + i), so item i
         # draws the same noise as a batch of one with seed + i. Its output is that run's within one level of
         # the written file, not bit for bit: a batch of N runs every matmul and attention with N (2N under
@@ -460,9 +461,12 @@ class BaseModel:
             if not self.spec.batch_arg:
                 raise ConfigError("sample.batch_size", f"arch {self.arch} makes one output per pass")
             kwargs[self.spec.batch_arg] = n
+        # the call's patches, innermost first: the order toolkit/models/patches.py documents
         with contextlib.ExitStack() as stack:
             stack.enter_context(self.call_scheduler(gen))
             pipe = self.pipeline_for(gen)          # the task's pipeline, over the call's scheduler
+            for obj, name, wrapper in self.call_patches(gen, pipe):
+                stack.enter_context(patched(obj, name, wrapper))
             on_step = stack.enter_context(_steps_run(pipe, on_step))
             stack.enter_context(wrap_scheduler_step(pipe.scheduler, on_step))
             cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
@@ -475,10 +479,13 @@ class BaseModel:
 
     def row_kwargs(self, rows, kwargs: dict) -> dict:
         """The per-row prompts of a batched call, as lists (a pipeline broadcasts no single negative
-        prompt over a list of prompts: Z-Image asserts equal lengths)."""
+        prompt over a list of prompts: Z-Image asserts equal lengths). Rows that all leave it unset
+        leave it to the pipeline (the engine batches an unset one only with unset ones: batching.py)."""
         out = {"prompt": [p for p, _np, _s in rows]}
-        if "negative_prompt" in kwargs:
-            out["negative_prompt"] = [negative or "" for _p, negative, _s in rows]
+        default = self.spec.negative_prompt_default
+        negatives = [negative if negative or default is None else default for _p, negative, _s in rows]
+        if self.spec.uses_negative_prompt and any(negative is not None for negative in negatives):
+            out["negative_prompt"] = [negative or "" for negative in negatives]
         return out
 
     @staticmethod
@@ -489,26 +496,26 @@ class BaseModel:
             return gen.num_inference_steps
         return max(1, math.ceil(gen.num_inference_steps * gen.strength))
 
-    def generate_images(self, gens: list, output_folder: str | None = None, *, on_step=None, on_status=None,
-                        cancel=None) -> list[dict]:
+    def generate_images(self, gens: list, output_folder: str | None = None, *, paths=None, on_step=None,
+                        on_status=None, cancel=None) -> list[dict]:
         """Sample and save each config; one record per file written (atomically), a batch's items
-        each their own file and record (seed + i). `cancel()` raises to stop: it is asked after
-        sampling and once more right before each file is moved into place, so a cancel that arrives
-        while a file is encoded still wins and leaves no file."""
+        each their own file and record (seed + i). `paths[i]`: gens[i]'s file (default: a name in
+        `output_folder`). `cancel()` raises to stop: it is asked after sampling and once more right
+        before each file is moved into place, so a cancel that arrives while a file is encoded still
+        wins and leaves no file."""
         if self.pipeline is None:
             raise RuntimeError("load_model() first")
         records = []
         for i, gen in enumerate(gens):
             if isinstance(gen, dict):
                 gen = GenerateImageConfig.from_dict(gen, self.model_config)
-            seed = gen.resolved_seed()
-            with self.call_scheduler(gen):
-                data = self.generate_single(gen, on_step=on_step, on_status=on_status)
+            gen = gen.seeded()
+            data = self.generate_single(gen, on_step=on_step, on_status=on_status)
             if cancel is not None:
                 cancel()
             items = data if gen.batch_size > 1 else [data]
-            path = getattr(gen, "output_path", None) or os.path.join(
-                output_folder or ".", f"{int(time.time() * 1000)}_{i}_{seed}.{gen.output_ext}")
+            path = (paths[i] if paths else None) or os.path.join(
+                output_folder or ".", f"{int(time.time() * 1000)}_{i}_{gen.seed}.{gen.output_ext}")
             records.extend(self.write_items(gen, items, path, cancel=cancel, on_status=on_status))
         return records
 
@@ -517,7 +524,8 @@ class BaseModel:
         atomically; one record each. A cancel between items removes those written: all or nothing."""
         from toolkit.media import commit_guard, save_media
 
-        seed, records, written = gen.resolved_seed(), [], []
+        gen = gen.seeded()       # a caller's fixed seed; a random one for a config sampled unseeded
+        seed, records, written = gen.seed, [], []
         try:
             for j, (item, item_path) in enumerate(zip(items, batch_paths(path, len(items)))):
                 if on_status is not None:
@@ -559,21 +567,12 @@ class BaseModel:
         vae = getattr(pipe, "vae", None)
         if vae is not None:
             targets.append((vae, "decode", "decoding", "decoding", False))
-        installed = []
-        for obj, name, message, stage, after in targets:
-            method = getattr(obj, name, None)
-            if method is None:
-                continue
-            installed.append((obj, name, obj.__dict__.get(name)))
-            setattr(obj, name, _announce(method, on_status, message, stage, after))
-        try:
+        with contextlib.ExitStack() as stack:
+            for obj, name, message, stage, after in targets:
+                if getattr(obj, name, None) is not None:
+                    stack.enter_context(patched(obj, name, functools.partial(
+                        _announce, on_status=on_status, message=message, stage=stage, after=after)))
             yield
-        finally:
-            for obj, name, previous in reversed(installed):
-                if previous is None:
-                    obj.__dict__.pop(name, None)
-                else:
-                    obj.__dict__[name] = previous   # another wrap (e.g. an arch's) was there first
 
 
 @contextlib.contextmanager
@@ -581,23 +580,21 @@ def _steps_run(pipe, on_step):
     """`on_step` with the number of steps the pipeline really runs as its total. An img2img or inpaint
     pipeline runs only the tail of its schedule (`get_timesteps(steps, strength, ...)` returns it)
     while `scheduler.timesteps` keeps the whole: without this, progress would end short of its total."""
-    original = getattr(pipe, "get_timesteps", None)
-    if on_step is None or original is None:
+    if on_step is None or getattr(pipe, "get_timesteps", None) is None:
         yield on_step
         return
     run = {}
 
-    @functools.wraps(original)
-    def get_timesteps(*args, **kwargs):
-        out = original(*args, **kwargs)
-        run["n"] = len(out[0])
-        return out
+    def counting(original):
+        @functools.wraps(original)
+        def get_timesteps(*args, **kwargs):
+            out = original(*args, **kwargs)
+            run["n"] = len(out[0])
+            return out
+        return get_timesteps
 
-    pipe.get_timesteps = get_timesteps
-    try:
+    with patched(pipe, "get_timesteps", counting):
         yield lambda i, n, timestep, latents, x0: on_step(i, run.get("n", n), timestep, latents, x0)
-    finally:
-        pipe.__dict__.pop("get_timesteps", None)
 
 
 def _announce(method, on_status, message, stage, after: bool):

@@ -74,7 +74,7 @@ class PreviewImages:
     makes one from the request's first row, `flush()` delivers what is still copying, `discard()` drops it.
     `emit(header, payload)` sends a frame of the request."""
 
-    def __init__(self, emit, spec, opts: dict, *, width: int, height: int, num_frames: int = 1, copier=None):
+    def __init__(self, emit, spec, opts, *, width: int, height: int, num_frames: int = 1, copier=None):
         self.emit, self.spec, self.opts = emit, spec, opts
         self.width, self.height, self.num_frames = width, height, num_frames
         self.size = preview_size(width, height)
@@ -86,9 +86,9 @@ class PreviewImages:
         self.emit({**header, "format": "jpeg", "width": w, "height": h}, encode_jpeg(rgb))
 
     def step(self, i: int, n: int, latents, x0):
-        if (i + 1) % self.opts["every_n_steps"] and i + 1 != n:
+        if (i + 1) % self.opts.every_n_steps and i + 1 != n:
             return
-        src = x0 if (self.opts["preview"] == "x0" and x0 is not None) else latents
+        src = x0 if (self.opts.preview == "x0" and x0 is not None) else latents
         frame, layout = latent_frames.frame_on_device(src[:1], self.spec, height=self.height, width=self.width,
                                                       num_frames=self.num_frames, max_frames=1)
         if layout == "BCFHW":
@@ -110,9 +110,9 @@ class PreviewImages:
         self.frames.discard()
 
 
-def for_request(emit, spec, opts: dict, *, width: int, height: int, num_frames: int = 1, device="cpu"):
+def for_request(emit, spec, opts, *, width: int, height: int, num_frames: int = 1, device="cpu"):
     """The request's PreviewImages, or None when it asked for none (`stream.preview_image`)."""
-    if opts.get("preview_image") not in FORMATS:
+    if opts.preview_image not in FORMATS:
         return None
     return PreviewImages(emit, spec, opts, width=width, height=height, num_frames=num_frames,
                          copier=latent_copy.copier_for(device))

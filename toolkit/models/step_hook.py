@@ -8,6 +8,8 @@ import contextlib
 import functools
 import inspect
 
+from toolkit.models.patches import patched
+
 
 def _x0(scheduler, out, sample, model_output, step_index):
     """The predicted clean sample, where the scheduler makes it available."""
@@ -26,14 +28,17 @@ def _is_flow_matching(scheduler) -> bool:
     return type(scheduler).__name__.startswith("FlowMatch") or bool(cfg.get("use_flow_sigmas"))
 
 
-@contextlib.contextmanager
 def wrap_scheduler_step(scheduler, hook):
-    """While active, `hook(step_index, num_steps, timestep, latents, x0)` runs after every
-    `scheduler.step`. With `hook` None this is a no-op: the scheduler is untouched."""
+    """A context: while active, `hook(step_index, num_steps, timestep, latents, x0)` runs after every
+    `scheduler.step` (a patch: toolkit/models/patches.py). With `hook` None this is a no-op: the
+    scheduler is untouched."""
     if hook is None:
-        yield
-        return
-    original = scheduler.step
+        return contextlib.nullcontext()
+    return patched(scheduler, "step", lambda original: _reporting(scheduler, original, hook))
+
+
+def _reporting(scheduler, original, hook):
+    """`original` (the scheduler's step) followed by `hook` with the step's latents and x0."""
     params = inspect.signature(original).parameters
     counter = {"i": 0}
 
@@ -54,14 +59,7 @@ def wrap_scheduler_step(scheduler, hook):
         hook(counter["i"], num_steps, bound.get("timestep"), latents, x0)
         counter["i"] += 1
         return out
-
-    scheduler.step = step
-    try:
-        yield
-    finally:
-        # restore the class method (drop the instance attribute) unless someone else replaced it
-        if scheduler.__dict__.get("step") is step:
-            del scheduler.step
+    return step
 
 
 def _bind(params, args, kwargs) -> dict:

@@ -168,9 +168,10 @@ class Session:
         defaults filled, everything checked), before a route prepares its input images; a refusal
         is `err(the client's field, message)`."""
         try:
-            return self.engine.resolve(model, sample)
+            work = self.engine.resolve(model, sample, dry_run=True)
         except ConfigError as e:
             raise err(client_field(e.key, table, model_field), e.message)
+        return work.model, work.sample
 
     # -- running ---------------------------------------------------------------------------------
     def submit_all(self, model: dict, samples: list, err, table: dict, model_field: str,

@@ -130,14 +130,15 @@ def _tiny(b):
 
 class QwenImageModel(BaseModel):
     """The engine's guidance_scale is the pipeline's `true_cfg_scale`; CFG runs only with a negative
-    prompt, so one is passed whenever the scale asks for CFG (" " when empty, as the model card).
+    prompt, so one is passed whenever the scale asks for CFG (unset: the row's negative_prompt_default
+    " ", as the model card runs it; an empty one too).
     The task's input images (img2img, inpaint, edit) as BaseModel passes them."""
 
     def pipeline_kwargs(self, gen):
         kw = {"prompt": gen.prompt, "width": gen.width, "height": gen.height,
               "num_inference_steps": gen.num_inference_steps, "true_cfg_scale": gen.guidance_scale}
         if gen.guidance_scale > 1:
-            kw["negative_prompt"] = gen.negative_prompt or " "
+            kw["negative_prompt"] = self.negative_prompt(gen)
         return {**kw, **self.input_kwargs(gen)}
 
 
@@ -165,6 +166,7 @@ SPEC = ArchSpec(
     tasks=(Task("txt2img", "QwenImagePipeline"), Task("img2img", "QwenImageImg2ImgPipeline", strength=0.6),
            Task("inpaint", "QwenImageInpaintPipeline", strength=0.6)),
     holder=QwenImageModel, components=COMPONENTS,
+    negative_prompt_default=" ",      # true CFG needs a negative prompt: the model card's " " when none is given
     defaults=SampleDefaults(1328, 1328, 50, 4.0),     # the model card: 1328^2 (1:1), 50 steps, true CFG 4.0
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),     # the Qwen Image VAE = Wan 2.1's space
     scheduler_file=SCHEDULER_FILE,

@@ -59,6 +59,7 @@ def _tiny(b):
 SPEC = ArchSpec(
     name="qwen_image_edit", modality="image", default_name_or_path="Qwen/Qwen-Image-Edit-2509",
     pipeline="QwenImageEditPlusPipeline", holder=QwenImageModel,
+    negative_prompt_default=" ",      # true CFG needs a negative prompt: the model card's " " when none is given
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),

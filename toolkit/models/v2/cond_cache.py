@@ -25,6 +25,8 @@ from collections import OrderedDict
 
 import torch
 
+from toolkit.models.patches import patched
+
 
 class Uncacheable(Exception):
     """A value that cannot be part of a key or of a stored output."""
@@ -149,23 +151,13 @@ def cached_call(cache: ConditioningCache, method, context):
     return encode
 
 
-@contextlib.contextmanager
 def wrap_encode_prompt(cache: ConditioningCache | None, pipe, context):
-    """While active, `pipe.encode_prompt` answers from `cache`. No-op without a cache, a pipeline
-    without encode_prompt, or a context of None (the holder found no identity to key on)."""
-    method = getattr(pipe, "encode_prompt", None)
-    if cache is None or not cache.enabled or method is None or context is None:
-        yield
-        return
-    previous = pipe.__dict__.get("encode_prompt")
-    pipe.encode_prompt = cached_call(cache, method, context)
-    try:
-        yield
-    finally:
-        if previous is None:
-            pipe.__dict__.pop("encode_prompt", None)
-        else:
-            pipe.__dict__["encode_prompt"] = previous
+    """A context: while active, `pipe.encode_prompt` answers from `cache` (a patch:
+    toolkit/models/patches.py). No-op without a cache, a pipeline without encode_prompt, or a context
+    of None (the holder found no identity to key on)."""
+    if cache is None or not cache.enabled or getattr(pipe, "encode_prompt", None) is None or context is None:
+        return contextlib.nullcontext()
+    return patched(pipe, "encode_prompt", lambda method: cached_call(cache, method, context))
 
 
 __all__ = ["ConditioningCache", "Uncacheable", "cached_call", "freeze", "wrap_encode_prompt"]

@@ -9,7 +9,6 @@ y2 = shift_y2 at 6400); guidance v = v_c + g * (v_c - v_u), on only when g > 0, 
 CFG 0 encodes the positive prompt alone. The template, the 12 hidden-state taps and the prefix
 strip are diffusers' Krea2Pipeline's.
 """
-import contextlib
 import functools
 import json
 import math
@@ -93,27 +92,18 @@ class Krea2Model(BaseModel):
             kw["negative_prompt"] = gen.negative_prompt
         return kw
 
-    def generate_single(self, gen, **hooks):
+    def call_patches(self, gen, pipe) -> list:
+        """The pipeline derives mu from the variant/scheduler config; the request's overrides win."""
         mu = krea2_mu(gen.width, gen.height, self.model_config.variant, gen.extras.get("mu"),
                       gen.extras.get("shift_y1", 0.5), gen.extras.get("shift_y2", 1.15))
-        with self._force_mu(mu):
-            return super().generate_single(gen, **hooks)
 
-    @contextlib.contextmanager
-    def _force_mu(self, mu: float):
-        """The pipeline derives mu from the variant/scheduler config; the request's overrides win."""
-        scheduler = self.pipeline.scheduler
-        original = scheduler.set_timesteps
-
-        @functools.wraps(original)
-        def set_timesteps(*args, **kwargs):
-            kwargs["mu"] = mu
-            return original(*args, **kwargs)
-        scheduler.set_timesteps = set_timesteps
-        try:
-            yield
-        finally:
-            scheduler.__dict__.pop("set_timesteps", None)
+        def force_mu(original):
+            @functools.wraps(original)
+            def set_timesteps(*args, **kwargs):
+                kwargs["mu"] = mu
+                return original(*args, **kwargs)
+            return set_timesteps
+        return [(pipe.scheduler, "set_timesteps", force_mu)]
 
 
 ORIGINAL_LAYER = {"attn.to_q": "attn.wq", "attn.to_k": "attn.wk", "attn.to_v": "attn.wv", "attn.to_out.0": "attn.wo",

@@ -1,0 +1,47 @@
+"""Per-call patches: an attribute of a pipeline, scheduler or module replaced for one pipeline call.
+
+Every such wrap goes through `patched(obj, name, wrapper)`: `wrapper(current)` becomes the instance's
+own attribute while the context is active, and on the way out (also on error or cancel) the instance
+gets back exactly what it had, only while the attribute is still that patch. A wrap that was laid
+over ours and is still there is left in place, and an attribute that lived on the class alone is
+deleted from the instance again (the class's method shows through), never copied onto it.
+
+The one place that enters them is BaseModel.generate_single (toolkit/models/base_model.py), in this
+order, innermost first: a later patch of the same attribute wraps the earlier ones, so it runs first.
+
+1. the call's scheduler: `pipe.scheduler` is the sampler's (BaseModel.call_scheduler). First, so
+   every scheduler wrap below lands on the scheduler that runs.
+2. the arch's patches (BaseModel.call_patches; krea2's mu on `scheduler.set_timesteps`): what the
+   pipeline computes, right over its own methods.
+3. the steps run: `pipe.get_timesteps` notes how many steps an img2img call runs (base_model.py).
+4. the step hook: `scheduler.step` reports each step's latents (toolkit/models/step_hook.py).
+5. the conditioning cache: `pipe.encode_prompt` answers from the cache (toolkit/models/v2/cond_cache.py).
+6. the stage messages: `pipe.encode_prompt`, `scheduler.set_timesteps` and `vae.decode` say when
+   encoding, sampling and decoding start (BaseModel._stage_wraps). Outermost, so "encoding" is said
+   on a cache hit too and "sampling" after the arch's set_timesteps ran.
+7. the step cache: diffusers' own named hooks on the denoisers' forward, through its HookRegistry
+   (toolkit/models/step_cache.py); no attribute here is shared with the patches above.
+"""
+import contextlib
+
+_ABSENT = object()
+
+
+@contextlib.contextmanager
+def patched(obj, name: str, wrapper):
+    """While active, `obj.name` is `wrapper(obj.name)` (yielded), set in the instance's own
+    `__dict__`: the owner's `__setattr__` is bypassed (a DiffusionPipeline's would re-register its
+    config). Afterwards the instance's previous own value is back (or none, if the attribute came
+    from its class), unless another patch has replaced this one meanwhile: that one is left alone."""
+    own = vars(obj)
+    previous = own.get(name, _ABSENT)
+    patch = wrapper(getattr(obj, name))
+    own[name] = patch
+    try:
+        yield patch
+    finally:
+        if own.get(name, _ABSENT) is patch:
+            if previous is _ABSENT:
+                del own[name]
+            else:
+                own[name] = previous
