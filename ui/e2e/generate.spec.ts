@@ -491,7 +491,8 @@ test('input images: img2img, a painted mask (inpaint, a batch of 2), references,
   await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
 
   const models = await (await page.request.get(`/api/inference/models?job=${job.id}`)).json();
-  const sd1 = (models.archs as { name: string; samplers: { name: string }[]; tasks: { name: string }[] }[]).find((a) => a.name === 'sd1')!;
+  const sd1 = (models.archs as { name: string; samplers: { name: string }[]; tasks: { name: string; strength: number | null }[] }[]).find((a) => a.name === 'sd1')!;
+  const sd1Tasks = sd1.tasks;
   const png = await inputPng();
   const progress = page.getByTestId('progress-text');
   let inputAsset = '';
@@ -515,10 +516,22 @@ test('input images: img2img, a painted mask (inpaint, a batch of 2), references,
     inputAsset = (await page.getByTestId('init-drop').getAttribute('data-asset')) as string;
     await expect.poll(() => page.getByTestId('input-thumb').evaluate((el) => (el as HTMLImageElement).naturalWidth)).toBe(W);
     await expect(page.getByTestId('settings-notice')).toHaveCount(0); // the slot took the drop, not the page
-    await expect(page.getByTestId('task-select')).toHaveAttribute('data-task', 'img2img');
-    await expect(page.getByTestId('task-select').locator('option').first()).toHaveText('Automatic (img2img)');
-    await expect(page.getByTestId('strength-value')).toHaveText('0.80'); // sd1's img2img default
+    // the task and its strength are the engine's answer (POST /resolve, the resolver /generate uses):
+    // an init image makes it img2img on sd1, at that task's default strength
+    const resolved = await (
+      await page.request.post(`/api/inference/resolve?job=${job.id}`, { data: { model: { arch: 'sd1', name_or_path: 'tiny:sd1' }, sample: { init_img: 'present' } } })
+    ).json();
+    expect(resolved).toMatchObject({ task: 'img2img', sample: { task: 'img2img', strength: sd1Tasks.find((x) => x.name === 'img2img')!.strength } });
+    await expect(page.getByTestId('task-select')).toHaveAttribute('data-task', resolved.task);
+    await expect(page.getByTestId('task-select').locator('option').first()).toHaveText(`Automatic (${resolved.task})`);
+    await expect(page.getByTestId('strength-value')).toHaveText(resolved.sample.strength.toFixed(2)); // 0.80, sd1's img2img default
     await expect(page.getByTestId('resize-mode')).toHaveValue('crop');
+    // a strength under one step is the engine's refusal, said next to the inputs; back to the default
+    await setRange(page, 'strength', 0.1);
+    await expect(page.getByTestId('task-notes')).toContainText('less than one step');
+    await page.getByRole('button', { name: 'default' }).click();
+    await expect(page.getByTestId('strength-value')).toHaveText('0.80');
+    await expect(page.getByTestId('task-notes')).toHaveCount(0);
 
     await page.getByTestId('generate-button').click();
     await expect(progress).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
@@ -636,13 +649,36 @@ test('input images: img2img, a painted mask (inpaint, a batch of 2), references,
     generated = await file.body();
   });
 
+  await test.step("c2. a batch of 16, the engine's engine.limits.max_batch: accepted and made; 17 is said before sending", async () => {
+    expect(models.limits.max_batch).toBe(16);
+    expect((models.archs as { name: string; fields: { batch_size: { max: number } } }[]).find((a) => a.name === 'sd1')!.fields.batch_size.max).toBe(16);
+    await expect(page.getByTestId('batch-size')).toHaveAttribute('max', '16');
+    await fillNumber(page, 'batch-size', 17);
+    await expect(page.getByTestId('note-batch_size')).toContainText('Batch size must be at most 16, not 17.');
+    await expect(page.getByTestId('generate-button')).toBeDisabled();
+    await page.getByTestId('fix-batch_size').click();
+    await expect(page.getByTestId('batch-size')).toHaveValue('16');
+    await expect(page.getByTestId('note-batch_size')).toHaveCount(0);
+    await page.getByTestId('prompt').fill('a batch of sixteen');
+    await fillNumber(page, 'width', 32);
+    await fillNumber(page, 'height', 32);
+    await fillNumber(page, 'steps', 2);
+    await page.getByTestId('generate-button').click();
+    await expect(progress).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
+    await expect(page.getByTestId('batch-result')).toHaveCount(16);
+    const made = (await galleryItems(page)).filter((i) => i.sample.batch_size === 16);
+    expect(made).toHaveLength(16);
+    await fillNumber(page, 'batch-size', 1);
+  });
+
   await test.step('d. references: as many slots as the edit task takes, filled in order', async () => {
     await page.getByTestId('arch-select').selectOption('qwen_image_edit');
     await expect(page.getByTestId('init-drop')).toHaveCount(0); // its only task takes references
     const edit = (models.archs as { name: string; tasks: { name: string; needs: string[]; takes: string[] }[] }[]).find((x) => x.name === 'qwen_image_edit')!;
     const slots = edit.tasks[0].needs.length + edit.tasks[0].takes.length; // ctrl_img, ctrl_img_1..
     await expect(page.getByTestId('task-select')).toHaveCount(0); // one task: nothing to choose
-    await expect(page.getByTestId('task-notes')).toContainText('edit needs the reference image');
+    // the engine's refusal, in its words, next to the references
+    await expect(page.getByTestId('task-notes')).toContainText('needs ctrl_img');
     for (let i = 0; i < slots; i++) {
       await expect(page.getByTestId(`ref-drop-${i + 1}`)).toHaveCount(0);
       await page.getByTestId(`ref-drop-${i}-file`).setInputFiles({ name: `ref${i}.png`, mimeType: 'image/png', buffer: png });

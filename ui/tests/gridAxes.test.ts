@@ -6,27 +6,21 @@ import { parseNumbers, splitValues } from '@/components/grid/axisValues';
 import { fitText, gridLayout } from '@/components/grid/gridLayout';
 import { cellAfterFrame, type CellState } from '@/components/grid/useGridRun';
 import { modelDefaults, sampleDefaults } from '@/components/generate/requestBody';
-import type { ArchInfo } from '@/components/generate/types';
+import { archRow } from './archRow';
 
-const zimage: ArchInfo = {
-  name: 'zimage',
-  modality: 'image',
-  default_name_or_path: 'org/zimage',
-  defaults: { width: 1024, height: 1024, num_inference_steps: 8, guidance_scale: 0, num_frames: 1, fps: 0, duration: 0, output_ext: 'png' },
-  size_divisor: 16,
-  needs_ctrl_img: false,
-  uses_negative_prompt: false,
-  sample_extras: {},
-  description: '',
-  output_exts: ['png'],
-  preview: { family: null, layout: 'BCHW', rgb_factors: null, rgb_bias: null },
-  sample: { prompt: '', width: 64, height: 64, num_inference_steps: 8, guidance_scale: 0, seed: -1, output_ext: 'png' },
-  variant_samples: {},
-  samplers: [
-    { name: 'euler', label: 'Euler', schedule: 'automatic', scheduler: 'FlowMatchEulerDiscreteScheduler' },
-    { name: 'dpmpp_2m', label: 'DPM++ 2M', schedule: 'automatic', scheduler: 'DPMSolverMultistepScheduler' },
-  ],
-};
+const zimage = archRow(
+  'zimage',
+  {
+    size_divisor: 16,
+    uses_negative_prompt: false,
+    sample: { prompt: '', width: 64, height: 64, num_inference_steps: 8, guidance_scale: 0, seed: -1, output_ext: 'png' },
+    samplers: [
+      { name: 'euler', label: 'Euler', schedule: 'automatic', scheduler: 'FlowMatchEulerDiscreteScheduler' },
+      { name: 'dpmpp_2m', label: 'DPM++ 2M', schedule: 'automatic', scheduler: 'DPMSolverMultistepScheduler' },
+    ],
+  },
+  { width: 1024, height: 1024, num_inference_steps: 8, guidance_scale: 0 },
+);
 
 function base(over: Partial<GridBase> = {}): GridBase {
   const model = { ...modelDefaults(zimage), name_or_path: 'tiny:zimage' };

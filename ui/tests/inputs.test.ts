@@ -1,6 +1,6 @@
-// Tasks, input images, samplers and batches: the form's choice of task mirrors the engine's
-// (config_modules.GenerateImageConfig._resolve_task, testing/tests/test_inputs.py's cases), and the
-// request carries only what that task takes. The arch rows are GET /models' (tasks, samplers, batch).
+// Tasks, input images, samplers and batches: which task runs is the engine's answer (POST /resolve:
+// the dry run the form asks, and where its refusal shows), and the request carries the inputs the form
+// holds. The arch rows are GET /models' (tasks, samplers, batch, fields).
 import { describe, expect, it } from 'vitest';
 import {
   buildGenerateBody,
@@ -14,16 +14,8 @@ import {
   samplerFromSettings,
   type SettingsAnswer,
 } from '@/components/generate/requestBody';
-import {
-  assetDisplayName,
-  assetUploadName,
-  effectiveTask,
-  inferTask,
-  referenceSlots,
-  strengthFor,
-  taskNotes,
-  withoutReference,
-} from '@/components/generate/tasks';
+import { dryRun, notesWithProblem, problemPlace, problemText } from '@/components/generate/resolveRequest';
+import { assetDisplayName, assetUploadName, referenceSlots, withoutReference } from '@/components/generate/tasks';
 import type { ArchInfo, SampleForm, SamplerInfo, TaskInfo } from '@/components/generate/types';
 import { archRow } from './archRow';
 
@@ -37,7 +29,7 @@ const EPS_SAMPLERS: SamplerInfo[] = [
 const FLOW_SAMPLERS: SamplerInfo[] = [{ name: 'euler', label: 'Euler', schedule: 'automatic', scheduler: 'FlowMatchEulerDiscreteScheduler' }];
 
 function arch(name: string, over: Partial<ArchInfo>): ArchInfo {
-  const a = archRow(name, { samplers: FLOW_SAMPLERS, batch: true, max_batch: 16, ...over });
+  const a = archRow(name, { samplers: FLOW_SAMPLERS, batch: true, ...over });
   if (over.sample) return a;
   return { ...a, sample: { ...a.sample, task: over.tasks?.[0]?.name ?? null, strength: null, resize_mode: 'crop', sampler: null, batch_size: 1 } };
 }
@@ -57,50 +49,41 @@ const aceStep = arch('ace_step', { modality: 'audio', tasks: [t('txt2img')], bat
 const form = (a: ArchInfo, over: Partial<SampleForm> = {}): SampleForm => ({ ...sampleDefaults(resolvedDefaults(a, ''), a, { prompt: 'p', seed: 1 }), ...over });
 const body = (a: ArchInfo, over: Partial<SampleForm> = {}) => buildGenerateBody(a, modelDefaults(a), form(a, over), 'r', { detach: true, maxFrames: 8 }).sample;
 
-describe('the task: inferred as the engine infers it', () => {
-  const cases: [ArchInfo, Record<string, string>, string | null][] = [
-    [sd1, {}, 'txt2img'],
-    [sd1, { init_img: 'a.png' }, 'img2img'],
-    [sd1, { init_img: 'a.png', mask_img: 'm.png' }, 'inpaint'],
-    [wan22, { init_img: 'a.png' }, 'i2v'],
-    [qwenEdit, { ctrl_img: 'a.png', ctrl_img_1: 'b.png' }, 'edit'],
-    [qwenEdit, {}, 'edit'], // edit-only: its first task (which then needs the reference)
-    [klein, {}, 'txt2img'],
-    [klein, { ctrl_img: 'a.png', ctrl_img_3: 'd.png' }, 'edit'],
-    // no task for these inputs: the engine refuses naming the input
-    [cogview4, { init_img: 'a.png' }, null],
-    [chroma, { init_img: 'a.png', mask_img: 'm.png' }, null],
-    [sd1, { ctrl_img: 'a.png' }, null],
-    [wan21, { init_img: 'a.png' }, null],
-  ];
-  it.each(cases.map(([a, present, task]) => [a.name, present, task, a] as const))('%s with %j -> %s', (_name, present, task, a) => {
-    expect(inferTask(a, present)).toBe(task);
-  });
-
-  it('a chosen task wins when the arch has it; a mask painted but not yet uploaded counts', () => {
-    expect(effectiveTask(sd1, { task: 'img2img' }, { init_img: 'a', mask_img: 'm' })).toBe('img2img');
-    expect(effectiveTask(sd1, { task: 'edit' }, { init_img: 'a' })).toBe('img2img'); // restored from another arch
-    expect(presentInputs(form(sd1, { images: { init_img: 'a' } }), true)).toEqual({ init_img: 'a', mask_img: true });
+describe('the dry run (POST /resolve): the task is the engine\'s answer', () => {
+  it('the form as /resolve asks it: asset ids, a mask painted but not uploaded as "present", the strength apart', () => {
+    expect(presentInputs(form(sd1, { images: { init_img: 'a' } }), true)).toEqual({ init_img: 'a', mask_img: 'present' });
     expect(presentInputs(form(sd1, { images: {} }), true)).toEqual({}); // no image, no mask
+    const ask = dryRun(sd1, modelDefaults(sd1), form(sd1, { images: { init_img: 'a1_in.png' }, strength: 0.4 }), true);
+    expect(ask.body.sample).toMatchObject({ init_img: 'a1_in.png', mask_img: 'present', resize_mode: 'crop' });
+    expect(ask.body.sample).not.toHaveProperty('strength');
+    expect(ask.strength).toBe(0.4);
+    expect(ask.body.model).toEqual({ arch: 'sd1', name_or_path: 'org/sd1' });
   });
 
-  it("strength: the task's default unless moved; none for tasks without one", () => {
-    expect(strengthFor(sd1, 'img2img', { strength: null })).toBe(0.8);
-    expect(strengthFor(sd1, 'inpaint', { strength: null })).toBe(1.0);
-    expect(strengthFor(sd1, 'img2img', { strength: 0.35 })).toBe(0.35);
-    expect(strengthFor(sd1, 'txt2img', { strength: 0.35 })).toBeNull();
-    expect(strengthFor(wan22, 'i2v', { strength: null })).toBeNull();
+  // refusals as the engine words them (captured from POST /resolve on a tiny engine)
+  const refusals = {
+    needsRef: { detail: 'sample.ctrl_img: task edit of arch qwen_image_edit needs ctrl_img (the reference image to edit)', field: 'sample.ctrl_img' },
+    lora: { detail: 'model.loras[0].path: no such file: /nonexistent/lora.safetensors', field: 'model.loras[0].path' },
+    pixels: { detail: 'sample.width: 8192x8192 is 67108864 pixels, over engine.limits.max_pixels (16777216)', field: 'sample.width' },
+    profile: { detail: "model.profile: unknown model profile 'nope' (known: none)", field: 'model.profile' },
+    strength: { detail: 'sample.strength: strength 0.3 of 3 steps is less than one step: raise strength or num_inference_steps', field: 'sample.strength' },
+  };
+
+  it('a refusal shows where its field is: a sample field, one LoRA, the model', () => {
+    expect(problemPlace(refusals.needsRef)).toEqual({ sample: 'ctrl_img' });
+    expect(problemPlace(refusals.lora)).toEqual({ lora: 0 });
+    expect(problemPlace(refusals.profile)).toEqual({ model: true });
+    expect(problemText(refusals.needsRef)).toBe('Task edit of arch qwen_image_edit needs ctrl_img (the reference image to edit)');
+    expect(problemText(refusals.pixels)).toBe('8192x8192 is 67108864 pixels, over engine.limits.max_pixels (16777216)');
+    expect(problemText(refusals.strength)).toBe('Strength 0.3 of 3 steps is less than one step: raise strength or num_inference_steps.');
   });
 
-  it('notes what the engine would refuse, and what is not sent', () => {
-    expect(taskNotes(sd1, { task: 'inpaint', strength: null, num_inference_steps: 4 }, { init_img: 'a' })).toEqual(['inpaint needs the mask.']);
-    expect(taskNotes(sd1, { task: 'txt2img', strength: null, num_inference_steps: 4 }, { init_img: 'a' })).toEqual([
-      'txt2img does not use the input image: it is not sent.',
-    ]);
-    expect(taskNotes(sdxl, { task: '', strength: null, num_inference_steps: 3 }, { init_img: 'a' })[0]).toMatch(/less than one step/);
-    expect(taskNotes(chroma, { task: '', strength: null, num_inference_steps: 4 }, { init_img: 'a', mask_img: 'm' })[0]).toMatch(/chroma has no task for the input image and the mask/);
-    expect(taskNotes(qwenEdit, { task: '', strength: null, num_inference_steps: 4 }, {})).toEqual(['edit needs the reference image.']);
-    expect(taskNotes(sd1, { task: '', strength: null, num_inference_steps: 4 }, { init_img: 'a' })).toEqual([]);
+  it("the engine's refusal of a field the form's checks pass joins its notes; the inputs' ones show in their panel", () => {
+    const local = [{ field: 'prompt', message: 'The prompt is empty: the model samples with no text to follow.', blocking: false }];
+    expect(notesWithProblem(local, refusals.pixels)).toEqual([...local, { field: 'width', message: problemText(refusals.pixels), blocking: false, engine: true }]);
+    const refused = [{ field: 'width', message: 'Width 70 is not a multiple of 16, which zimage needs (64 or 80).', blocking: true }];
+    expect(notesWithProblem(refused, { field: 'sample.width', detail: 'sample.width: 70 is not a multiple of 16, which arch zimage needs' })).toBe(refused);
+    for (const p of [refusals.needsRef, refusals.strength, refusals.lora, refusals.profile, null]) expect(notesWithProblem(local, p)).toBe(local);
   });
 });
 
@@ -130,24 +113,19 @@ describe('the request: inputs, task, strength, resize mode, sampler, batch', () 
     expect(body(sd1, { images: { init_img: 'a1_in.png' }, strength: 0.4, resize_mode: 'fill' })).toMatchObject({ strength: 0.4, resize_mode: 'fill' });
   });
 
-  it('inpaint by inference: image and mask; a chosen img2img leaves the mask out; a chosen txt2img leaves both', () => {
+  it("inpaint by inference: image and mask; a chosen task goes with every input the form holds (the engine names one it does not take)", () => {
     const images = { init_img: 'a1_in.png', mask_img: 'b2_mask.png' };
     expect(body(sd1, { images })).toMatchObject(images);
-    const i2i = body(sd1, { images, task: 'img2img' });
-    expect(i2i).toMatchObject({ task: 'img2img', init_img: 'a1_in.png' });
-    expect(i2i).not.toHaveProperty('mask_img');
-    const t2i = body(sd1, { images, task: 'txt2img', strength: 0.5 });
-    expect(t2i.task).toBe('txt2img');
-    for (const k of ['init_img', 'mask_img', 'strength', 'resize_mode']) expect(t2i).not.toHaveProperty(k);
+    expect(body(sd1, { images, task: 'img2img' })).toMatchObject({ task: 'img2img', ...images });
+    expect(body(sd1, { images, task: 'edit' })).not.toHaveProperty('task'); // not one of sd1's (restored from another arch)
   });
 
-  it('edit: the references the task takes; i2v: the first frame, no strength', () => {
+  it("edit: the references the arch takes; i2v: the first frame (a strength the resolved task does not take is dropped from the form: useResolve.ts)", () => {
     const refs = { ctrl_img: 'r0.png', ctrl_img_1: 'r1.png', ctrl_img_2: 'r2.png' };
     expect(body(qwenEdit, { images: refs })).toMatchObject(refs);
-    const kb = body(kontext, { images: refs });
-    expect(kb.ctrl_img).toBe('r0.png');
-    expect(kb).not.toHaveProperty('ctrl_img_1'); // kontext's edit takes one reference
-    const v = body(wan22, { images: { init_img: 'f.png' }, strength: 0.5 });
+    expect(referenceSlots(kontext)).toEqual(['ctrl_img']); // its form holds one reference
+    expect(body(kontext, { images: { ctrl_img: 'r0.png' } })).toMatchObject({ ctrl_img: 'r0.png' });
+    const v = body(wan22, { images: { init_img: 'f.png' } });
     expect(v).toMatchObject({ init_img: 'f.png', resize_mode: 'crop' });
     expect(v).not.toHaveProperty('strength');
   });
@@ -187,13 +165,14 @@ describe('settings from a file (POST /settings) and from older saved forms', () 
     output_ext: 'png',
   };
 
-  it("the sample: inputs by asset id, a task the inputs imply stays automatic, a default strength stays the task's", () => {
+  it("the sample: inputs by asset id, the file's task (the page leaves it automatic where the engine infers the same), a default strength stays the task's", () => {
     const { sample, warnings } = sampleFormFromSettings(sd1, sd1.sample, fileSample);
     expect(warnings).toEqual([]);
-    expect(sample).toMatchObject({ prompt: 'a red fox', width: 64, height: 48, num_inference_steps: 3, seed: 1234, sampler: 'euler_a', resize_mode: 'fill', task: '', strength: null, batch_size: 1 });
+    expect(sample).toMatchObject({ prompt: 'a red fox', width: 64, height: 48, num_inference_steps: 3, seed: 1234, sampler: 'euler_a', resize_mode: 'fill', task: 'img2img', strength: null, batch_size: 1 });
+    expect(sampleFormFromSettings(sd1, sd1.sample, { ...fileSample, task: 'edit' }).sample.task).toBe(''); // not one of sd1's
     expect(sample.images).toEqual({ init_img: '1a2b3c4d_in.png' });
     const moved = sampleFormFromSettings(sd1, sd1.sample, { ...fileSample, strength: 0.45, mask_img: 'm.png', task: 'img2img' }).sample;
-    expect(moved).toMatchObject({ strength: 0.45, task: 'img2img' }); // img2img with a mask was a choice
+    expect(moved).toMatchObject({ strength: 0.45, task: 'img2img' });
     // and it makes the same request again
     expect(buildGenerateBody(sd1, modelDefaults(sd1), moved, 'r', { detach: true, maxFrames: 8 }).sample).toMatchObject({
       task: 'img2img',

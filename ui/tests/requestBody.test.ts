@@ -1,7 +1,8 @@
 // Forms -> POST /generate body: only what the arch's ArchInfo says applies.
 import { describe, expect, it } from 'vitest';
-import { buildGenerateBody, ctrlImageField, defaultSource, formsFromSettings, modelDefaults, resolvedDefaults, sampleDefaults, withVariant } from '@/components/generate/requestBody';
+import { buildGenerateBody, ctrlImageField, defaultSource, formsFromSettings, imagesFor, modelDefaults, resolvedDefaults, sampleDefaults, withVariant } from '@/components/generate/requestBody';
 import type { ArchInfo } from '@/components/generate/types';
+import { archRow } from './archRow';
 
 const defaultsFor = (a: ArchInfo, keep = {}) => sampleDefaults(resolvedDefaults(a, ''), a, keep);
 
@@ -24,22 +25,7 @@ const resolved = (over: Record<string, unknown>): Record<string, unknown> => ({
 
 /** An ArchInfo; its resolved `sample` is the engine's for these defaults and extras unless given. */
 function arch(over: Partial<ArchInfo>): ArchInfo {
-  const a: ArchInfo = {
-    name: 'img',
-    modality: 'image',
-    default_name_or_path: 'org/img',
-    defaults: { width: 1024, height: 768, num_inference_steps: 8, guidance_scale: 3.5, num_frames: 1, fps: 0, duration: 0, output_ext: 'png' },
-    size_divisor: 16,
-    needs_ctrl_img: false,
-    uses_negative_prompt: true,
-    sample_extras: {},
-    description: '',
-    output_exts: ['png', 'jpg'],
-    preview: { family: null, layout: 'BCHW', rgb_factors: null, rgb_bias: null },
-    sample: {},
-    variant_samples: {},
-    ...over,
-  };
+  const a = archRow(over.name ?? 'img', { size_divisor: 16, output_exts: ['png', 'jpg'], sample: {}, ...over }, { width: 1024, height: 768, num_inference_steps: 8, guidance_scale: 3.5, ...over.defaults });
   if (!over.sample) a.sample = resolved({ ...a.defaults, ...a.sample_extras });
   return a;
 }
@@ -110,7 +96,8 @@ describe('control image: from the arch\'s tasks', () => {
     expect(buildGenerateBody(klein, modelDefaults(klein), withCtrl(klein), 'r', stream).sample.ctrl_img).toBe('abc_ref.png');
     // sd1 has no edit task: sent as it is, so the engine refuses it naming sample.ctrl_img
     expect(buildGenerateBody(sd1, modelDefaults(sd1), withCtrl(sd1), 'r', stream).sample.ctrl_img).toBe('abc_ref.png');
-    expect(buildGenerateBody(arch({}), modelDefaults(arch({})), withCtrl(arch({})), 'r', stream).sample).not.toHaveProperty('ctrl_img');
+    // an arch no task of which takes one keeps none in its form (a new arch's form starts from imagesFor)
+    expect(imagesFor(arch({}), { ctrl_img: 'abc_ref.png' })).toEqual({});
   });
 });
 

@@ -10,6 +10,7 @@ import ModelPanel from './ModelPanel';
 import PromptPanel from './PromptPanel';
 import type { GenerateForms } from './useGenerateForms';
 import type { useInputImages } from './useInputImages';
+import type { Resolved } from './useResolve';
 
 interface Props {
   /** the engine's /models answered */
@@ -20,13 +21,15 @@ interface Props {
   job: { id: string; name: string } | null;
   running: boolean;
   notes: FieldNote[];
+  /** the engine's answer to the form (useResolve.ts) */
+  resolved: Resolved;
   /** `hf download REPO` when the model form names a default repo that is not on this machine */
   download: string | null;
   library: LibraryEntry[] | null;
 }
 
-export default function FormPanels({ models, modelsError, forms, inputs, job, running, notes, download, library }: Props) {
-  const { archs, profiles, arch, model, sample, setModel, setSample, maskPainted, setMaskPainted } = forms;
+export default function FormPanels({ models, modelsError, forms, inputs, job, running, notes, resolved, download, library }: Props) {
+  const { archs, profiles, arch, model, sample, setModel, setSample, setMaskPainted } = forms;
   if (!models) {
     return (
       <section className="card muted" data-testid="models-missing">
@@ -48,6 +51,7 @@ export default function FormPanels({ models, modelsError, forms, inputs, job, ru
         onChange={(p) => setModel({ ...model, ...p })}
         download={download}
         library={library}
+        problem={resolved.problem}
         onPick={forms.onPick}
         libraryHref={job ? `/library?job=${encodeURIComponent(job.id)}` : '/library'}
       />
@@ -57,6 +61,7 @@ export default function FormPanels({ models, modelsError, forms, inputs, job, ru
         arch={arch.name}
         picks={model.loras}
         prompt={sample.prompt}
+        problem={resolved.problem}
         onPicks={(loras) => setModel({ ...model, loras })}
         onPrompt={(prompt) => setSample({ ...sample, prompt })}
       />
@@ -66,7 +71,6 @@ export default function FormPanels({ models, modelsError, forms, inputs, job, ru
           arch={arch}
           sample={sample}
           job={job}
-          maskPainted={maskPainted}
           painterRef={inputs.painter}
           uploadMask={inputs.uploadMask}
           onMaskPaint={inputs.onMaskPaint}
@@ -74,6 +78,7 @@ export default function FormPanels({ models, modelsError, forms, inputs, job, ru
             if (p.images && p.images.init_img !== sample.images.init_img) setMaskPainted(false);
             setSample({ ...sample, ...p });
           }}
+          resolved={resolved}
         />
       )}
       <div className="row">

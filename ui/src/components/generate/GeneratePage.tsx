@@ -2,20 +2,18 @@
 // /generate: the engine strip, the model, prompt and input-image panels (fed by the engine's
 // /models), the live preview, the engine's queue and the results gallery; a generated file
 // dropped on the page restores its settings.
-import { useEffect, useMemo } from 'react';
+import { useEffect } from 'react';
 import { missingDownload } from '@/components/library/library';
 import EngineStrip from './EngineStrip';
 import EnginesList from './EnginesList';
 import FormPanels from './FormPanels';
 import OutputColumn from './OutputColumn';
 import SettingsDrop from './SettingsDrop';
-import { sampleNotes } from './formChecks';
-import { formsFromSettings } from './requestBody';
 import { archTakes } from './tasks';
-import type { GalleryItem } from './types';
 import { useEngine } from './useEngine';
 import { useEngineQueue } from './useEngineQueue';
 import { useEngines } from './useEngines';
+import { useFormNotes } from './useFormNotes';
 import { useGallery } from './useGallery';
 import { useGenerateForms } from './useGenerateForms';
 import { useGeneration } from './useGeneration';
@@ -30,7 +28,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const gallery = useGallery();
   const gen = useGeneration(gallery.add);
   const forms = useGenerateForms(engine.models, preferredModel);
-  const { archs, profiles, arch, model, sample } = forms;
+  const { arch, model } = forms;
   const running = engine.state === 'ready';
   const job = engine.job;
   const inputs = useInputImages(job, forms);
@@ -40,16 +38,9 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   // not while the engine is down (stopped from another tab too: the strip polls the job row)
   const library = useLibrary(job?.id ?? null, running);
   const download = model ? missingDownload(library?.archs ?? null, model) : null;
-  const notes = useMemo(() => (arch && sample ? sampleNotes(arch, sample) : []), [arch, sample]);
-  const submit = useSubmit({ engine, engines, gen, forms, inputs, notes });
+  const { resolved, notes } = useFormNotes(job?.id ?? null, running, forms);
+  const submit = useSubmit({ engine, engines, gen, forms, inputs, notes, resolved });
   const { canGenerate, generate } = submit;
-
-  const reuse = (item: GalleryItem) => {
-    const a = archs.find((x) => x.name === item.model.arch);
-    if (!a) return;
-    forms.setForms(formsFromSettings(a, profiles, item.model, item.sample, item.result.seed));
-    window.scrollTo({ top: 0, behavior: 'smooth' });
-  };
 
   const onKeyDown = (e: React.KeyboardEvent) => {
     if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate) {
@@ -74,6 +65,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
             job={job}
             running={running}
             notes={notes}
+            resolved={resolved}
             download={download}
             library={library?.entries ?? null}
           />
@@ -87,7 +79,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
           onGenerate={() => void generate()}
           detach={submit.detach}
           onDetach={submit.setDetach}
-          onReuse={reuse}
+          onReuse={restore.reuse}
           onUseAsInput={arch && archTakes(arch, 'init_img') ? inputs.useAsInput : undefined}
         />
       </div>

@@ -5,6 +5,7 @@
 import { useEffect, useState } from 'react';
 import LoraPickRow from './LoraPickRow';
 import { addPick, fileOfPick, lorasForArch, resolvePicks } from './loras';
+import { problemPlace, problemText, type ResolveProblem } from './resolveRequest';
 import type { LoraFile, LoraPick } from './types';
 import { useLoras } from './useLoras';
 
@@ -17,9 +18,13 @@ interface Props {
   prompt: string;
   onPicks: (picks: LoraPick[]) => void;
   onPrompt: (prompt: string) => void;
+  /** what the engine refuses in the request (POST /resolve): shown on the LoRA it names */
+  problem?: ResolveProblem | null;
 }
 
-export default function LoraPanel({ jobId, running, arch, picks, prompt, onPicks, onPrompt }: Props) {
+export default function LoraPanel({ jobId, running, arch, picks, prompt, onPicks, onPrompt, problem = null }: Props) {
+  const place = problem ? problemPlace(problem) : null;
+  const refused = problem && place && 'lora' in place ? { index: place.lora, text: problemText(problem) } : null;
   const { data, error, loading, refresh } = useLoras(jobId, arch, running);
   const files = data?.loras ?? [];
   const picked = new Set(picks.map((p) => fileOfPick(files, data?.folder ?? null, p.path)?.path ?? p.path));
@@ -68,6 +73,7 @@ export default function LoraPanel({ jobId, running, arch, picks, prompt, onPicks
           onScale={(scale) => setScale(i, scale)}
           onRemove={() => onPicks(picks.filter((_, k) => k !== i))}
           onPrompt={onPrompt}
+          refused={refused?.index === i ? refused.text : null}
         />
       ))}
       <AddPath onAdd={(path) => onPicks(addPick(picks, path))} />

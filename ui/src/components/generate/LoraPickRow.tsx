@@ -53,9 +53,11 @@ interface Props {
   onScale: (scale: number) => void;
   onRemove: () => void;
   onPrompt: (prompt: string) => void;
+  /** the engine's refusal of this LoRA (POST /resolve) */
+  refused?: string | null;
 }
 
-export default function LoraPickRow({ pick, file, folder, arch, prompt, onScale, onRemove, onPrompt }: Props) {
+export default function LoraPickRow({ pick, file, folder, arch, prompt, onScale, onRemove, onPrompt, refused = null }: Props) {
   const name = file?.name ?? pick.path;
   const otherArch = file?.arch && file.arch.toLowerCase() !== arch.toLowerCase() ? file.arch : null;
   return (
@@ -73,6 +75,11 @@ export default function LoraPickRow({ pick, file, folder, arch, prompt, onScale,
         {otherArch && <span className="warn-text"> · made for {otherArch}</span>}
         {file?.error && <span className="warn-text"> · {file.error}</span>}
       </div>
+      {refused && (
+        <div className="alert error small" data-testid="lora-problem">
+          {refused}
+        </div>
+      )}
       <div className="row">
         <input
           type="range"

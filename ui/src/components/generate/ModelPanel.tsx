@@ -6,6 +6,7 @@ import Link from 'next/link';
 import { vaeChoices, type LibraryEntry } from '@/components/library/library';
 import LibraryPicker from './LibraryPicker';
 import QuantizeFields from './QuantizeFields';
+import { problemPlace, problemText, type ResolveProblem } from './resolveRequest';
 import type { ArchInfo, ModelForm, ProfileInfo } from './types';
 
 interface Props {
@@ -24,9 +25,12 @@ interface Props {
   /** the engine's library entries (null: not read) */
   library?: LibraryEntry[] | null;
   onPick?: (entry: LibraryEntry) => void;
+  /** what the engine refuses in the request (POST /resolve): shown here when it names the model */
+  problem?: ResolveProblem | null;
 }
 
-export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange, download, libraryHref = '/library', library = null, onPick }: Props) {
+export default function ModelPanel({ archs, profiles, arch, model, onArch, onProfile, onVariant, onChange, download, libraryHref = '/library', library = null, onPick, problem = null }: Props) {
+  const refused = problem && 'model' in problemPlace(problem) ? problemText(problem) : null;
   const variants = Object.keys(arch?.variants ?? {});
   const byProfile = !!model.profile;
   return (
@@ -87,6 +91,11 @@ export default function ModelPanel({ archs, profiles, arch, model, onArch, onPro
       )}
       {!byProfile && library && <VaeSelect library={library} model={model} onChange={onChange} />}
       <QuantizeFields model={model} onChange={onChange} />
+      {refused && (
+        <div className="alert error small" data-testid="model-problem">
+          The engine refuses this model: {refused}
+        </div>
+      )}
     </section>
   );
 }

@@ -1,10 +1,9 @@
 'use client';
-// The sample settings. Which fields show depends on the arch's ArchInfo from the engine.
-// A value the engine would refuse or change gets a note under its field (formChecks.ts); the field
-// keeps what the person typed.
-import { notesFor, type FieldNote } from './formChecks';
+// The sample settings. Which fields show, and each number's bounds, are the arch's `fields` from the
+// engine (GET /models). A value the engine would refuse or change gets a note under its field
+// (formChecks.ts, and the engine's POST /resolve answer); the field keeps what the person typed.
+import { inputBounds, notesFor, type FieldNote } from './formChecks';
 import NumberField, { FieldNotes } from './NumberField';
-import { maxBatch } from './tasks';
 import type { ArchInfo, SampleForm, SamplerInfo } from './types';
 
 interface Props {
@@ -15,7 +14,8 @@ interface Props {
 }
 
 /** One of the arch's sample extras (GET /models: its default and type), as a number, checkbox or text. */
-function ExtraField({ name, def, type: served, value, onChange }: { name: string; def: unknown; type?: string; value: unknown; onChange: (v: unknown) => void }) {
+function ExtraField(props: { name: string; def: unknown; type?: string; value: unknown; notes: FieldNote[]; onChange: (v: unknown) => void; onFix: (patch: Partial<SampleForm>) => void }) {
+  const { name, def, type: served, value, onChange } = props;
   const type = served ?? (typeof def === 'number' ? 'float' : typeof def === 'boolean' ? 'bool' : 'str');
   return (
     <label className="field">
@@ -34,6 +34,7 @@ function ExtraField({ name, def, type: served, value, onChange }: { name: string
       ) : (
         <textarea rows={2} value={String(value ?? '')} onChange={(e) => onChange(e.target.value)} aria-label={name} />
       )}
+      <FieldNotes id={`note-for-${name}`} notes={props.notes} onChange={props.onFix} />
     </label>
   );
 }
@@ -42,7 +43,7 @@ function ExtraField({ name, def, type: served, value, onChange }: { name: string
 const samplerLabel = (s: SamplerInfo) => (s.schedule && s.schedule !== 'automatic' ? `${s.label} ${s.schedule[0].toUpperCase()}${s.schedule.slice(1)}` : s.label);
 
 /** A scheduler of the arch's `samplers`, or the model's own. */
-function SamplerSelect({ samplers, value, onChange }: { samplers: SamplerInfo[]; value: string; onChange: (name: string) => void }) {
+function SamplerSelect({ samplers, value, notes, onChange }: { samplers: SamplerInfo[]; value: string; notes: FieldNote[]; onChange: (name: string) => void }) {
   return (
     <label className="field">
       Sampler
@@ -54,20 +55,16 @@ function SamplerSelect({ samplers, value, onChange }: { samplers: SamplerInfo[];
           </option>
         ))}
       </select>
+      <FieldNotes id="note-for-sampler" notes={notes} onChange={() => undefined /* the engine's words: no fix */} />
     </label>
   );
 }
 
-const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
-
-export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
-  const samplers = arch.samplers ?? [];
-  const num = { notes, onFix: onChange };
+/** The prompt, and the negative prompt where the arch takes one, with their notes. */
+function PromptText({ sample, negative, notes, onChange }: { sample: SampleForm; negative: boolean; notes: FieldNote[]; onChange: (patch: Partial<SampleForm>) => void }) {
   const promptNotes = notesFor(notes, 'prompt');
-
   return (
-    <section className="card" aria-label="Prompt">
-      <h3>Prompt</h3>
+    <>
       <label className="field">
         Prompt
         <textarea
@@ -81,60 +78,87 @@ export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
         />
         <FieldNotes id="note-for-prompt" notes={promptNotes} onChange={onChange} />
       </label>
-      {arch.uses_negative_prompt && (
+      {negative && (
         <label className="field">
           Negative prompt
           <textarea rows={2} value={sample.negative_prompt} onChange={(e) => onChange({ negative_prompt: e.target.value })} aria-label="Negative prompt" />
+          <FieldNotes id="note-for-negative_prompt" notes={notesFor(notes, 'negative_prompt')} onChange={onChange} />
         </label>
       )}
+    </>
+  );
+}
+
+const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
+
+export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
+  const samplers = arch.samplers ?? [];
+  const f = arch.fields;
+  const num = { notes, onFix: onChange };
+  const batch = f.batch_size ? inputBounds(f.batch_size) : null;
+
+  return (
+    <section className="card" aria-label="Prompt">
+      <h3>Prompt</h3>
+      <PromptText sample={sample} negative={!!f.negative_prompt} notes={notes} onChange={onChange} />
       {Object.entries(arch.sample_extras).map(([key, def]) => (
-        <ExtraField key={key} name={key} def={def} type={arch.sample_extra_types?.[key]} value={sample.extras[key]} onChange={(v) => onChange({ extras: { ...sample.extras, [key]: v } })} />
+        <ExtraField
+          key={key}
+          name={key}
+          def={def}
+          type={arch.sample_extra_types?.[key]}
+          value={sample.extras[key]}
+          notes={notesFor(notes, key)}
+          onChange={(v) => onChange({ extras: { ...sample.extras, [key]: v } })}
+          onFix={onChange}
+        />
       ))}
-      {arch.modality !== 'audio' && (
+      {f.width && f.height && (
         <div className="row">
-          <NumberField {...num} label="Width" field="width" value={sample.width} step={arch.size_divisor} min={arch.size_divisor} onChange={(v) => onChange({ width: v })} testId="width" />
-          <NumberField {...num} label="Height" field="height" value={sample.height} step={arch.size_divisor} min={arch.size_divisor} onChange={(v) => onChange({ height: v })} testId="height" />
-          <span className="muted small">multiples of {arch.size_divisor}</span>
+          <NumberField {...num} label="Width" field="width" value={sample.width} spec={f.width} onChange={(v) => onChange({ width: v })} testId="width" />
+          <NumberField {...num} label="Height" field="height" value={sample.height} spec={f.height} onChange={(v) => onChange({ height: v })} testId="height" />
+          {(f.width.multiple_of ?? 1) > 1 && <span className="muted small">multiples of {f.width.multiple_of}</span>}
         </div>
       )}
       <div className="row">
-        <NumberField {...num} label="Steps" field="num_inference_steps" value={sample.num_inference_steps} min={1} onChange={(v) => onChange({ num_inference_steps: v })} testId="steps" />
-        <NumberField {...num} label="Guidance" field="guidance_scale" value={sample.guidance_scale} min={0} step={0.1} onChange={(v) => onChange({ guidance_scale: v })} />
+        <NumberField {...num} label="Steps" field="num_inference_steps" value={sample.num_inference_steps} spec={f.num_inference_steps} onChange={(v) => onChange({ num_inference_steps: v })} testId="steps" />
+        <NumberField {...num} label="Guidance" field="guidance_scale" value={sample.guidance_scale} spec={f.guidance_scale} step={0.1} onChange={(v) => onChange({ guidance_scale: v })} />
       </div>
       {(samplers.length > 0 || arch.batch) && (
         <div className="row wrap">
-          {samplers.length > 0 && <SamplerSelect samplers={samplers} value={sample.sampler} onChange={(sampler) => onChange({ sampler })} />}
-          {arch.batch && (
-            <NumberField {...num} label={`Batch size (1-${maxBatch(arch)})`} field="batch_size" value={sample.batch_size} min={1} max={maxBatch(arch)} onChange={(v) => onChange({ batch_size: v })} testId="batch-size" />
+          {samplers.length > 0 && <SamplerSelect samplers={samplers} value={sample.sampler} notes={notesFor(notes, 'sampler')} onChange={(sampler) => onChange({ sampler })} />}
+          {arch.batch && batch && (
+            <NumberField {...num} label={`Batch size (${batch.min}-${batch.max})`} field="batch_size" value={sample.batch_size} spec={f.batch_size} onChange={(v) => onChange({ batch_size: v })} testId="batch-size" />
           )}
         </div>
       )}
       <div className="row">
-        <NumberField {...num} label="Seed (-1 = random)" field="seed" value={sample.seed} min={-1} onChange={(v) => onChange({ seed: v })} testId="seed" />
+        <NumberField {...num} label="Seed (-1 = random)" field="seed" value={sample.seed} spec={f.seed} onChange={(v) => onChange({ seed: v })} testId="seed" />
         <button type="button" onClick={() => onChange({ seed: randomSeed() })} title="Pick a random seed" aria-label="Pick a random seed">
           Random
         </button>
       </div>
-      {arch.modality === 'video' && (
+      {f.num_frames && f.fps && (
         <div className="row">
-          <NumberField {...num} label="Frames" field="num_frames" value={sample.num_frames} min={1} onChange={(v) => onChange({ num_frames: v })} />
-          <NumberField {...num} label="FPS" field="fps" value={sample.fps} min={1} onChange={(v) => onChange({ fps: v })} />
+          <NumberField {...num} label="Frames" field="num_frames" value={sample.num_frames} spec={f.num_frames} onChange={(v) => onChange({ num_frames: v })} />
+          <NumberField {...num} label="FPS" field="fps" value={sample.fps} spec={f.fps} onChange={(v) => onChange({ fps: v })} />
         </div>
       )}
-      {arch.modality === 'audio' && (
+      {f.duration && (
         <div className="row">
-          <NumberField {...num} label="Duration (s)" field="duration" value={sample.duration} step={0.5} min={0.5} onChange={(v) => onChange({ duration: v })} />
+          <NumberField {...num} label="Duration (s)" field="duration" value={sample.duration} spec={f.duration} step={0.5} onChange={(v) => onChange({ duration: v })} />
         </div>
       )}
       <label className="field">
         Output format
         <select value={sample.output_ext} onChange={(e) => onChange({ output_ext: e.target.value })} aria-label="Output format">
-          {arch.output_exts.map((ext) => (
-            <option key={ext} value={ext}>
-              {ext}
+          {(f.output_ext?.choices ?? arch.output_exts).map((ext) => (
+            <option key={String(ext)} value={String(ext)}>
+              {String(ext)}
             </option>
           ))}
         </select>
+        <FieldNotes id="note-for-output_ext" notes={notesFor(notes, 'output_ext')} onChange={onChange} />
       </label>
     </section>
   );

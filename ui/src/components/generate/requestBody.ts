@@ -4,8 +4,8 @@
 // never from a table here; the defaults arrive resolved by the engine (its precedence, [generation]
 // included), so this file picks one and never merges them.
 import { lorasRequest, picksFromSettings } from './loras';
-import { archTakes, effectiveTask, inferTask, inputsOf, maxBatch, referenceSlots, taskInfo, type Present } from './tasks';
-import { IMAGE_INPUTS, type ArchInfo, type ImageInput, type ModelForm, type ProfileInfo, type SampleForm } from './types';
+import { archTakes, referenceSlots, taskInfo } from './tasks';
+import { IMAGE_INPUTS, type ArchInfo, type ModelForm, type ProfileInfo, type SampleForm } from './types';
 
 export const DEFAULT_QTYPE = 'qfloat8';
 const COMMON_KEYS = ['width', 'height', 'num_inference_steps', 'guidance_scale', 'num_frames', 'fps', 'duration', 'output_ext'] as const;
@@ -113,11 +113,12 @@ export function imagesFor(arch: ArchInfo, images: SampleForm['images']): SampleF
   return out;
 }
 
-/** Which inputs the form holds (asset ids; a mask painted but not uploaded yet counts). */
-export function presentInputs(sample: Pick<SampleForm, 'images'>, maskPainted = false): Present {
-  const present: Present = {};
+/** The form's input images as a dry run names them (POST /resolve reads no image): the asset ids it
+ * holds, and a mask painted but not uploaded yet as "present". */
+export function presentInputs(sample: Pick<SampleForm, 'images'>, maskPainted = false): SampleForm['images'] {
+  const present: SampleForm['images'] = {};
   for (const k of IMAGE_INPUTS) if (sample.images[k]) present[k] = sample.images[k];
-  if (maskPainted && sample.images.init_img) present.mask_img = present.mask_img ?? true;
+  if (maskPainted && sample.images.init_img) present.mask_img = present.mask_img ?? 'present';
   return present;
 }
 
@@ -128,8 +129,11 @@ export interface StreamChoice {
 
 const isSet = (v: unknown) => v !== null && v !== undefined && v !== '' && !(typeof v === 'number' && Number.isNaN(v));
 
-export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: SampleForm, requestId: string, stream: StreamChoice) {
-  // a profile names the arch, variant and weights itself; other keys override it
+/** Whether the arch takes a sample key (GET /models `fields`): what the request carries and the form shows. */
+export const takesField = (arch: ArchInfo, key: string): boolean => key in (arch.fields ?? {});
+
+/** The request's `model`: a profile names the arch, variant and weights itself; other keys override it. */
+export function requestModel(arch: ArchInfo, model: ModelForm): Record<string, unknown> {
   const m: Record<string, unknown> = model.profile ? { profile: model.profile } : { arch: arch.name };
   if (!model.profile) {
     if (model.name_or_path.trim()) m.name_or_path = model.name_or_path.trim();
@@ -143,67 +147,61 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
   if (model.low_vram) m.low_vram = true;
   const loras = lorasRequest(model.loras ?? []);
   if (loras.length) m.loras = loras;
+  return m;
+}
 
-  // the values the form shows, unchanged: formChecks.ts says what is wrong with one, and the engine's
-  // 422 names any it refuses; nothing is rounded or clamped on the way
-  const s: Record<string, unknown> = {
+/**
+ * The request's `sample`: the values the form shows, unchanged, for the keys the arch takes
+ * (formChecks.ts says what is wrong with one, and the engine's 422 names any it refuses; nothing is
+ * rounded or clamped on the way), the extras that are set, the task keys, a sampler of the arch's.
+ */
+export function requestSample(arch: ArchInfo, sample: SampleForm): Record<string, unknown> {
+  const shown: Record<string, unknown> = {
     prompt: sample.prompt,
+    negative_prompt: sample.negative_prompt,
+    width: Number(sample.width),
+    height: Number(sample.height),
     num_inference_steps: Number(sample.num_inference_steps),
     guidance_scale: Number(sample.guidance_scale),
     seed: Number(sample.seed),
+    num_frames: Number(sample.num_frames),
+    fps: Number(sample.fps),
+    duration: Number(sample.duration),
     output_ext: sample.output_ext,
   };
-  if (arch.uses_negative_prompt) s.negative_prompt = sample.negative_prompt;
-  if (arch.modality !== 'audio') {
-    s.width = Number(sample.width);
-    s.height = Number(sample.height);
-  }
-  if (arch.modality === 'video') {
-    s.num_frames = Number(sample.num_frames);
-    s.fps = Number(sample.fps);
-  }
-  if (arch.modality === 'audio') s.duration = Number(sample.duration);
+  const s: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(shown)) if (takesField(arch, key)) s[key] = value;
   for (const key of Object.keys(arch.sample_extras)) if (isSet(sample.extras[key])) s[key] = sample.extras[key];
   Object.assign(s, taskKeys(arch, sample));
   if (sample.sampler && (arch.samplers ?? []).some((x) => x.name === sample.sampler)) s.sampler = sample.sampler;
   const batch = Number(sample.batch_size);
   if (arch.batch && Number.isFinite(batch) && batch !== 1) s.batch_size = batch;
+  return s;
+}
 
+export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: SampleForm, requestId: string, stream: StreamChoice) {
   return {
-    model: m,
-    sample: s,
+    model: requestModel(arch, model),
+    sample: requestSample(arch, sample),
     request_id: requestId,
     stream: { latents: 'raw', every_n_steps: 1, max_frames: stream.maxFrames, preview: 'x0', detach: stream.detach },
   };
 }
 
 /**
- * The task keys of a request: the inputs its task takes (asset ids), `task` only when the person chose
- * one (else the engine infers the same from the inputs), `strength` where the task has one and the
- * person moved it, `resize_mode` where an init image is sized. An input the task does not take is left
- * out; inputs no task of the arch fits are sent as they are, so the engine names the field it refuses.
+ * The task keys of a request: the input images the form holds (asset ids, as they are: the engine
+ * infers the task from them and names any its task does not take), `task` only when the person chose
+ * one of the arch's, `strength`
+ * when the person moved it (the page clears it where the task the engine resolves takes none),
+ * `resize_mode` where an init image is sized.
  */
 export function taskKeys(arch: ArchInfo, sample: SampleForm): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const images = sample.images ?? {};
-  if (!arch.tasks) {
-    // an older engine: only the one control image
-    if (images.ctrl_img && arch.needs_ctrl_img) out.ctrl_img = images.ctrl_img;
-    return out;
-  }
-  const present = presentInputs(sample);
-  const task = effectiveTask(arch, sample, present);
-  const t = taskInfo(arch, task);
-  if (!t) {
-    for (const k of IMAGE_INPUTS) if (present[k]) out[k] = images[k];
-    return out;
-  }
-  if (sample.task && sample.task === t.name) out.task = t.name;
-  for (const k of inputsOf(t)) if (images[k as ImageInput]) out[k] = images[k as ImageInput];
-  if (t.strength !== null && t.strength !== undefined && sample.strength !== null && Number.isFinite(sample.strength)) {
-    out.strength = Number(sample.strength);
-  }
-  if (inputsOf(t).includes('init_img')) out.resize_mode = sample.resize_mode || 'crop';
+  for (const k of IMAGE_INPUTS) if (images[k]) out[k] = images[k];
+  if (sample.task && taskInfo(arch, sample.task)) out.task = sample.task;
+  if (sample.strength !== null && Number.isFinite(sample.strength)) out.strength = Number(sample.strength);
+  if (images.init_img) out.resize_mode = sample.resize_mode || 'crop';
   return out;
 }
 
@@ -288,10 +286,11 @@ export function sampleFormFromSettings(
   }
   const { sampler, warning } = samplerFromSettings(arch, sample.sampler);
   if (warning) warnings.push(warning);
-  // `task` stays automatic where the engine infers the same from the inputs
-  const inferred = inferTask(arch, images);
-  const task = typeof sample.task === 'string' && sample.task !== inferred && taskInfo(arch, sample.task) ? sample.task : '';
-  const t = taskInfo(arch, task || inferred);
+  // the file's task (its resolved one) is kept; the page leaves it automatic where the engine infers
+  // the same from the inputs (resolveRequest.ts withAutomaticTask). Its strength stays the task's default
+  // (null) where it is that default.
+  const t = typeof sample.task === 'string' ? taskInfo(arch, sample.task) : null;
+  const task = t?.name ?? '';
   const strength = typeof sample.strength === 'number' && t?.strength !== null && t?.strength !== undefined && sample.strength !== t.strength ? sample.strength : null;
   const batch = Number(sample.batch_size);
   const seed = Number(sample.seed);
@@ -304,7 +303,7 @@ export function sampleFormFromSettings(
     strength,
     resize_mode: str(sample.resize_mode, str(defaults.resize_mode, 'crop')),
     sampler,
-    batch_size: arch.batch && Number.isInteger(batch) && batch >= 1 ? Math.min(batch, maxBatch(arch)) : 1,
+    batch_size: arch.batch && Number.isInteger(batch) && batch >= 1 ? Math.min(batch, arch.fields?.batch_size?.max ?? batch) : 1,
   });
   return { sample: form, warnings };
 }

@@ -41,8 +41,25 @@ export interface ArchInfo {
   samplers?: SamplerInfo[];
   /** whether `sample.batch_size` > 1 is served (newer engines) */
   batch?: boolean;
-  /** the most images one request may ask for: the engine's engine.limits.max_batch (1 where it does not batch) */
-  max_batch?: number;
+  /** the sample keys it takes, each with its type, bounds and choices (the engine's limits included):
+   * what the form checks a value against and what the request carries (formChecks.ts, requestBody.ts) */
+  fields: Record<string, FieldSpec>;
+}
+
+/** One sample field of an arch (GET /models `fields`), as toolkit/config_modules.py fields_for serves it. */
+export interface FieldSpec {
+  type: 'int' | 'float' | 'str' | 'bool' | string;
+  min?: number;
+  max?: number;
+  /** the value must be more than `min` */
+  exclusive_min?: boolean;
+  multiple_of?: number;
+  /** the engine rounds a value up to `multiple_of` instead of refusing it */
+  rounded?: boolean;
+  choices?: unknown[];
+  nullable?: boolean;
+  /** a string's UTF-8 length at most */
+  max_bytes?: number;
 }
 
 /** One entry of an arch's `samplers` (GET /models): `name` is what `sample.sampler` takes. */
@@ -82,6 +99,8 @@ export interface ModelsResponse {
   profiles?: ProfileInfo[];
   /** a profile name, or a model dict like {arch, name_or_path}, or null */
   default_model?: unknown;
+  /** engine.limits (max_pixels, max_batch, ...); each arch's `fields` already include them */
+  limits?: Record<string, number>;
 }
 
 export interface PoolEntry {
@@ -211,9 +230,9 @@ export interface SampleForm {
   extras: Record<string, unknown>;
   /** input images by sample key (init_img, mask_img, ctrl_img, ctrl_img_1..3): the asset id POST /assets returned */
   images: Partial<Record<ImageInput, string | null>>;
-  /** '' = automatic: the engine infers it from the inputs */
+  /** '' = automatic: the engine infers it from the inputs (POST /resolve says which) */
   task: string;
-  /** null = the task's own default (ArchInfo tasks[].strength) */
+  /** null = the task's own default (POST /resolve says which) */
   strength: number | null;
   resize_mode: string;
   /** '' = the model's own scheduler (no `sampler` key) */

@@ -1,7 +1,8 @@
 'use client';
 // Generate: whether a request can go (the engine ready, the forms complete, no blocking note, the mask
 // not going up) and why not, and sending one: the painted mask first, then the request to the engine
-// target with the person's "keep generating when this page closes".
+// target with the person's "keep generating when this page closes" (and without a strength the task
+// the engine resolves does not take).
 import type { EngineSummary } from '@/server/engines';
 import { useStoredState } from '@/utils/useStoredState';
 import { blockingSummary, type FieldNote } from './formChecks';
@@ -11,6 +12,7 @@ import { targetJob, type EngineTarget } from './useEngines';
 import type { GenerateForms } from './useGenerateForms';
 import type { useGeneration } from './useGeneration';
 import type { useInputImages } from './useInputImages';
+import type { Resolved } from './useResolve';
 
 const newRequestId = () => `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
@@ -21,9 +23,10 @@ interface Deps {
   forms: Pick<GenerateForms, 'arch' | 'model' | 'sample'>;
   inputs: Pick<ReturnType<typeof useInputImages>, 'preparing' | 'commitMask'>;
   notes: FieldNote[];
+  resolved: Pick<Resolved, 'settle'>;
 }
 
-export function useSubmit({ engine, engines, gen, forms, inputs, notes }: Deps) {
+export function useSubmit({ engine, engines, gen, forms, inputs, notes, resolved }: Deps) {
   const [detach, setDetach] = useStoredState<boolean>('aitk.generate.detach', true);
   const { arch, model, sample } = forms;
   const job = engine.job;
@@ -44,6 +47,11 @@ export function useSubmit({ engine, engines, gen, forms, inputs, notes }: Deps) 
     } catch (err) {
       gen.fail(`The mask could not be uploaded: ${(err as Error).message}`);
       return;
+    }
+    // a strength the task the engine resolves does not take stays out (useResolve.ts drops it from the form too)
+    if (s.strength !== null) {
+      const answer = await resolved.settle().catch(() => null);
+      if (answer?.task && answer.strength === null) s = { ...s, strength: null };
     }
     const body = buildGenerateBody(arch, model, s, newRequestId(), { detach, maxFrames: 8 });
     const to = targetJob(engines.target, engines.engines, { id: job.id, name: job.name });
