@@ -1,4 +1,4 @@
-"""Model profiles: named, local model configurations (seed 003), in TOML or YAML.
+"""Model profiles: named, local model configurations (docs/configuration.md, "Profiles"), in TOML or YAML.
 
     default_model = "krea2-turbo"
     [generation]                       # sample defaults for every profile (below a request, above a profile)

@@ -57,7 +57,7 @@ FORMAT_NAME = "comfy_scaled_fp8"
 #                                    reference constants                                        #
 # --------------------------------------------------------------------------------------------- #
 
-# Krea 2 (seed 003's table, the official/ComfyUI defaults), in Krea2Transformer2DModel terms:
+# Krea 2 (the official/ComfyUI defaults), in Krea2Transformer2DModel terms:
 # features 6144 = 48 heads x 128, 12 KV heads, 28 blocks, MLP multiplier 4 (SwiGLU width
 # int(2*6144/3)*4 rounded up to 128 = 16384), timestep width 256, text width 2560 with 12 layers,
 # text-fusion 20/20 heads (SwiGLU 6912), patch 2 x 16 latent channels = 64 inputs, RoPE theta 1000.

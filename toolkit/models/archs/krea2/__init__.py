@@ -2,7 +2,7 @@
 and Qwen3-VL text encoder, original-key Qwen Image VAE, a Qwen2 tokenizer folder) given as
 `model.components` or through a profile.
 
-Sampling follows seed 003 / the official recipe: the exponential timestep shift
+Sampling follows the official recipe: the exponential timestep shift
 shifted(t) = e^mu / (e^mu + (1/t - 1)) on a uniform grid from 1 to 0, with mu pinned at 1.15 for
 turbo and interpolated from the image-token count for raw (y1 = shift_y1 at 256 tokens,
 y2 = shift_y2 at 6400); guidance v = v_c + g * (v_c - v_u), on only when g > 0, so turbo at
