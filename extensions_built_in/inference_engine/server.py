@@ -169,7 +169,7 @@ def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False
     @app.get("/inspect/{profile}", dependencies=[Depends(require_token)], responses=errors(404))
     def inspect_profile(profile: str):
         """A profile's component files, from their safetensors headers only."""
-        from toolkit.inspect import inspect_profile as inspect
+        from toolkit.file_report import inspect_profile as inspect
         if profile not in engine.profiles.profiles:
             raise ApiError(404, "profile", f"unknown profile {profile!r}")
         return inspect(engine.profiles.get(profile))

@@ -258,19 +258,13 @@ class BaseModel:
     # on the CPU). Denoise: the narrowest denoiser here (SD1/SDXL's UNet, 320 channels at latent
     # resolution; every transformer has more features per latent position) holding its residual
     # and attention q, k, v; classifier-free guidance's doubled batch is not counted. Decode: the
-    # VAE decoder's last stage at output resolution (`features` per pixel, DECODE_FEATURES by VAE
-    # class), a conv's input and output, for f frames at once (video VAEs decode one latent frame,
-    # `temporal` output frames, at a time), plus the F decoded frames. P * C * b: the latents.
+    # VAE decoder's last stage at output resolution (`features` per pixel, the arch row's
+    # decode_features), a conv's input and output, for f frames at once (video VAEs decode one
+    # latent frame, `temporal` output frames, at a time), plus the F decoded frames. P * C * b: the
+    # latents.
     DENOISER_FEATURES = 320
     DENOISER_LIVE = 4
     DECODE_LIVE = 2
-    DECODE_FEATURES = {          # VAE class -> decoder features per output pixel at its last stage
-        "AutoencoderKL": 128, "AutoencoderKLFlux2": 128, "AutoencoderDC": 128, "AutoencoderKLHunyuanVideo": 128,
-        "AutoencoderKLQwenImage": 96,
-        "AutoencoderKLWan": 64,           # Wan 2.1: 96 at full size; Wan 2.2 5B: 256 at half size (patch 2)
-        "AutoencoderKLLTXVideo": 8,       # patch 4: 128 features at a quarter of the size
-    }
-    DEFAULT_DECODE_FEATURES = 128
 
     @classmethod
     def decode_features(cls, spec) -> int:
@@ -278,7 +272,7 @@ class BaseModel:
         vae = next((c for c in spec.components if c.kind == VAE), None)
         if vae is None or spec.modality == "audio":
             return 0
-        return cls.DECODE_FEATURES.get(vae.cls.rpartition(":")[2], cls.DEFAULT_DECODE_FEATURES)
+        return spec.decode_features
 
     @classmethod
     def estimate_activation_bytes(cls, model_config, gen: GenerateImageConfig, device: str = "cpu",

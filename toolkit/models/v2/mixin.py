@@ -347,7 +347,7 @@ def aitk(cls: type) -> type:
 # -- helpers ------------------------------------------------------------------------------------
 def _import_class(library: str, name: str):
     """A class named in model_index.json: a library ("diffusers", "transformers") or, as diffusers
-    writes for pipeline-local modules, a pipeline package name ("ace_step")."""
+    writes for pipeline-local modules, a pipeline package's name (ACE-Step's, diffusers.pipelines.ace_step)."""
     for module_name in (library, f"diffusers.pipelines.{library}"):
         try:
             module = __import__(module_name, fromlist=[name])
