@@ -24,7 +24,7 @@ QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2"
 
 @dataclass(frozen=True)
 class LoraRef:
-    """One LoRA a request applies, unmerged, on the resident model (toolkit/models/lora.py)."""
+    """One LoRA a request applies, unmerged, on the resident model (toolkit/models/lora_adapters.py)."""
     path: str
     scale: float = 1.0
     name: str | None = None                # display name (default: the file's basename)

@@ -279,14 +279,14 @@ def _tokenizer_entry(path: str, root: str) -> dict:
 
 
 def _lora_entry(path: str, root: str) -> dict:
-    from toolkit import lora_files
+    from toolkit import lora_headers
     from toolkit.models.formats.safetensors_header import HeaderError
     entry = {"name": os.path.relpath(path, root).replace(os.sep, "/"), "source": "folder",
              "path": os.path.abspath(path), "repo": None, "kind": "lora", "arch": None, "variant": None,
              "role": None, "dtype": None, "format": None, "bytes": _bytes(path), "complete": True, "missing": [],
              "model": None}
     try:
-        d = lora_files.describe(path)
+        d = lora_headers.describe(path)
         entry.update(arch=d["arch"], format=d["format"])
     except (HeaderError, OSError) as e:
         entry.update(complete=False, missing=[str(e)])

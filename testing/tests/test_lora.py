@@ -1,4 +1,4 @@
-"""LoRAs as unmerged adapters switched on a resident model (toolkit/models/lora.py): the output of a
+"""LoRAs as unmerged adapters switched on a resident model (toolkit/models/lora_adapters.py): the output of a
 request equals diffusers' own pipeline with the same adapters set; switching loads no component and
 only new adapter files; no LoRA is bit for bit a fresh load; a fuse is undone exactly; bad files are
 refused naming the field and leave the engine serving; quantized and scaled-FP8 models take them."""

@@ -11,7 +11,7 @@ import torch
 
 from extensions_built_in.inference_engine.engine import Engine
 from extensions_built_in.inference_engine.engine_settings import EngineSettings
-from extensions_built_in.inference_engine.limits import Limits
+from extensions_built_in.inference_engine.admission import Limits
 from testing.engine_client import InProcessEngine
 from toolkit.config_modules import GenerateImageConfig
 from toolkit.errors import ConfigError

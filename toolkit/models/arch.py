@@ -262,7 +262,7 @@ LORA_FORMATS = ("peft", "kohya", "comfyui")
 
 @dataclass(frozen=True)
 class Lora:
-    """The LoRA files an arch takes (toolkit/lora_files.py lists them, toolkit/models/tiny/loras.py writes
+    """The LoRA files an arch takes (toolkit/lora_headers.py lists them, toolkit/models/tiny/loras.py writes
     tiny ones). `formats`: the file layouts diffusers' loader for the arch's pipeline converts (peft:
     diffusers/PEFT keys; kohya: `lora_unet_…` with `.alpha` and `ss_*` metadata; comfyui:
     `diffusion_model.` + original-checkpoint keys); a file in another layout is refused. `modules` is
@@ -270,7 +270,7 @@ class Lora:
     name: (in, out)}), the layers a tiny LoRA trains, named as `fmt` names them (dotted; kohya's
     underscores are the writer's). `comfy_keys`: the down/up names its ComfyUI files use; `alpha`: the
     formats whose files may carry `.alpha` scalars; `text_encoders`: kohya prefix -> text encoder role.
-    `markers`: regexes over a file's keys that point at this arch (toolkit/lora_files.guess_arch)."""
+    `markers`: regexes over a file's keys that point at this arch (toolkit/lora_headers.guess_arch)."""
     formats: tuple = ("peft",)
     modules: str = ""
     comfy_keys: tuple = ("lora_A", "lora_B")

@@ -162,14 +162,14 @@ class BaseModel:
         self.print_and_status_update(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
 
-    # -- LoRA: adapters switched on the resident modules (toolkit/models/lora.py) ---------------------
+    # -- LoRA: adapters switched on the resident modules (toolkit/models/lora_adapters.py) ---------------------
     def apply_loras(self, model_config, pool=None, status=None):
         """Set the LoRA state `model_config` asks for (its loras, lora_fuse; the rest must be this
         holder's). `pool` keeps the adapter books and the warm ones; without one, inactive adapters
         are deleted. Afterwards the holder's configs (what files record) carry these LoRAs."""
-        from toolkit.models import lora
+        from toolkit.models import lora_adapters
 
-        lora.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
+        lora_adapters.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
                    status=status or self.print_and_status_update,
                    fields=[model_config.lora_key(i) for i in range(len(model_config.loras))])
         fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
@@ -359,7 +359,7 @@ class BaseModel:
         conditioning component has no identity (not loaded through the funnel)."""
         import torch
 
-        from toolkit.models.lora import adapter_key
+        from toolkit.models.lora_adapters import adapter_key
 
         roles = {c.role for c in self.components if c.kind in (TEXT_ENCODER, TOKENIZER, PROCESSOR)}
         parts, lora_held = [], False
