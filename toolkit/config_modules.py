@@ -241,7 +241,7 @@ class GenerateImageConfig(Settings):
     resize_mode: str = setting("crop", choices=RESIZE_MODES)   # input images to the request size (A1111's 0, 1, 2)
     sampler: str | None = None       # a scheduler from the arch family's table (None: the model's own)
     batch_size: int = setting(1, min=1)   # images made in one pass (seed + i each)
-    cache: dict | None = None        # step cache for this request (toolkit/models/step_cache.py); not model identity
+    cache: dict | str | None = None  # step cache for this request (toolkit/models/step_cache.py); not model identity
     output_ext: str = ""
     extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
     warnings: tuple = ()             # adjustments made while validating (shown to the user)

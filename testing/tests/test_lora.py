@@ -166,9 +166,10 @@ def test_without_a_budget_no_inactive_adapter_stays(tiny, files):
 def test_load_route_applies_loras(tiny, files):
     sent = []
     eng = WorkerCore(sent.append)
-    eng.load({"arch": "zimage", "name_or_path": tiny("zimage"), "loras": [{"path": files["a"], "name": "style"}]})
+    eng.load(ModelConfig.from_dict({"arch": "zimage", "name_or_path": tiny("zimage"),
+                                    "loras": [{"path": files["a"], "name": "style"}]}))
     assert [(e["name"], e["active"]) for e in eng.pool.stats()["adapters"]] == [("style", True)]
-    assert eng.state().active["loras"][0]["name"] == "style"
+    assert eng.state().active.loras[0].name == "style"
     assert any("loading LoRA style" in getattr(msg, "text", "") or "loading LoRA style" in str(msg) for msg in sent)
 
 
