@@ -43,8 +43,9 @@ def main(argv=None) -> int:
     model = {"arch": "krea2", "variant": args.variant, "local_only": True,
              "components": {"transformer": args.diffusion_model, "text_encoder": args.text_encoder,
                             "vae": args.vae, "tokenizer": args.tokenizer}}
-    mc, gen = resolve_request(model, {"prompt": "a fox walking through fresh snow, golden hour, 35mm photo",
+    _work = resolve_request(model, {"prompt": "a fox walking through fresh snow, golden hour, 35mm photo",
                                       "width": 1024, "height": 1024, "seed": args.seed})
+    mc, gen = _work.model, _work.sample
     if args.variant == "turbo":
         assert (gen.num_inference_steps, gen.guidance_scale, gen.extras["mu"]) == (8, 0.0, 1.15)
     if args.device.startswith("cuda"):

@@ -24,7 +24,7 @@ QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2"
 
 @dataclass(frozen=True)
 class LoraRef:
-    """One LoRA a request applies, unmerged, on the resident model (toolkit/models/lora.py)."""
+    """One LoRA a request applies, unmerged, on the resident model (toolkit/models/lora_adapters.py)."""
     path: str
     scale: float = 1.0
     name: str | None = None                # display name (default: the file's basename)
@@ -241,7 +241,7 @@ class GenerateImageConfig(Settings):
     resize_mode: str = setting("crop", choices=RESIZE_MODES)   # input images to the request size (A1111's 0, 1, 2)
     sampler: str | None = None       # a scheduler from the arch family's table (None: the model's own)
     batch_size: int = setting(1, min=1)   # images made in one pass (seed + i each)
-    cache: dict | None = None        # step cache for this request (toolkit/models/step_cache.py); not model identity
+    cache: dict | str | None = None  # step cache for this request (toolkit/models/step_cache.py); not model identity
     output_ext: str = ""
     extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
     warnings: tuple = ()             # adjustments made while validating (shown to the user)

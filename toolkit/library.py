@@ -270,7 +270,7 @@ def _attach_extras(entries: list):
 
 
 def _tokenizer_entry(path: str, root: str) -> dict:
-    from toolkit.inspect import inspect_tokenizer
+    from toolkit.file_report import inspect_tokenizer
     report = inspect_tokenizer(path)
     return {"name": os.path.relpath(path, root).replace(os.sep, "/"), "source": "folder",
             "path": os.path.abspath(path), "repo": None, "kind": "component", "arch": None, "variant": None,
@@ -279,14 +279,14 @@ def _tokenizer_entry(path: str, root: str) -> dict:
 
 
 def _lora_entry(path: str, root: str) -> dict:
-    from toolkit import lora_files
+    from toolkit import lora_headers
     from toolkit.models.formats.safetensors_header import HeaderError
     entry = {"name": os.path.relpath(path, root).replace(os.sep, "/"), "source": "folder",
              "path": os.path.abspath(path), "repo": None, "kind": "lora", "arch": None, "variant": None,
              "role": None, "dtype": None, "format": None, "bytes": _bytes(path), "complete": True, "missing": [],
              "model": None}
     try:
-        d = lora_files.describe(path)
+        d = lora_headers.describe(path)
         entry.update(arch=d["arch"], format=d["format"])
     except (HeaderError, OSError) as e:
         entry.update(complete=False, missing=[str(e)])
@@ -298,7 +298,7 @@ def _walk(folder: str, root: str, tree, kind_hint: str | None, depth: int = 0, s
     the kind): diffusers folders (not descended), tokenizer folders, .safetensors and .gguf files. An entry
     whose real path leaves `root` (a link out of the model folder) is skipped, as a request naming it is
     refused (engine.model_roots); a folder reached twice (a link loop) is walked once."""
-    from toolkit.inspect import TOKENIZER_FILES
+    from toolkit.file_report import TOKENIZER_FILES
     top = os.path.realpath(root)
     seen = set() if seen is None else seen
     real = os.path.realpath(folder)
@@ -349,7 +349,7 @@ def scan_profiles(profiles) -> list:
         dtype, fmt = None, None
         denoiser = next((p.components[r] for r in ("transformer", "unet") if r in p.components), None)
         if denoiser and os.path.isfile(denoiser):
-            from toolkit.inspect import inspect_file
+            from toolkit.file_report import inspect_file
             fmt = inspect_file(denoiser).get("format")
         elif p.checkpoint and os.path.isdir(p.checkpoint):
             from toolkit.models.registry import ARCHS

@@ -31,8 +31,8 @@ def _dtype(counts: dict) -> str | None:
 
 
 def file_entry(path: str, root: str, hint: str | None) -> dict:
-    """A .safetensors file: what the detector says it is (else the older layout table of toolkit/inspect.py)."""
-    from toolkit.inspect import inspect_file
+    """A .safetensors file: what the detector says it is (else the older layout table of toolkit/file_report.py)."""
+    from toolkit.file_report import inspect_file
     from toolkit.models.registry import ARCHS
     report = inspect_file(path)
     rel = os.path.relpath(path, root).replace(os.sep, "/")

@@ -1,10 +1,10 @@
-"""Model profiles: named, local model configurations (seed 003), in TOML or YAML.
+"""Model profiles: named, local model configurations (docs/configuration.md, "Profiles"), in TOML or YAML.
 
     default_model = "krea2-turbo"
     [generation]                       # sample defaults for every profile (below a request, above a profile)
     width = 1024
     [model_profiles.krea2-turbo]
-    architecture = "krea2"
+    architecture = "krea-2"            # an arch, or another name its row declares (ArchSpec.aliases)
     variant = "turbo"
     diffusion_model = "/models/krea2_turbo_fp8_scaled.safetensors"
     text_encoder = "/models/qwen3vl_4b_fp8_scaled.safetensors"
@@ -32,7 +32,14 @@ COMPONENT_KEYS = ("diffusion_model", "text_encoder", "text_encoder_2", "text_enc
 def component_role(arch: str, key: str) -> str:
     """The arch's component a profile key names: `diffusion_model` is its denoiser (transformer or unet)."""
     return ARCHS[arch].denoiser_roles[0] if key == "diffusion_model" else key
-ARCH_ALIASES = {"z-image": "zimage", "krea-2": "krea2"}
+
+
+def arch_named(name: str) -> str:
+    """The arch a profile's `architecture` names: its own name, or an alias its row declares (else
+    `name` itself, which then is no arch)."""
+    if name in ARCHS:
+        return name
+    return next((a for a in ARCHS if name in ARCHS[a].aliases), name)
 SAMPLE_ALIASES = {"steps": "num_inference_steps", "cfg": "guidance_scale", "cfg_scale": "guidance_scale"}
 TOP_KEYS = ("default_model", "generation", "model_profiles")
 
@@ -147,7 +154,7 @@ def _validate(data: dict, path: str) -> Profiles:
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("model_profiles", "a profile name is empty")
         check_keys(p, PROFILE_KEYS, where, required=("architecture",))
-        arch = ARCH_ALIASES.get(p["architecture"], p["architecture"])
+        arch = arch_named(p["architecture"])
         if arch not in ARCHS:
             raise ConfigError(f"{where}.architecture", f"unknown architecture {p['architecture']!r} "
                               f"(known: {', '.join(sorted(ARCHS))})")

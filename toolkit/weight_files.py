@@ -3,7 +3,7 @@ malformed one is a ConfigError naming the request key and the file's basename (t
 where a file lies), a 422 instead of a request that fails in the worker. Plain file I/O, no torch.
 
 Files are checked when a request names them directly: `name_or_path` or `extras_name_or_path` as a
-single file, `components.<role>` (LoRAs: lora_files.check_lora, the same check). Files inside a
+single file, `components.<role>` (LoRAs: lora_headers.check_lora, the same check). Files inside a
 folder or a hub snapshot are the load funnel's to check, when the worker opens them
 (toolkit/models/v2/mixin.py). Other files (GGUF, a tokenizer file) are left to their readers.
 """

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from extensions_built_in.inference_engine import batching
 from extensions_built_in.inference_engine import joblog
-from extensions_built_in.inference_engine import limits as lim
+from extensions_built_in.inference_engine import admission as lim
 from extensions_built_in.inference_engine import lora_folder as loras
 from extensions_built_in.inference_engine import messages as m
 from extensions_built_in.inference_engine.metrics import EngineMetrics
@@ -354,7 +354,7 @@ class Engine:
         lim.check_batch(self.limits, count)
 
     def asset_upload(self) -> lim.AssetUpload:
-        """An upload's share of engine.limits.max_asset_bytes (a context manager; see limits.py)."""
+        """An upload's share of engine.limits.max_asset_bytes (a context manager; see admission.py)."""
         return self.assets.upload()
 
     def resolve_asset(self, value: str, field: str = "sample.ctrl_img") -> str:

@@ -4,7 +4,7 @@ it (or its fields as keywords, as the tests build engines), and docs/configurati
 import os
 from dataclasses import dataclass
 
-from extensions_built_in.inference_engine.limits import Limits
+from extensions_built_in.inference_engine.admission import Limits
 from extensions_built_in.inference_engine.queue_policy import POLICIES
 from toolkit.config_modules import DTYPES
 from toolkit.errors import ConfigError
@@ -29,7 +29,7 @@ class EngineSettings(Settings):
     docs: bool = setting(False, doc="serve /openapi.json (behind the token)")
     worker: str = setting("process", choices=("process", "thread"),
                           doc="process: generation in a supervised child process; thread: in this one")
-    limits: Limits = setting(default_factory=Limits, doc="what one request may ask (limits.py)")
+    limits: Limits = setting(default_factory=Limits, doc="what one request may ask (admission.py)")
     lora_folder: str | None = setting(None, doc="where relative LoRA paths point")
     cond_cache_mb: float = setting(256.0, min=0, doc="prompt embeddings kept across requests (0: off)")
     prefetch: bool = setting(True, doc="read the next queued model's components while a request samples")

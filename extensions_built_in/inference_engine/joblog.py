@@ -3,7 +3,7 @@
 loads, evictions and LoRA adapter loads are read from the difference between two of the worker's
 State messages (its pool's counters and entries), the only thing that reaches the engine about them.
 
-Lines (README.md, "The job log"):
+Lines (docs/engine.md, "The job log"):
   request <id> <status> <arch> <model> <W>x<H> <steps> steps <seconds>s prompt="<first 60 chars>" [...]
   load <arch> <model> <bytes> bytes <seconds>s pool hits <n> misses <n> [for request <id>]
   evict <role> <class> <bytes> bytes (memory|released)

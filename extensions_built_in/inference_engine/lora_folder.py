@@ -1,10 +1,10 @@
 """The engine's LoRA folder (`engine.lora_folder`): requests name LoRA files relative to it, GET /loras
 and A1111's /sdapi/v1/loras list it, and `<lora:name:weight>` in an A1111 prompt picks from it.
-Listing reads headers only (toolkit/lora_files.py): this process never imports torch."""
+Listing reads headers only (toolkit/lora_headers.py): this process never imports torch."""
 import os
 import re
 
-from toolkit import lora_files
+from toolkit import lora_headers
 from toolkit.errors import ConfigError
 
 # A1111's extra-network syntax: <lora:name> or <lora:name:weight> (a further :arg, the text-encoder
@@ -59,7 +59,7 @@ def check_files(mc):
     the request is queued: an unreadable, truncated or other arch's file is a ConfigError naming its key."""
     for i, ref in enumerate(mc.loras):
         try:
-            lora_files.check_lora(os.path.expanduser(ref.path), mc.arch)
+            lora_headers.check_lora(os.path.expanduser(ref.path), mc.arch)
         except ValueError as e:                    # HeaderError is one
             raise ConfigError(mc.lora_key(i), str(e).replace(os.path.expanduser(ref.path), os.path.basename(ref.path))) from None
 
@@ -68,7 +68,7 @@ def listing(folder: str | None, arch: str | None = None, metadata: bool = False)
     """GET /loras: every LoRA file of the folder, described from its header. With `arch`, the files
     guessed to be that arch's and those no arch claims (a guess can miss; a client shows them as
     unknown rather than hiding a LoRA that may work); unreadable files are always listed."""
-    loras = lora_files.list_loras(folder, metadata) if folder and os.path.isdir(folder) else []
+    loras = lora_headers.list_loras(folder, metadata) if folder and os.path.isdir(folder) else []
     if arch is not None:
         loras = [d for d in loras if d.get("arch") in (arch, None)]
     return {"folder": display(folder), "loras": loras}
@@ -90,7 +90,7 @@ def parse_prompt(prompt: str, folder: str | None, field: str = "prompt") -> tupl
         except ValueError:
             raise ConfigError(field, f"<lora:{name}:{weight}>: the weight must be a number") from None
         try:
-            rel = lora_files.find_lora(folder, name)
+            rel = lora_headers.find_lora(folder, name)
         except LookupError as e:
             raise ConfigError(field, f"<lora:{name}>: {e}") from None
         entry = found.setdefault(rel, {"path": rel, "scale": 0.0})

@@ -310,8 +310,9 @@ def test_cancel_leaves_holder_reusable(arch, tiny, tmp_path):
     from toolkit.request import resolve_request
 
     spec = ARCHS[arch]
-    mc, gen = resolve_request({"arch": arch, "name_or_path": tiny(arch)},
+    _work = resolve_request({"arch": arch, "name_or_path": tiny(arch)},
                               _sample(arch, tmp_path, num_inference_steps=3, output_ext=spec.defaults.output_ext))
+    mc, gen = _work.model, _work.sample
     cancel_at, out = {}, []
 
     def emit(msg):

@@ -116,7 +116,7 @@ def test_batch_size_must_be_a_positive_integer():
 
 
 def test_memory_preflight_counts_the_batch():
-    from extensions_built_in.inference_engine.limits import check_memory
+    from extensions_built_in.inference_engine.admission import check_memory
     from toolkit.models.base_model import BaseModel
 
     mc = ModelConfig.from_dict({"arch": "sdxl", "name_or_path": "x/y"})

@@ -174,7 +174,7 @@ def test_scaled_mm_path_on_a_converted_file(tiny, tmp_path, reference):
 
 
 def test_inspection_and_library_show_arch_and_format(tiny, tmp_path):
-    from toolkit.inspect import inspect_file
+    from toolkit.file_report import inspect_file
     from toolkit.library import scan_folder
     info = write_comfy_fp8("wan21", tiny("wan21"), tmp_path / "diffusion_models" / "wan_fp8_scaled.safetensors")
     report = inspect_file(info["path"])
@@ -187,7 +187,7 @@ def test_inspection_and_library_show_arch_and_format(tiny, tmp_path):
 
 
 def test_refused_formats_say_why_in_inspection(tiny, tmp_path):
-    from toolkit.inspect import inspect_file
+    from toolkit.file_report import inspect_file
     src = write_comfy_fp8("ltx", tiny("ltx"), tmp_path / "ok.safetensors")["path"]
 
     def edit(tensors, metadata):

@@ -223,13 +223,14 @@ def test_every_format_carries_its_request(holders, tmp_path, arch, ext):
     meta = media.read_metadata(data)
     back = settings_from_metadata(meta)
     assert back["source"] == SETTINGS_KEY and back["warnings"] == []
-    assert back["sample"] == gen.to_dict() and back["sample"]["seed"] == rec["seed"] >= 0   # the seed used
+    assert back["sample"] == {**gen.to_dict(), "seed": rec["seed"]} and rec["seed"] >= 0   # the seed used
     assert back["model"] == _request_model(mc)
-    mc2, gen2 = resolve_request(back["model"], back["sample"])      # ready to POST: resolves to the same request
-    assert mc2 == mc and gen2.to_dict() == gen.to_dict()
+    _work = resolve_request(back["model"], back["sample"])
+    mc2, gen2 = _work.model, _work.sample      # ready to POST: resolves to the same request
+    assert mc2 == mc and gen2.to_dict() == {**gen.to_dict(), "seed": rec["seed"]}
     # other readers see the same text (mp4 and audio carry the JSON only)
     text, js = _other_readers(rec["path"], ext)
-    assert js == meta[SETTINGS_KEY] and json.loads(js)["sample"] == gen.to_dict()
+    assert js == meta[SETTINGS_KEY] and json.loads(js)["sample"] == {**gen.to_dict(), "seed": rec["seed"]}
     assert text == meta["parameters"]
     if ext in ("png", "jpg", "webp"):
         assert parse_a1111(text)["Seed"] == str(rec["seed"])

@@ -343,7 +343,8 @@ tokenizer = "{folder}/tokenizer"
     prof = load_profiles(str(tmp_path / "p.toml"))
     reference = load({"arch": "flux", "name_or_path": folder})
     for name in ("flux-alone", "flux-files", "flux-aio"):
-        mc, _ = resolve_request({"profile": name}, {}, prof)
+        _work = resolve_request({"profile": name}, {}, profiles=prof)
+        mc, _ = _work.model, _work.sample
         holder = get_model_class(mc.arch)(mc, device="cpu").load_model()
         for role in ("transformer", "text_encoder", "text_encoder_2", "vae"):
             a, b = holder.loaded[role].state_dict(), reference.loaded[role].state_dict()

@@ -68,6 +68,22 @@ def test_layouts_round_trip_and_match_diffusers_converters(arch, tiny):
         assert set(conv) == set(sd) and all(torch.equal(conv[k], sd[k]) for k in sd)
 
 
+def test_rows_of_one_denoiser_class_read_its_gguf_files_alike():
+    """The reader knows the denoiser's class, not the arch: every row whose denoiser is that class
+    declares the same `gguf` row (or none does)."""
+    from toolkit.models.arch import DENOISER
+    from toolkit.models.formats.gguf_layouts import readable
+    from toolkit.models.registry import ARCHS as ROWS
+    by_class = {}
+    for a in ROWS:
+        for c in ROWS[a].components:
+            if c.kind == DENOISER:
+                by_class.setdefault(c.cls, []).append(ROWS[a].gguf)
+    assert all(all(g == rows[0] for g in rows) for rows in by_class.values()), by_class
+    assert {c for c, rows in by_class.items() if rows[0] is not None} == set(readable())
+    assert {ROWS[a].component("transformer").cls for a in ARCHS} == set(readable())
+
+
 def test_flux_layout_matches_diffusers_at_real_width():
     """At FLUX.1's width diffusers' own converter and ours give the same keys and shapes (meta tensors)."""
     from diffusers import FluxTransformer2DModel
@@ -117,7 +133,7 @@ def test_files_carry_the_real_layout_and_types(made):
 def test_a_lumina2_file_without_z_image_keys_is_not_taken_for_z_image(tmp_path):
     import gguf
 
-    from toolkit.inspect import inspect_file
+    from toolkit.file_report import inspect_file
     w = gguf.GGUFWriter(path=None, arch="lumina2")
     w.add_tensor("cap_embedder.1.weight", np.zeros((8, 8), np.float32))
     w.write_header_to_file(path=str(tmp_path / "lumina.gguf"))
@@ -251,7 +267,7 @@ def test_inspect_and_library_describe_gguf_files_without_torch(made, tmp_path):
     root = tmp_path / "models"
     (root / "diffusion_models").mkdir(parents=True)
     shutil.copy(made["flux"]["files"]["Q4_K"], root / "diffusion_models" / "flux1-tiny-Q4_K.gguf")
-    code = ("import json, sys; from toolkit.inspect import inspect_file; from toolkit.library import scan_folder;"
+    code = ("import json, sys; from toolkit.file_report import inspect_file; from toolkit.library import scan_folder;"
             f"r = inspect_file({str(root / 'diffusion_models' / 'flux1-tiny-Q4_K.gguf')!r});"
             f"e = scan_folder({str(root)!r});"
             "print(json.dumps([r['summary'], e[0]['arch'], e[0]['format'], e[0]['role'], 'torch' in sys.modules]))")

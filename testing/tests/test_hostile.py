@@ -320,7 +320,7 @@ def test_listings_never_leave_their_folder_whatever_the_links(tiny, tmp_path):
 
     from hypothesis import HealthCheck, given, settings, strategies as st
 
-    from toolkit import library, lora_files
+    from toolkit import library, lora_headers
 
     lora = tmp_path / "one.safetensors"
     write_tiny_lora("zimage", tiny("zimage"), lora)
@@ -358,7 +358,7 @@ def test_listings_never_leave_their_folder_whatever_the_links(tiny, tmp_path):
                 os.symlink(outside, name, target_is_directory=True)
         top = os.path.realpath(root)
         listed = [os.path.join(root, e["path"]) if not os.path.isabs(e.get("path", "")) else e["path"]
-                  for e in lora_files.list_loras(root)]
+                  for e in lora_headers.list_loras(root)]
         entries = library.scan_folder(root)
         for path in listed + [e["path"] for e in entries]:
             assert os.path.realpath(path).startswith(top + os.sep), path

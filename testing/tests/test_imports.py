@@ -105,8 +105,8 @@ def test_registry_rows_load_without_torch():
             "from toolkit.models.registry import ARCHS\n"
             "rows = [ARCHS[a].public() for a in ARCHS]\n"
             "json.dumps(rows)\n"
-            "import toolkit.inspect, toolkit.profiles, toolkit.config_modules\n"
-            "toolkit.inspect.architectures()\n"
+            "import toolkit.file_report, toolkit.profiles, toolkit.config_modules\n"
+            "toolkit.file_report.architectures()\n"
             "heavy = sorted(m for m in ('torch', 'diffusers', 'transformers') if m in sys.modules)\n"
             "print(len(rows), heavy)\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -201,8 +201,9 @@ def test_task_switch_loads_nothing_and_leaves_the_loaded_pipeline(tiny, tmp_path
     init, mask = input_image(tmp_path / "init.png", 80, 56), input_mask(tmp_path / "mask.png", 64, 64)
 
     def run(rid, **sample):
-        mc, gen = resolve_request(model, {"prompt": "a test", "width": 64, "height": 64, "seed": 3,
+        _work = resolve_request(model, {"prompt": "a test", "width": 64, "height": 64, "seed": 3,
                                           "num_inference_steps": 4, **sample})
+        mc, gen = _work.model, _work.sample
         core.run(run_message(rid, mc.to_dict(), gen.to_dict(), str(tmp_path / f"{rid}.png"), None))
         done = next(x for x in reversed(out) if isinstance(x, m.Done) and x.request_id == rid)
         assert done.status == "ok", done.error

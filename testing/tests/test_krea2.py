@@ -234,7 +234,8 @@ def test_local_only_never_calls_the_hub(kfiles, monkeypatch, tmp_path):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     prof = load_profiles(kfiles["profiles"])
     from toolkit.request import resolve_request
-    mc, gen = resolve_request("krea2-turbo", {"prompt": "x", "num_inference_steps": 1}, prof)
+    _work = resolve_request("krea2-turbo", {"prompt": "x", "num_inference_steps": 1}, profiles=prof)
+    mc, gen = _work.model, _work.sample
     holder = get_model_class("krea2")(mc).load_model()
     holder.generate_single(gen)
     assert not calls

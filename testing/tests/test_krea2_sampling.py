@@ -1,4 +1,4 @@
-"""Krea 2 sampling formulas (seed 003): the timestep shift and mu. Model-level checks (guidance,
+"""Krea 2 sampling formulas (the official recipe): the timestep shift and mu. Model-level checks (guidance,
 CFG-0 encoding, prefix boundary) are in test_krea2.py."""
 import math
 

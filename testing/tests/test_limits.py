@@ -13,7 +13,7 @@ from extensions_built_in.inference_engine import protocol
 from extensions_built_in.inference_engine import worker as worker_module
 from extensions_built_in.inference_engine.compat import compat_routes
 from extensions_built_in.inference_engine.engine import Engine, QueueFull, Subscriber
-from extensions_built_in.inference_engine.limits import AssetBudget, Limits
+from extensions_built_in.inference_engine.admission import AssetBudget, Limits
 from extensions_built_in.inference_engine.worker import Faults
 from testing.engine_client import EngineClient, InProcessEngine
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
@@ -96,7 +96,7 @@ def test_too_many_frames_are_refused(eng):
 
 def test_limits_do_not_refuse_ordinary_requests():
     """Every arch's own defaults (and the tiny samples the suite runs) pass the default limits."""
-    from extensions_built_in.inference_engine.limits import check_request
+    from extensions_built_in.inference_engine.admission import check_request
     for arch, spec in ARCHS.items():
         mc = ModelConfig.from_dict({"arch": arch, "name_or_path": "x"})
         d = spec.sample_defaults(mc.variant)

@@ -1,4 +1,4 @@
-"""LoRAs as unmerged adapters switched on a resident model (toolkit/models/lora.py): the output of a
+"""LoRAs as unmerged adapters switched on a resident model (toolkit/models/lora_adapters.py): the output of a
 request equals diffusers' own pipeline with the same adapters set; switching loads no component and
 only new adapter files; no LoRA is bit for bit a fresh load; a fuse is undone exactly; bad files are
 refused naming the field and leave the engine serving; quantized and scaled-FP8 models take them."""
@@ -166,9 +166,10 @@ def test_without_a_budget_no_inactive_adapter_stays(tiny, files):
 def test_load_route_applies_loras(tiny, files):
     sent = []
     eng = WorkerCore(sent.append)
-    eng.load({"arch": "zimage", "name_or_path": tiny("zimage"), "loras": [{"path": files["a"], "name": "style"}]})
+    eng.load(ModelConfig.from_dict({"arch": "zimage", "name_or_path": tiny("zimage"),
+                                    "loras": [{"path": files["a"], "name": "style"}]}))
     assert [(e["name"], e["active"]) for e in eng.pool.stats()["adapters"]] == [("style", True)]
-    assert eng.state().active["loras"][0]["name"] == "style"
+    assert eng.state().active.loras[0].name == "style"
     assert any("loading LoRA style" in getattr(msg, "text", "") or "loading LoRA style" in str(msg) for msg in sent)
 
 

@@ -224,8 +224,8 @@ def test_engine_lora_folder_config(tmp_path):
         return InferenceEngine(0, SimpleNamespace(name="loras"),
                                {"type": "InferenceEngine", "engine": {"job_folder": str(tmp_path / "job"), **engine}})
     (tmp_path / "loras").mkdir()
-    assert make().lora_folder is None
-    assert make(lora_folder=str(tmp_path / "loras")).lora_folder == str(tmp_path / "loras")
+    assert make().settings.lora_folder is None
+    assert make(lora_folder=str(tmp_path / "loras")).settings.lora_folder == str(tmp_path / "loras")
     for bad in (str(tmp_path / "missing"), 5):
         with pytest.raises(ConfigError) as e:
             make(lora_folder=bad)

@@ -45,7 +45,8 @@ def test_parse_and_resolve(tmp_path):
     p = prof.get("krea2-turbo")
     assert p.components["transformer"] == str(tmp_path / "dm.safetensors")       # relative to the file
     assert p.public() == {"name": "krea2-turbo", "architecture": "krea2", "variant": "turbo", "defaults": {}}
-    mc, gen = resolve_request({"profile": "krea2-turbo"}, {"prompt": "x"}, prof)
+    _work = resolve_request({"profile": "krea2-turbo"}, {"prompt": "x"}, profiles=prof)
+    mc, gen = _work.model, _work.sample
     assert mc.arch == "krea2" and mc.variant == "turbo" and mc.local_only and mc.profile == "krea2-turbo"
     assert (gen.num_inference_steps, gen.guidance_scale, gen.extras["mu"]) == (8, 0.0, 1.15)
     assert gen.width == 768 and gen.height == 1024                               # [generation] over the arch
@@ -55,11 +56,13 @@ def test_precedence_request_generation_profile_variant_arch(tmp_path):
     _files(tmp_path)
     (tmp_path / "p.toml").write_text(GOOD)
     prof = load_profiles(str(tmp_path / "p.toml"))
-    _, gen = resolve_request("krea2-raw", {}, prof)
+    _work = resolve_request("krea2-raw", {}, profiles=prof)
+    _, gen = _work.model, _work.sample
     assert gen.num_inference_steps == 40          # profile defaults over the variant (52)
     assert gen.guidance_scale == 3.5              # the variant over the arch fallback
     assert gen.width == 768 and gen.height == 896  # [generation] over the profile; profile over the arch
-    _, gen = resolve_request("krea2-raw", {"num_inference_steps": 3, "width": 512}, prof)
+    _work = resolve_request("krea2-raw", {"num_inference_steps": 3, "width": 512}, profiles=prof)
+    _, gen = _work.model, _work.sample
     assert gen.num_inference_steps == 3 and gen.width == 512   # the request over everything
 
 
@@ -67,7 +70,8 @@ def test_request_can_add_model_options_to_a_profile(tmp_path):
     _files(tmp_path)
     (tmp_path / "p.toml").write_text(GOOD)
     prof = load_profiles(str(tmp_path / "p.toml"))
-    mc, _ = resolve_request({"profile": "krea2-turbo", "low_vram": True}, {}, prof)
+    _work = resolve_request({"profile": "krea2-turbo", "low_vram": True}, {}, profiles=prof)
+    mc, _ = _work.model, _work.sample
     assert mc.low_vram and mc.profile == "krea2-turbo"
 
 
@@ -136,7 +140,7 @@ def test_missing_configured_file_fails_at_once_and_names_it(tmp_path):
     prof = load_profiles(str(tmp_path / "p.toml"))
     (tmp_path / "vae.safetensors").unlink()
     with pytest.raises(ConfigError) as e:
-        resolve_request("krea2-turbo", {}, prof)
+        resolve_request("krea2-turbo", {}, profiles=prof)
     assert e.value.key == "model_profiles.krea2-turbo.vae" and "vae.safetensors" in e.value.message
 
 
@@ -144,5 +148,5 @@ def test_unknown_profile_in_a_request(tmp_path):
     _files(tmp_path)
     (tmp_path / "p.toml").write_text(GOOD)
     with pytest.raises(ConfigError) as e:
-        resolve_request({"profile": "krea-two"}, {}, load_profiles(str(tmp_path / "p.toml")))
+        resolve_request({"profile": "krea-two"}, {}, profiles=load_profiles(str(tmp_path / "p.toml")))
     assert e.value.key == "model.profile" and "krea-two" in e.value.message

@@ -11,7 +11,7 @@ import torch
 
 from extensions_built_in.inference_engine.engine import Engine
 from extensions_built_in.inference_engine.engine_settings import EngineSettings
-from extensions_built_in.inference_engine.limits import Limits
+from extensions_built_in.inference_engine.admission import Limits
 from testing.engine_client import InProcessEngine
 from toolkit.config_modules import GenerateImageConfig
 from toolkit.errors import ConfigError
@@ -169,3 +169,11 @@ def test_sdxl_with_no_negative_prompt_equals_the_bare_pipeline(tiny):
     assert np.array_equal(ours, np.asarray(theirs, dtype=np.int64))
     empty = holder.generate_single(GenerateImageConfig.from_dict({**sample, "negative_prompt": ""}, holder.model_config))
     assert not np.array_equal(ours, np.asarray(empty, dtype=np.int64)), "an empty negative prompt is another request"
+
+
+def test_every_engine_setting_and_limit_is_documented():
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    missing = [f"engine.{f.name}" for f in dataclasses.fields(EngineSettings) if f"`engine.{f.name}`" not in text]
+    missing += [f"engine.limits.{f.name}" for f in dataclasses.fields(Limits) if f"{f.name}" not in text]
+    assert not missing, f"docs/configuration.md does not list {missing}"

@@ -176,7 +176,7 @@ def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, hol
     holder = holders(arch)
     resident = holder.pipeline.scheduler
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
-    gen.sampler = name          # set after validation: excluded names run too, below
+    gen = replace(gen, sampler=name)    # set after validation: excluded names run too, below
     out_path = str(tmp_path / f"out.{gen.output_ext}")
     calls, used = [], []
 
@@ -207,7 +207,7 @@ def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, hol
 def test_a_loaded_scheduler_of_another_family_refuses_the_sampler(holders, tmp_path):
     holder = holders("sd1")
     gen = GenerateImageConfig.from_dict(_sample("sd1", tmp_path), holder.model_config)
-    gen.sampler = "heun"        # a flow sampler: the row would refuse it; the loaded config does too
+    gen = replace(gen, sampler="heun")  # a flow sampler: the row would refuse it; the loaded config does too
     with pytest.raises(ConfigError) as e:
         holder.generate_single(gen)
     assert e.value.key == "sample.sampler" and "PNDMScheduler" in e.value.message
@@ -241,7 +241,8 @@ def test_a_sampler_request_leaves_the_pooled_scheduler_as_it_was(tiny, tmp_path)
     core = WorkerCore(out.append)
 
     def run(rid, **over) -> m.Done:
-        mc, gen = resolve_request({"arch": "sd1", "name_or_path": tiny("sd1")}, _sample("sd1", tmp_path, **over))
+        _work = resolve_request({"arch": "sd1", "name_or_path": tiny("sd1")}, _sample("sd1", tmp_path, **over))
+        mc, gen = _work.model, _work.sample
         core.run(run_message(rid, mc.to_dict(), gen.to_dict(), str(tmp_path / f"{rid}.png"), None))
         done = next(x for x in reversed(out) if isinstance(x, m.Done) and x.request_id == rid)
         assert done.status == "ok", done.error

@@ -172,6 +172,48 @@ class Tiny:
     pipeline_kwargs: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Gguf:
+    """The arch's denoiser in GGUF files (city96's ComfyUI-GGUF, and those made with his tools), which
+    keep the model's original checkpoint keys: the names its `single_file` row's `original` writes
+    (toolkit/models/formats/gguf_layouts.py reads and writes them). The reader knows the denoiser's
+    class, not the arch: rows whose denoiser is one class declare one row (testing/tests/test_gguf.py).
+
+    - `architecture`: their `general.architecture`, ComfyUI-GGUF's name (Z-Image's files say lumina2).
+    - `anchor`: a key its files always carry, where one `architecture` covers several models.
+    - `to_diffusers`: "module:function(checkpoint, shapes, config) -> state dict", original -> diffusers
+      keys on packed tensors, popping what it consumes from `checkpoint` ("" = diffusers' own
+      from_single_file converter of the class).
+    - `ignored`: keys its files carry that the model has no weight for (dropped, as diffusers drops them).
+    - `hiprec`: keys ComfyUI-GGUF's convert.py keeps in F32 (its keys_hiprec).
+    - `tiny`: the tiny denoiser's config changes that give inner widths of 256, which GGUF's row blocks
+      need (toolkit/models/tiny/gguf.py).
+    """
+    architecture: str
+    anchor: str = ""
+    to_diffusers: str = ""
+    ignored: tuple = ()
+    hiprec: tuple = ()
+    tiny: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FileLayouts:
+    """Component files the arch's own readers take and no `single_file` row describes (Krea 2's
+    ComfyUI files): how inspection (toolkit/file_report.py) tells them apart, from a header alone.
+
+    - `detect`: "module:function(keys, shapes) -> {architecture, layout, prefix, ignore_prefixes} | None",
+      the architecture one of `labels`' kinds (the kinds `checkpoint_formats` names).
+    - `sizes`: "module:function(det, shape, count) -> dict": width and depth from the file's shapes
+      (`shape(key)`: a shape or None; `count("blocks.{}.")`: how many), and `reference`: whether they are
+      the real model's.
+    - `labels`: kind -> what it says to a person.
+    """
+    detect: str
+    sizes: str
+    labels: dict = field(default_factory=dict)
+
+
 # what a request asks of a model; the inputs each task needs and may take (sample keys: an asset id,
 # a path under the engine's assets folder, or a data: URL)
 TASKS = ("txt2img", "img2img", "inpaint", "edit", "i2v")
@@ -220,7 +262,7 @@ LORA_FORMATS = ("peft", "kohya", "comfyui")
 
 @dataclass(frozen=True)
 class Lora:
-    """The LoRA files an arch takes (toolkit/lora_files.py lists them, toolkit/models/tiny/loras.py writes
+    """The LoRA files an arch takes (toolkit/lora_headers.py lists them, toolkit/models/tiny/loras.py writes
     tiny ones). `formats`: the file layouts diffusers' loader for the arch's pipeline converts (peft:
     diffusers/PEFT keys; kohya: `lora_unet_…` with `.alpha` and `ss_*` metadata; comfyui:
     `diffusion_model.` + original-checkpoint keys); a file in another layout is refused. `modules` is
@@ -228,7 +270,7 @@ class Lora:
     name: (in, out)}), the layers a tiny LoRA trains, named as `fmt` names them (dotted; kohya's
     underscores are the writer's). `comfy_keys`: the down/up names its ComfyUI files use; `alpha`: the
     formats whose files may carry `.alpha` scalars; `text_encoders`: kohya prefix -> text encoder role.
-    `markers`: regexes over a file's keys that point at this arch (toolkit/lora_files.guess_arch)."""
+    `markers`: regexes over a file's keys that point at this arch (toolkit/lora_headers.guess_arch)."""
     formats: tuple = ("peft",)
     modules: str = ""
     comfy_keys: tuple = ("lora_A", "lora_B")
@@ -273,6 +315,9 @@ class ArchSpec:
     sample_extras: dict = field(default_factory=dict)   # name -> Extra: per-arch sample keys
     variants: dict = field(default_factory=dict)        # name -> Variant; the first is the default
     checkpoint_formats: dict = field(default_factory=dict)  # profile key -> detected formats it accepts (inspect)
+    file_layouts: FileLayouts | None = None    # its own readers' files, as inspection tells them apart
+    aliases: tuple = ()             # other names a profile's `architecture` may give it (toolkit/profiles.py)
+    gguf: Gguf | None = None        # its denoiser's GGUF files (None: not read)
     tiny: Tiny | None = None
     description: str = ""
     # samplers (toolkit/samplers.py): the keys of the scheduler config the arch's repos ship that decide
@@ -290,6 +335,9 @@ class ArchSpec:
     # why the worker's conditioning cache (toolkit/models/v2/cond_cache.py) cannot serve its default
     # task's prompt encoding; "" = a repeated prompt skips the text encoder (test_cond_cache checks each row)
     uncached_conditioning: str = ""
+    # the VAE decoder's features per output pixel at its last stage: the decode term of the memory floor
+    # (toolkit/models/base_model.py, estimate_activation_bytes)
+    decode_features: int = 128
 
     def __post_init__(self):
         tasks = self.tasks or (Task("txt2img", self.pipeline),)

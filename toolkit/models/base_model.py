@@ -162,14 +162,14 @@ class BaseModel:
         self.print_and_status_update(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
 
-    # -- LoRA: adapters switched on the resident modules (toolkit/models/lora.py) ---------------------
+    # -- LoRA: adapters switched on the resident modules (toolkit/models/lora_adapters.py) ---------------------
     def apply_loras(self, model_config, pool=None, status=None):
         """Set the LoRA state `model_config` asks for (its loras, lora_fuse; the rest must be this
         holder's). `pool` keeps the adapter books and the warm ones; without one, inactive adapters
         are deleted. Afterwards the holder's configs (what files record) carry these LoRAs."""
-        from toolkit.models import lora
+        from toolkit.models import lora_adapters
 
-        lora.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
+        lora_adapters.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
                    status=status or self.print_and_status_update,
                    fields=[model_config.lora_key(i) for i in range(len(model_config.loras))])
         fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
@@ -258,19 +258,13 @@ class BaseModel:
     # on the CPU). Denoise: the narrowest denoiser here (SD1/SDXL's UNet, 320 channels at latent
     # resolution; every transformer has more features per latent position) holding its residual
     # and attention q, k, v; classifier-free guidance's doubled batch is not counted. Decode: the
-    # VAE decoder's last stage at output resolution (`features` per pixel, DECODE_FEATURES by VAE
-    # class), a conv's input and output, for f frames at once (video VAEs decode one latent frame,
-    # `temporal` output frames, at a time), plus the F decoded frames. P * C * b: the latents.
+    # VAE decoder's last stage at output resolution (`features` per pixel, the arch row's
+    # decode_features), a conv's input and output, for f frames at once (video VAEs decode one
+    # latent frame, `temporal` output frames, at a time), plus the F decoded frames. P * C * b: the
+    # latents.
     DENOISER_FEATURES = 320
     DENOISER_LIVE = 4
     DECODE_LIVE = 2
-    DECODE_FEATURES = {          # VAE class -> decoder features per output pixel at its last stage
-        "AutoencoderKL": 128, "AutoencoderKLFlux2": 128, "AutoencoderDC": 128, "AutoencoderKLHunyuanVideo": 128,
-        "AutoencoderKLQwenImage": 96,
-        "AutoencoderKLWan": 64,           # Wan 2.1: 96 at full size; Wan 2.2 5B: 256 at half size (patch 2)
-        "AutoencoderKLLTXVideo": 8,       # patch 4: 128 features at a quarter of the size
-    }
-    DEFAULT_DECODE_FEATURES = 128
 
     @classmethod
     def decode_features(cls, spec) -> int:
@@ -278,7 +272,7 @@ class BaseModel:
         vae = next((c for c in spec.components if c.kind == VAE), None)
         if vae is None or spec.modality == "audio":
             return 0
-        return cls.DECODE_FEATURES.get(vae.cls.rpartition(":")[2], cls.DEFAULT_DECODE_FEATURES)
+        return spec.decode_features
 
     @classmethod
     def estimate_activation_bytes(cls, model_config, gen: GenerateImageConfig, device: str = "cpu",
@@ -365,7 +359,7 @@ class BaseModel:
         conditioning component has no identity (not loaded through the funnel)."""
         import torch
 
-        from toolkit.models.lora import adapter_key
+        from toolkit.models.lora_adapters import adapter_key
 
         roles = {c.role for c in self.components if c.kind in (TEXT_ENCODER, TOKENIZER, PROCESSOR)}
         parts, lora_held = [], False

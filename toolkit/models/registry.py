@@ -3,7 +3,7 @@
 A lazy table of module paths (as vLLM's model registry keeps one): listing the names reads the
 folder, and an arch's module is imported the first time its row is asked for. Arch modules are
 plain data plus a holder class and import no library at module level, so this stays usable
-without torch. Adding an arch is adding one file there (README, "Adding an arch").
+without torch. Adding an arch is adding one file there (docs/archs.md, "Adding an arch").
 """
 import importlib
 import os

@@ -17,27 +17,28 @@ password of HTTP Basic auth with any user name (A1111 clients' `--api-auth user:
     app = create_app(engine, token, extra_routes=[route])
     extra = serve_compat_on_port(engine, token, route, port)      # optional fixed port
 """
-from fastapi import Depends, FastAPI, HTTPException, Request as HttpRequest
+from fastapi import FastAPI, HTTPException, Request as HttpRequest
 
 from extensions_built_in.inference_engine.compat import a1111, openai
-from extensions_built_in.inference_engine.compat.common import REALM, CompatError, Session, auth_checker, compat_error
+from extensions_built_in.inference_engine.compat.common import REALM, CompatError, Session, authorized, compat_error
+from extensions_built_in.inference_engine.http_guard import auth_first
 from toolkit.errors import ConfigError
 
 
 def compat_routes(*, engine=None):
-    """`route(app, require_token)` adding the compat routes (create_app's `extra_routes`).
+    """`route(app)` adding the compat routes (create_app's `extra_routes`), behind the token of
+    `app.state.token`.
 
     The engine is `engine`, else `app.state.engine`. One route serves any number of apps (the
     engine port and the compat port) with one shared Session (the model set through
     /sdapi/v1/options, running batches)."""
-    def route(app: FastAPI, require_token):
+    def route(app: FastAPI):
         eng = engine or getattr(app.state, "engine", None)
         if eng is None:
             raise RuntimeError("compat routes need the engine: compat_routes(engine=engine) "
                                "or app.state.engine = engine")
         if route.session is None:
             route.session = Session(eng)
-        authorized = auth_checker(require_token)
         app.add_exception_handler(CompatError, compat_error)
         a1111.add_routes(app, route.session, authorized)
         openai.add_routes(app, route.session, authorized)
@@ -48,27 +49,27 @@ def compat_routes(*, engine=None):
 
 # -- a fixed extra port ------------------------------------------------------------------------------
 
+@auth_first
+def compat_token(request: HttpRequest):
+    """The compat port's own check for the native route it serves (/outputs): the token as
+    X-Engine-Token, Bearer or the Basic password; a 401 asks for Basic auth (WWW-Authenticate)."""
+    if not authorized(request):
+        raise HTTPException(401, "missing or bad engine token", headers={"WWW-Authenticate": REALM})
+
+
 def compat_app(engine, token: str, route) -> FastAPI:
-    """An app with only the compat routes (and /outputs, for OpenAI `response_format: url`), checked
-    and answering as the engine port's (server.engine_app, http_guard.OriginGuard, server.output_file)."""
-    from extensions_built_in.inference_engine.http_guard import OriginGuard, auth_first
-    from extensions_built_in.inference_engine.server import engine_app, output_file, token_dependency
+    """An app with only the compat routes (and /outputs, for OpenAI `response_format: url`: the
+    engine port's route, routes/outputs.py), checked and answering as the engine port's
+    (server.engine_app, http_guard.OriginGuard)."""
+    from extensions_built_in.inference_engine.http_guard import OriginGuard
+    from extensions_built_in.inference_engine.routes import outputs
+    from extensions_built_in.inference_engine.server import engine_app
 
     app = engine_app(title="AI Toolkit inference engine (compatibility API)")
     app.state.engine = engine
-    require_token = token_dependency(token)
-    route(app, require_token)
-    ok = auth_checker(require_token)
-
-    @auth_first
-    def authorized(request: HttpRequest):
-        if not ok(request):
-            raise HTTPException(401, "missing or bad engine token", headers={"WWW-Authenticate": REALM})
-
-    @app.get("/outputs/{relpath:path}", dependencies=[Depends(authorized)])
-    def outputs(relpath: str):
-        return output_file(engine, relpath)
-
+    app.state.token = token
+    route(app)
+    app.include_router(outputs.router(compat_token))
     app.add_middleware(OriginGuard)
     return app
 

@@ -7,12 +7,12 @@ import binascii
 import math
 import re
 import threading
-from types import SimpleNamespace
 
-from fastapi import HTTPException, Request as HttpRequest
+from fastapi import Request as HttpRequest
 from fastapi.responses import JSONResponse
 
 from extensions_built_in.inference_engine.engine import EngineBusy
+from extensions_built_in.inference_engine.routes.common import presented_token, token_matches
 from toolkit.errors import ConfigError, check_values
 from toolkit.images import is_data_url
 from toolkit.models.arch import IMAGE_INPUTS
@@ -48,24 +48,13 @@ def basic_password(authorization: str) -> str | None:
     return password if sep and password else None
 
 
-def auth_checker(require_token):
-    """request -> bool: the token as X-Engine-Token or Bearer (checked by `require_token`, which
-    compares in constant time), or as the Basic auth password (checked the same way)."""
-    def ok(request) -> bool:
-        try:
-            require_token(request)
-            return True
-        except HTTPException:
-            pass
-        password = basic_password(request.headers.get("authorization", ""))
-        if password is None:
-            return False
-        try:
-            require_token(SimpleNamespace(headers={"x-engine-token": password}))
-            return True
-        except HTTPException:
-            return False
-    return ok
+def authorized(request) -> bool:
+    """The token of the app serving `request` as X-Engine-Token or Bearer, or as the Basic auth
+    password, compared in constant time (routes/common.py token_matches)."""
+    if token_matches(request, presented_token(request)):
+        return True
+    password = basic_password(request.headers.get("authorization", ""))
+    return password is not None and token_matches(request, password)
 
 
 # -- bodies ------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import re
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, SingleFile, Task, Tiny, Variant, pick_linears)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
+                                 Lora, SampleDefaults, SingleFile, Task, Tiny, Variant, pick_linears)
 from toolkit.models.formats import clip, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
@@ -172,12 +172,28 @@ def at_any_width(convert, checkpoint: dict, **kwargs) -> dict:
     return out
 
 
+# the whole FLUX.1 denoiser's: its final modulation too, whose shift/scale halves BFL orders the other way
+ORIGINAL_RENAMES = FLUX_RENAMES + ((r"^norm_out\.linear", "final_layer.adaLN_modulation.1"),)
+ORIGINAL_SWAPPED = (r"^norm_out\.linear\.",)
+
+
 def to_original(state: dict) -> dict:
     """A diffusers FluxTransformer2DModel state dict in BFL's original layout (fused qkv and
     linear1, shift/scale order of the final modulation), as ComfyUI files have it."""
     from toolkit.models.formats.original_layout import to_original as remap
-    return remap(state, FLUX_RENAMES + ((r"^norm_out\.linear", "final_layer.adaLN_modulation.1"),), FLUX_FUSED,
-                 (r"^norm_out\.linear\.",))
+    return remap(state, ORIGINAL_RENAMES, FLUX_FUSED, ORIGINAL_SWAPPED)
+
+
+def gguf_to_diffusers(checkpoint: dict, shapes: dict, config: dict) -> dict:
+    """A GGUF file's BFL keys -> diffusers', by the tables to_original writes with: diffusers'
+    converter splits a single block's linear1 at FLUX.1's fixed width, these at the model's own."""
+    from toolkit.models.formats.original_layout import from_original
+    return from_original(checkpoint, shapes, ORIGINAL_RENAMES, FLUX_FUSED, ORIGINAL_SWAPPED)
+
+
+# GGUF files of a FLUX.1 denoiser (flux, flux_kontext): ComfyUI-GGUF's flux, BFL's names
+GGUF = Gguf("flux", to_diffusers="toolkit.models.archs.flux:gguf_to_diffusers",
+            tiny=dict(num_attention_heads=16, num_layers=1, num_single_layers=1))
 
 
 TRANSFORMER_FILE = SingleFile(
@@ -212,7 +228,7 @@ SPEC = ArchSpec(
                                  scheduler={"shift": 1.0, "use_dynamic_shifting": False})},
     scheduler_file=SCHEDULER_FILE,
     latents=Latents("packed", 16, patch=2, format=latent_formats.FLUX),
-    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}),
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}), gguf=GGUF,
     description="FLUX.1 [dev] / [schnell] (CLIP + T5, packed tokens)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     # FlowMatchHeun's set_timesteps takes no sigmas (DPM++ runs: the pipeline drops them for flow-sigma schedulers)

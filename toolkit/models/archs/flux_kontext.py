@@ -59,6 +59,7 @@ SPEC = ArchSpec(
     latents=Latents("packed", 16, patch=2, format=latent_formats.FLUX),
     scheduler_file=SCHEDULER_FILE,             # FLUX.1-Kontext-dev's scheduler is FLUX.1-dev's
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 2.5}),
+    gguf=flux.GGUF,                            # FLUX.1's layout: its files are FLUX.1 [dev]'s
     description="FLUX.1 Kontext [dev]: edit an input image (CLIP + T5, packed tokens)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take

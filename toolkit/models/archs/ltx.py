@@ -112,6 +112,7 @@ SPEC = ArchSpec(
     defaults=SampleDefaults(704, 480, 50, 3.0, num_frames=161, fps=25, output_ext="mp4"),
     size_divisor=32,
     latents=Latents("packed_video", 128, spatial=32, temporal=8, format=latent_formats.LTXV),
+    decode_features=8,                        # its VAE's patch 4: 128 features at a quarter of the size
     scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 3.0,
                       "fps": 8}),

@@ -5,8 +5,8 @@ prefix dropped) and the Qwen Image VAE (16 channels, the Wan 2.1 latent space), 
 The tiny Qwen2.5-VL encoder (with its vision tower), tokenizer and VAE are defined here and shared
 with qwen_image_edit (the Edit models ship the very same encoder, tokenizer and VAE files)."""
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, SingleFile, Task, Tiny, pick_linears)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
+                                 Lora, SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
@@ -161,6 +161,9 @@ COMPONENTS = (
         label="Qwen-Image transformer")),
 )
 
+# GGUF files of a Qwen-Image denoiser (qwen_image, qwen_image_edit): ComfyUI-GGUF's qwen_image, diffusers' names
+GGUF = Gguf("qwen_image", tiny=dict(num_attention_heads=16, num_layers=1))
+
 SPEC = ArchSpec(
     name="qwen_image", modality="image", default_name_or_path="Qwen/Qwen-Image", pipeline="QwenImagePipeline",
     tasks=(Task("txt2img", "QwenImagePipeline"), Task("img2img", "QwenImageImg2ImgPipeline", strength=0.6),
@@ -169,9 +172,10 @@ SPEC = ArchSpec(
     negative_prompt_default=" ",      # true CFG needs a negative prompt: the model card's " " when none is given
     defaults=SampleDefaults(1328, 1328, 50, 4.0),     # the model card: 1328^2 (1:1), 50 steps, true CFG 4.0
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),     # the Qwen Image VAE = Wan 2.1's space
+    decode_features=96,                       # the Qwen Image VAE's last decoder stage
     scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
-    description="Qwen-Image (Qwen2.5-VL text encoder, true CFG, packed tokens)",
+    description="Qwen-Image (Qwen2.5-VL text encoder, true CFG, packed tokens)", gguf=GGUF,
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
     lora=Lora(formats=("peft", "kohya", "comfyui"), modules="toolkit.models.archs.qwen_image:lora_modules",

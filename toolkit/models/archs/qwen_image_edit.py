@@ -13,9 +13,9 @@ from dataclasses import replace
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
                                  Latents, SampleDefaults, Task, Tiny)
-from toolkit.models.archs.qwen_image import (COMPONENTS, QWEN_IMAGE, SCHEDULER_FILE, TINY_TRANSFORMER, QwenImageModel,
-                                             tiny_qwen_image_shared, tiny_qwen_image_transformer, transformer_facts,
-                                             transformer_signature)
+from toolkit.models.archs.qwen_image import (COMPONENTS, GGUF, QWEN_IMAGE, SCHEDULER_FILE, TINY_TRANSFORMER,
+                                             QwenImageModel, tiny_qwen_image_shared, tiny_qwen_image_transformer,
+                                             transformer_facts, transformer_signature)
 from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 
@@ -74,9 +74,11 @@ SPEC = ArchSpec(
     # edit only: the reference image is required; the model card's 1 to 3 images
     tasks=(Task("edit", "QwenImageEditPlusPipeline", takes=("ctrl_img_1", "ctrl_img_2")),),
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),
+    decode_features=96,                       # the Qwen Image VAE's last decoder stage
     scheduler_file=SCHEDULER_FILE,             # the Edit repos' scheduler is Qwen-Image's
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
     description="Qwen-Image-Edit-2509 (Edit Plus): edit an input image (Qwen2.5-VL sees it), true CFG",
+    gguf=GGUF,
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
     uncached_conditioning="encode_prompt takes the reference images (Qwen2.5-VL encodes them with the prompt): "

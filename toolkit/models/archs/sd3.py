@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
                                  SampleDefaults, SingleFile, Task, Tiny, Variant)
 from toolkit.models.formats import clip, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
@@ -180,6 +180,7 @@ SPEC = ArchSpec(
     variants=VARIANTS, scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0},
               pipeline_kwargs=PIPELINE_KWARGS),
+    gguf=Gguf("sd3", tiny=dict(num_attention_heads=16, caption_projection_dim=256)),   # SAI's MMDiT names
     description="Stable Diffusion 3 / 3.5 (MMDiT, CLIP-L + CLIP-G + T5, 16-ch VAE)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
 )

@@ -220,7 +220,7 @@ SPEC = ArchSpec(
     description="Stable Diffusion XL (UNet, CLIP-L + OpenCLIP-bigG)",
     scheduler_config={"_class_name": "EulerDiscreteScheduler", "prediction_type": "epsilon"},
     # SD 1.x's marker plus what only SDXL files have: sgm block names, a second text encoder, deeper
-    # transformer stacks (toolkit/lora_files.guess_arch ranks by how many markers match)
+    # transformer stacks (toolkit/lora_headers.guess_arch ranks by how many markers match)
     lora=Lora(formats=("peft", "kohya"), modules="toolkit.models.archs.sdxl:lora_modules",
               text_encoders={"lora_te1": "text_encoder", "lora_te2": "text_encoder_2"},
               markers=(r"^(unet\.|lora_unet_)(down|mid|up)[._]blocks", r"^lora_unet_(input|output)_blocks|^lora_unet_middle_block",

@@ -9,8 +9,8 @@ import re
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, SingleFile, Tiny, pick_linears)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
+                                 Lora, SampleDefaults, SingleFile, Tiny, pick_linears)
 from toolkit.models.formats import t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
@@ -61,6 +61,12 @@ def transformer_config(view):
 WAN_FILE = SingleFile("convert_wan_transformer_to_diffusers", "toolkit.models.archs.wan21:to_original",
                       anchors=("blocks.0.self_attn.q.weight", "patch_embedding.weight"), kind="wan_dit",
                       label="Wan transformer")
+
+# GGUF files of any Wan denoiser: ComfyUI-GGUF's wan, Wan's names; its convert.py keeps the modulation tables F32
+GGUF = Gguf("wan", hiprec=(".modulation",), tiny=dict(num_attention_heads=16, ffn_dim=1024, num_layers=1))
+# the Wan VAE's decoder features per output pixel at its last stage, one floor for every Wan row: Wan 2.2
+# 5B's VAE has 256 at half size (patch 2), Wan 2.1's 96 at full size
+WAN_DECODE_FEATURES = 64
 
 COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
@@ -171,11 +177,11 @@ SPEC = ArchSpec(
     name="wan21", modality="video", default_name_or_path="Wan-AI/Wan2.1-T2V-1.3B-Diffusers", pipeline="WanPipeline",
     components=COMPONENTS, pipeline_init_kwargs={"transformer_2": None}, output_type="np",
     defaults=SampleDefaults(832, 480, 30, 5.0, num_frames=33, fps=16, output_ext="mp4"),
-    latents=Latents("BCFHW", 16, temporal=4, format=latent_formats.WAN21),
+    latents=Latents("BCFHW", 16, temporal=4, format=latent_formats.WAN21), decode_features=WAN_DECODE_FEATURES,
     scheduler_file=unipc_flow_config(3.0),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 5.0,
                       "fps": 8}),
-    description="Wan 2.1 text-to-video",
+    description="Wan 2.1 text-to-video", gguf=GGUF,
     scheduler_config={"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
                       "use_flow_sigmas": True},
     batch_arg="num_videos_per_prompt",

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Task, Tiny
-from toolkit.models.archs.wan21 import (COMPONENTS, LORA, TINY_WAN, WAN22_5B, tiny_umt5, tiny_wan_transformer,
-                                        transformer_facts, transformer_signature, unipc_flow_config,
-                                        unipc_flow_scheduler, with_transformer_config)
+from toolkit.models.archs.wan21 import (COMPONENTS, GGUF, LORA, TINY_WAN, WAN22_5B, WAN_DECODE_FEATURES, tiny_umt5,
+                                        tiny_wan_transformer, transformer_facts, transformer_signature,
+                                        unipc_flow_config, unipc_flow_scheduler, with_transformer_config)
 from toolkit.models.formats import vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.tiny import kit
@@ -64,10 +64,11 @@ SPEC = ArchSpec(
     defaults=SampleDefaults(1280, 704, 50, 5.0, num_frames=121, fps=24, output_ext="mp4"),
     size_divisor=32,                # 16x VAE x 2x2 DiT patches
     latents=Latents("BCFHW", 48, spatial=16, temporal=4, format=latent_formats.WAN22),
+    decode_features=WAN_DECODE_FEATURES,
     scheduler_file=unipc_flow_config(5.0),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 5.0,
                       "fps": 8}, pipeline_kwargs={"expand_timesteps": True}),
-    description="Wan 2.2 TI2V 5B text-to-video",
+    description="Wan 2.2 TI2V 5B text-to-video", gguf=GGUF,
     scheduler_config={"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
                       "use_flow_sigmas": True},
     batch_arg="num_videos_per_prompt",

@@ -11,9 +11,9 @@ from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import DENOISER, ArchSpec, Component, Extra, Latents, SampleDefaults, Tiny
-from toolkit.models.archs.wan21 import (COMPONENTS, TINY_WAN, WAN_14B, tiny_umt5, tiny_wan_transformer,
-                                        transformer_facts, transformer_signature, unipc_flow_config,
-                                        unipc_flow_scheduler, with_transformer_config)
+from toolkit.models.archs.wan21 import (COMPONENTS, GGUF, TINY_WAN, WAN_14B, WAN_DECODE_FEATURES, tiny_umt5,
+                                        tiny_wan_transformer, transformer_facts, transformer_signature,
+                                        unipc_flow_config, unipc_flow_scheduler, with_transformer_config)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.tiny import kit
@@ -62,11 +62,11 @@ SPEC = ArchSpec(
     # model card: 720P (1280x720), 81 frames at 16 fps, 40 steps, CFG 4.0 (high noise) / 3.0 (low noise)
     defaults=SampleDefaults(1280, 720, 40, 4.0, num_frames=81, fps=16, output_ext="mp4"),
     sample_extras={"guidance_scale_2": Extra("float", 3.0)},
-    latents=Latents("BCFHW", 16, temporal=4, format=latent_formats.WAN21),
+    latents=Latents("BCFHW", 16, temporal=4, format=latent_formats.WAN21), decode_features=WAN_DECODE_FEATURES,
     scheduler_file=unipc_flow_config(3.0),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 4.0,
                       "guidance_scale_2": 3.0, "fps": 8}, pipeline_kwargs={"boundary_ratio": 0.875}),
-    description="Wan 2.2 T2V A14B text-to-video (high/low-noise experts)",
+    description="Wan 2.2 T2V A14B text-to-video (high/low-noise experts)", gguf=GGUF,
     scheduler_config={"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
                       "use_flow_sigmas": True},
     batch_arg="num_videos_per_prompt",

@@ -6,8 +6,8 @@ modulation tell them apart."""
 import re
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
-                                 SampleDefaults, SingleFile, Task, Tiny, pick_linears)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
+                                 Lora, SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
@@ -116,6 +116,11 @@ SPEC = ArchSpec(
     defaults=SampleDefaults(1024, 1024, 8, 0.0),      # the model card: 8 steps, no CFG (distilled)
     latents=Latents("BCHW", 16, format=latent_formats.FLUX), scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
+    # GGUF files: ComfyUI-GGUF names Lumina-Image-2.0 and Z-Image both lumina2; only Z-Image has pad tokens.
+    # Its unused final norm is dropped, as diffusers' converter drops it.
+    gguf=Gguf("lumina2", anchor="x_pad_token", ignored=("norm_final.weight",),
+              tiny=dict(dim=256, n_heads=16, n_kv_heads=16, n_layers=1)),
+    aliases=("z-image",),
     description="Z-Image Turbo (Qwen3 text encoder, 16-ch VAE)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     # the pipeline passes sigmas as a list (UniPC multiplies it by a float)

@@ -41,9 +41,10 @@ import re
 import torch
 import torch.nn as nn
 
+from toolkit.models.archs.krea2.layouts import (KREA2_ANCHORS, KREA2_PREFIXES, KREA2_REFERENCE,  # noqa: F401
+                                               QWEN3VL_4B_REFERENCE, QWEN_IMAGE_VAE_REFERENCE, TEXT_ENCODER_ANCHORS,
+                                               TEXT_ENCODER_IGNORED, TEXT_ENCODER_PREFIXES, VAE_ANCHORS, VAE_PREFIXES)
 from toolkit.models.formats import quant
-from toolkit.models.formats.layouts import (KREA2_ANCHORS, KREA2_PREFIXES, TEXT_ENCODER_ANCHORS,  # noqa: F401
-                                            TEXT_ENCODER_IGNORED, TEXT_ENCODER_PREFIXES, VAE_ANCHORS, VAE_PREFIXES)
 from toolkit.models.formats.quant import CheckpointFormatError, Problem
 from toolkit.models.formats.safetensors_header import HeaderError, read_header
 from toolkit.models.formats.scaled_fp8 import (FP8_DTYPES, ScaledFp8Linear, dequantize_outside_blocks, keep_fp32_names,
@@ -57,24 +58,11 @@ FORMAT_NAME = "comfy_scaled_fp8"
 #                                    reference constants                                        #
 # --------------------------------------------------------------------------------------------- #
 
-# Krea 2 (seed 003's table, the official/ComfyUI defaults), in Krea2Transformer2DModel terms:
-# features 6144 = 48 heads x 128, 12 KV heads, 28 blocks, MLP multiplier 4 (SwiGLU width
-# int(2*6144/3)*4 rounded up to 128 = 16384), timestep width 256, text width 2560 with 12 layers,
-# text-fusion 20/20 heads (SwiGLU 6912), patch 2 x 16 latent channels = 64 inputs, RoPE theta 1000.
-KREA2_REFERENCE = dict(
-    in_channels=64, num_layers=28, attention_head_dim=128, num_attention_heads=48, num_key_value_heads=12,
-    intermediate_size=16384, timestep_embed_dim=256, text_hidden_dim=2560, num_text_layers=12,
-    text_num_attention_heads=20, text_num_key_value_heads=20, text_intermediate_size=6912,
-    num_layerwise_text_blocks=2, num_refiner_text_blocks=2, axes_dims_rope=(32, 48, 48), rope_theta=1000.0,
-    norm_eps=1e-5,
-)
+# The real models' reference shapes (KREA2_REFERENCE, QWEN3VL_4B_REFERENCE, QWEN_IMAGE_VAE_REFERENCE) are
+# toolkit/models/archs/krea2/layouts.py's, which inspection reads too.
 KREA2_LATENT_CHANNELS, KREA2_PATCH = 16, 2
 
-# Qwen3-VL-4B-Instruct's text backbone (the Krea 2 text encoder).
-QWEN3VL_4B_REFERENCE = dict(
-    vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
-    num_key_value_heads=8, head_dim=128,
-)
+# Qwen3-VL-4B-Instruct's text backbone (the Krea 2 text encoder): what its shapes do not tell.
 QWEN3VL_CONSTANTS = dict(rms_norm_eps=1e-6, rope_theta=5_000_000.0, max_position_embeddings=262144,
                          hidden_act="silu", attention_bias=False)
 QWEN_PAD_TOKEN_ID = 151643
@@ -83,8 +71,6 @@ QWEN_PAD_TOKEN_ID = 151643
 # latent space's statistics (formats/vaes.py holds them with the VAE kinds' known configs).
 QWEN_IMAGE_LATENTS_MEAN = WAN21_LATENTS_MEAN
 QWEN_IMAGE_LATENTS_STD = WAN21_LATENTS_STD
-QWEN_IMAGE_VAE_REFERENCE = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2,
-                                temperal_downsample=[False, True, True], input_channels=3)
 
 
 # --------------------------------------------------------------------------------------------- #

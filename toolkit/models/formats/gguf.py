@@ -10,7 +10,7 @@ misshapen weight, or a file that is not GGUF is an error naming the file and the
 import os
 
 from toolkit.models.formats.gguf_header import FLOAT_TYPES, GGUFHeaderError, describe, open_reader, quantized_types
-from toolkit.models.formats.gguf_layouts import GGUF_ARCH, LayoutError, to_diffusers
+from toolkit.models.formats.gguf_layouts import LayoutError, readable, to_diffusers
 
 
 def read_tensors(path: str) -> dict:
@@ -63,9 +63,10 @@ def read_gguf_denoiser(cls, path: str, config_dir: str, config_root: str, subfol
     from diffusers import GGUFQuantizationConfig
 
     name = getattr(cls, "_aitk_base", cls).__name__
-    if name not in GGUF_ARCH:
+    classes = readable()
+    if name not in classes:
         raise LayoutError(f"{os.path.basename(path)}: GGUF files of {name} are not read "
-                          f"(readable: {', '.join(sorted(GGUF_ARCH))})")
+                          f"(readable: {', '.join(sorted(classes))})")
     if policy.qtype:
         raise LayoutError(f"{os.path.basename(path)} is already quantized (GGUF); turn model.quantize off for it")
     info = describe(path)

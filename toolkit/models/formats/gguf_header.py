@@ -1,10 +1,10 @@
 """What a GGUF file is, from its header alone (the `gguf` package's reader maps the file; no tensor
 is copied, torch is not imported): its `general.architecture`, the diffusers class and engine archs
 that read it, tensor types and the quantization type that names it ("Q4_K"), for the load funnel's
-identity, `python -m toolkit.inspect` and GET /library."""
+identity, `python -m toolkit.file_report` and GET /library."""
 import os
 
-from toolkit.models.formats.gguf_layouts import ANCHOR, GGUF_ARCH, PREFIXES
+from toolkit.models.formats.gguf_layouts import PREFIXES, readable
 
 # the types the reader accepts: plain floats, and what diffusers' GGUF dequantizers implement
 FLOAT_TYPES = ("F32", "F16", "BF16")
@@ -51,8 +51,8 @@ def describe(path: str) -> dict:
     qtype = max(pool, key=pool.get) if pool else None
     names = [t.name for t in reader.tensors]
     prefix = next((p for p in PREFIXES if names and all(n.startswith(p) for n in names)), "")
-    cls = next((c for c, a in GGUF_ARCH.items() if a == arch and (c not in ANCHOR or prefix + ANCHOR[c] in names)),
-               None)
+    cls = next((c for c, (row, _) in readable().items()
+                if row.architecture == arch and (not row.anchor or prefix + row.anchor in names)), None)
     return {"path": os.path.abspath(path), "size_bytes": os.path.getsize(path), "gguf_architecture": arch,
             "cls": cls, "archs": archs_for_class(cls) if cls else [], "prefix": prefix, "tensor_count": len(names),
             "tensor_types": dict(sorted(counts.items())), "qtype": qtype,
@@ -84,7 +84,7 @@ def human_size(n: int) -> str:
 
 
 def inspect_gguf(path: str) -> dict:
-    """`python -m toolkit.inspect`'s report of a GGUF file: kind "gguf", format "GGUF Q4_K" and a
+    """`python -m toolkit.file_report`'s report of a GGUF file: kind "gguf", format "GGUF Q4_K" and a
     one-line summary ("flux transformer, GGUF Q4_K, 6.8 GB"); an unreadable file gives "error"."""
     path = os.path.expanduser(str(path))
     out = {"path": os.path.abspath(path), "kind": "gguf"}

@@ -39,7 +39,7 @@ LEGACY_SUFFIXES = (".scale_weight", ".scale_input")     # ComfyUI's older "scale
 
 # Formats of the Krea 2 release (and others) refused by name: their exact definitions (block sizes,
 # scale dtypes and swizzled layouts, the rotation of convrot) live in ComfyUI's comfy_kitchen kernels and
-# could not be established from public sources here, so they are never guessed (README: formats).
+# could not be established from public sources here, so they are never guessed (docs/weight_formats.md).
 _UNESTABLISHED = "its exact layout could not be established from public sources, so it is not read"
 REFUSED_FORMATS = {"nvfp4": "NVFP4: " + _UNESTABLISHED, "mxfp8": "MXFP8: " + _UNESTABLISHED,
                    "int8_tensorwise": "INT8 (Krea 2 int8_convrot): " + _UNESTABLISHED,

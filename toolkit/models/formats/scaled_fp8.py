@@ -79,7 +79,7 @@ def quantize_fp8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 class ScaledFp8Linear(nn.Linear):
     """A Linear whose weight is stored as float8_e4m3fn with a scalar float32 scale. An nn.Linear, so
-    PEFT wraps it for LoRA adapters (which run beside it in the compute dtype: toolkit/models/lora.py);
+    PEFT wraps it for LoRA adapters (which run beside it in the compute dtype: toolkit/models/lora_adapters.py);
     nn.Linear's own init is skipped, it would allocate a float weight."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False, *, has_input_scale: bool = False,

@@ -6,11 +6,11 @@
 
 `folder` is the arch's tiny pipeline (its text encoders, VAE, tokenizers, scheduler: what
 `extras_name_or_path` names) with a *wider* float32 transformer: real GGUF types quantize rows in
-blocks of 32 (Q8_0, Q4_0) or 256 values (K-quants), so the tiny denoiser's inner width is 256
-(WIDE below). That float32 transformer is the reference the GGUF files are measured against.
+blocks of 32 (Q8_0, Q4_0) or 256 values (K-quants), so the tiny denoiser's inner width is 256 (the
+arch row's `gguf.tiny`). That float32 transformer is the reference the GGUF files are measured against.
 
 Each file: the transformer's state dict in the model's original key layout
-(toolkit/models/formats/gguf_layouts.py), `general.architecture` (ComfyUI-GGUF's name),
+(toolkit/models/formats/gguf_layouts.py), `general.architecture` (ComfyUI-GGUF's name, the row's),
 `general.file_type` and `general.quantization_version`, tensors as real files have them: 1-D tensors
 and tensors of at most 1024 values in F32; 2-D+ weights in the requested type when their rows fit
 its block, else F16 (what convert.py falls back to); tensors of more than 4 dimensions (Wan's
@@ -24,17 +24,8 @@ import pathlib
 
 from toolkit.models.formats.gguf_quants import BLOCK, QUANT_TYPES, quantize
 
-# the tiny denoisers' config changes that make their inner widths 256 (16 heads of 16), by class
-WIDE = {
-    "FluxTransformer2DModel": dict(num_attention_heads=16, num_layers=1, num_single_layers=1),
-    "SD3Transformer2DModel": dict(num_attention_heads=16, caption_projection_dim=256),
-    "WanTransformer3DModel": dict(num_attention_heads=16, ffn_dim=1024, num_layers=1),
-    "ZImageTransformer2DModel": dict(dim=256, n_heads=16, n_kv_heads=16, n_layers=1),
-    "QwenImageTransformer2DModel": dict(num_attention_heads=16, num_layers=1),
-}
 SMALL = 1024                 # convert.py's QUANTIZATION_THRESHOLD: tensors this small stay F32
 MAX_DIMS = 4
-HIPREC = {"wan": (".modulation",)}   # convert.py's keys_hiprec per architecture (Wan's modulation tables: F32)
 FILE_TYPES = {"F16": 1, "Q4_0": 2, "Q8_0": 7, "Q4_K": 15, "Q5_K": 17, "Q6_K": 18}   # gguf.LlamaFileType (_M)
 
 
@@ -55,19 +46,20 @@ def write_gguf(transformer, path, qtype: str) -> pathlib.Path:
     import gguf
     import numpy as np
 
-    from toolkit.models.formats.gguf_layouts import GGUF_ARCH, to_original
+    from toolkit.models.formats.gguf_layouts import layout, to_original
 
     cls_name = type(transformer).__name__
+    row, _ = layout(cls_name)
     sd = {k: v.detach().float().cpu() for k, v in transformer.state_dict().items()}
     original = to_original(cls_name, sd)
     path = pathlib.Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    writer = gguf.GGUFWriter(path=None, arch=GGUF_ARCH[cls_name])
+    writer = gguf.GGUFWriter(path=None, arch=row.architecture)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     writer.add_file_type(FILE_TYPES.get(qtype, 1))
     for name in sorted(original):
         data = original[name].numpy().astype(np.float32)
-        ttype = tensor_type(name, data.shape, qtype, HIPREC.get(GGUF_ARCH[cls_name], ()))
+        ttype = tensor_type(name, data.shape, qtype, row.hiprec)
         writer.add_tensor(name, quantize(data, ttype), raw_dtype=gguf.GGMLQuantizationType[ttype])
     writer.write_header_to_file(path=str(tmp))
     writer.write_kv_data_to_file()
@@ -78,13 +70,15 @@ def write_gguf(transformer, path, qtype: str) -> pathlib.Path:
 
 
 def wide_transformer(transformer, seed: int = 0):
-    """The tiny transformer's class at WIDE widths, with every weight drawn (no zero-initialised
-    output layer or modulation), so quantization error shows in the output."""
+    """The tiny transformer's class at its GGUF row's widths, with every weight drawn (no
+    zero-initialised output layer or modulation), so quantization error shows in the output."""
     import torch
+
+    from toolkit.models.formats.gguf_layouts import layout
 
     cls = type(transformer)
     config = {k: v for k, v in transformer.config.items() if not k.startswith("_")}
-    config.update(WIDE[cls.__name__])
+    config.update(layout(cls.__name__)[0].tiny)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = cls.from_config(config).eval()
@@ -97,16 +91,17 @@ def wide_transformer(transformer, seed: int = 0):
 
 
 def make_tiny_gguf(arch: str, folder, qtypes=QUANT_TYPES, seed: int = 0) -> dict:
-    """The arch's tiny pipeline with a WIDE float32 transformer in `folder`, and one GGUF file of its
+    """The arch's tiny pipeline with a wide float32 transformer in `folder`, and one GGUF file of its
     transformer per type in `folder/gguf/` (named as real ones are: <arch>-tiny-<TYPE>.gguf). Reused
     when every file is there; the GGUF files are written last, each atomically."""
+    from toolkit.models.formats.gguf_layouts import readable
     from toolkit.models.tiny import build_pipeline
 
     folder = pathlib.Path(folder).expanduser().absolute()
     files = {q: folder / "gguf" / f"{arch}-tiny-{q}.gguf" for q in qtypes}
     if not ((folder / "model_index.json").is_file() and all(f.is_file() for f in files.values())):
         pipe = build_pipeline(arch, seed)
-        if type(pipe.transformer).__name__ not in WIDE:
+        if type(pipe.transformer).__name__ not in readable():
             raise ValueError(f"{arch}: no GGUF layout for {type(pipe.transformer).__name__}")
         pipe.transformer = wide_transformer(pipe.transformer, seed)
         pipe.register_modules(transformer=pipe.transformer)

@@ -101,7 +101,7 @@ def lora_metadata(arch: str, fmt: str, out_name: str, rank: int, alpha) -> dict:
     meta = {"format": "pt"}
     if fmt == "kohya":
         trigger = f"{out_name}_style"
-        # the trigger word is in every caption; other tags in some (what lora_files reads back)
+        # the trigger word is in every caption; other tags in some (what lora_headers reads back)
         tags = {"1_" + trigger: {trigger: 12, "photo": 7, "red": 2}}
         meta.update(ss_output_name=out_name, ss_tag_frequency=json.dumps(tags), ss_network_dim=str(rank),
                     ss_network_alpha=str(alpha), ss_network_module="networks.lora", ss_base_model_version=f"tiny_{arch}")

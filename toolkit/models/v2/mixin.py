@@ -87,7 +87,7 @@ class OstrisModelMixin:
         """Load one component. `config_source` is the folder/repo whose `subfolder` holds the config
         when `source` is a single weights file. `reader(path, component=role, policy=policy) -> module`
         reads a single file stored in a format the libraries do not (e.g. ComfyUI scaled FP8); its
-        `format_name` joins the identity. LoRAs are no part of a component: toolkit/models/lora.py
+        `format_name` joins the identity. LoRAs are no part of a component: toolkit/models/lora_adapters.py
         switches them on the resident module. `converter` names the arch's diffusers single-file
         converter, used for a quantized single file (formats/dispatch.py). `field` is the request key
         that chose `source` (model.name_or_path, model.components.<role>): a malformed weights file's
@@ -347,7 +347,7 @@ def aitk(cls: type) -> type:
 # -- helpers ------------------------------------------------------------------------------------
 def _import_class(library: str, name: str):
     """A class named in model_index.json: a library ("diffusers", "transformers") or, as diffusers
-    writes for pipeline-local modules, a pipeline package name ("ace_step")."""
+    writes for pipeline-local modules, a pipeline package's name (ACE-Step's, diffusers.pipelines.ace_step)."""
     for module_name in (library, f"diffusers.pipelines.{library}"):
         try:
             module = __import__(module_name, fromlist=[name])

@@ -5,7 +5,7 @@ touched; afterwards `release_unused()` frees the rest (or keeps the most recentl
 `keep_resident_bytes`). Identity is the funnel's ComponentIdentity: the weight files themselves,
 class, dtype and quantization; placement is re-applied in place on a hit.
 
-LoRA adapters are not components: toolkit/models/lora.py injects them into resident modules and
+LoRA adapters are not components: toolkit/models/lora_adapters.py injects them into resident modules and
 switches them per request. The pool keeps their books (`adapters`: where each is injected, hits,
 which are active) and says which inactive ones stay warm within the same keep_resident_bytes.
 """
@@ -195,7 +195,7 @@ class ComponentPool:
             self.adapters.clear()
         return self._drop(list(self.entries.values()))
 
-    # -- adapters (books only: toolkit/models/lora.py injects and deletes them) ------------------------
+    # -- adapters (books only: toolkit/models/lora_adapters.py injects and deletes them) ------------------------
     def adapter(self, key: str) -> AdapterEntry | None:
         """The entry of an adapter still injected, else None (a stale entry is forgotten)."""
         entry = self.adapters.get(key)

@@ -2,7 +2,7 @@
 and Qwen3-VL text encoder, original-key Qwen Image VAE, a Qwen2 tokenizer folder) given as
 `model.components` or through a profile.
 
-Sampling follows seed 003 / the official recipe: the exponential timestep shift
+Sampling follows the official recipe: the exponential timestep shift
 shifted(t) = e^mu / (e^mu + (1/t - 1)) on a uniform grid from 1 to 0, with mu pinned at 1.15 for
 turbo and interpolated from the image-token count for raw (y1 = shift_y1 at 256 tokens,
 y2 = shift_y2 at 6400); guidance v = v_c + g * (v_c - v_u), on only when g > 0, so turbo at
@@ -17,10 +17,9 @@ import re
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Extra,
-                                 Latents, Lora, Reader, SampleDefaults, Tiny, Variant, pick_linears)
-from toolkit.models.archs.krea2 import tiny
+                                 FileLayouts, Latents, Lora, Reader, SampleDefaults, Tiny, Variant, pick_linears)
+from toolkit.models.archs.krea2 import layouts, tiny
 from toolkit.models.base_model import BaseModel
-from toolkit.models.formats import layouts
 
 DEFAULT_TAPS = (2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32, 35)
 BASE_SEQ_LEN, MAX_SEQ_LEN = 256, 6400      # image tokens at 256^2 and 1280^2 (16 px per token)
@@ -138,13 +137,17 @@ SPEC = ArchSpec(
     ),
     defaults=SampleDefaults(1024, 1024, 8, 0.0), round_size=True,
     latents=Latents("packed", 16, patch=2, format=latent_formats.WAN21),     # the Qwen Image VAE
+    decode_features=96,                       # the Qwen Image VAE's last decoder stage
     sample_extras={"mu": Extra("float"), "shift_y1": Extra("float", 0.5), "shift_y2": Extra("float", 1.15)},
     variants={"turbo": Variant({"num_inference_steps": 8, "guidance_scale": 0.0}, {"mu": TURBO_MU}),
               "raw": Variant({"num_inference_steps": 52, "guidance_scale": 3.5}, {"mu": None})},
-    # which detected checkpoint formats each profile key accepts (toolkit/inspect.py)
+    # which detected checkpoint formats each profile key accepts (toolkit/file_report.py), and how they are told
     checkpoint_formats={"diffusion_model": (layouts.KREA2_TRANSFORMER,), "transformer": (layouts.KREA2_TRANSFORMER,),
                         "text_encoder": (layouts.QWEN3VL_TEXT_ENCODER, layouts.QWEN3_TEXT_ENCODER),
                         "vae": (layouts.QWEN_IMAGE_VAE,)},
+    file_layouts=FileLayouts("toolkit.models.archs.krea2.layouts:detect", "toolkit.models.archs.krea2.layouts:sizes",
+                             layouts.LABELS),
+    aliases=("krea-2",),
     tiny=Tiny(_tiny, tiny.SAMPLE, pipeline_kwargs={"text_encoder_select_layers": tiny.TAPS, "is_distilled": True}),
     description="Krea 2 (Qwen3-VL text encoder, Qwen Image VAE); turbo or raw",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},

@@ -1,4 +1,4 @@
-"""toolkit.inspect: what each Krea 2 component file is, from its safetensors header alone."""
+"""toolkit.file_report: what each Krea 2 component file is, from its safetensors header alone."""
 import json
 import os
 import shutil
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from testing import tiny_krea2 as tk
-from toolkit import inspect as ins
+from toolkit import file_report as ins
 from toolkit.models.formats import safetensors_header
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -150,7 +150,7 @@ def test_inspection_allocates_no_tensor_data(krea, monkeypatch):
 
 
 def test_inspection_never_imports_torch(krea):
-    code = ("import sys, json; from toolkit.inspect import inspect_paths; "
+    code = ("import sys, json; from toolkit.file_report import inspect_paths; "
             f"r = inspect_paths({json.dumps(list(_profile(krea).values()))}, architecture=None); "
             "print(json.dumps(sorted(m for m in ('torch', 'safetensors', 'diffusers', 'transformers') "
             "if m in sys.modules)))")
@@ -177,7 +177,7 @@ def test_cli_text_json_and_exit_codes(krea, capsys):
 
 
 def test_cli_as_module(krea):
-    out = subprocess.run([sys.executable, "-m", "toolkit.inspect", krea["text_encoder"], "--json"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "toolkit.file_report", krea["text_encoder"], "--json"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["components"][0]["architecture"] == "qwen3vl_text_encoder"

@@ -1,4 +1,4 @@
-"""LoRA files described from their headers (toolkit/lora_files.py): the format and arch of every file
+"""LoRA files described from their headers (toolkit/lora_headers.py): the format and arch of every file
 the tiny-LoRA factory writes, rank, alpha (F32/F16/BF16 scalars), trigger words, bad headers listed
 with an error, name lookup for the prompt syntax, and no torch in the listing process."""
 import json
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from toolkit import lora_files
+from toolkit import lora_headers
 from toolkit.models.formats.safetensors_header import HeaderError
 from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.loras import write_tiny_lora
@@ -43,7 +43,7 @@ def test_factory_files_are_described(tiny, tmp_path, arch, fmt):
     lora = ARCHS[arch].lora
     path = write_tiny_lora(arch, tiny(arch), tmp_path / "sub" / f"my_{fmt}.safetensors", fmt=fmt, rank=4,
                            text_encoder=bool(lora.text_encoders) and fmt != "comfyui")
-    d = lora_files.describe(str(path), str(tmp_path))
+    d = lora_headers.describe(str(path), str(tmp_path))
     assert d["name"] == f"sub/my_{fmt}" and d["path"] == f"sub/my_{fmt}.safetensors"
     assert d["bytes"] == os.path.getsize(path) and d["mtime"] == os.path.getmtime(path)
     assert (d["format"], d["arch"], d["rank"]) == (fmt, arch, 4)
@@ -61,19 +61,19 @@ def test_alpha_scalars_of_every_float_dtype(tmp_path):
     for dtype, raw in (("F32", struct.pack("<f", 8.0)), ("F16", struct.pack("<e", 8.0)),
                        ("BF16", struct.pack("<f", 8.0)[2:])):
         path = write_raw(tmp_path / f"{dtype}.safetensors", [down, up, ("lora_unet_x.alpha", dtype, (), raw)])
-        d = lora_files.describe(path)
+        d = lora_headers.describe(path)
         assert (d["format"], d["rank"], d["alpha"]) == ("kohya", 2, 8.0), dtype
     # no alpha tensor: kohya's metadata says it
     path = write_raw(tmp_path / "meta.safetensors", [down, up], {"ss_network_alpha": "1.5", "ss_network_dim": "2"})
-    assert lora_files.describe(path)["alpha"] == 1.5
+    assert lora_headers.describe(path)["alpha"] == 1.5
 
 
 def test_trigger_word_rule():
     freq = {"10_a": {"zkx": 30, "photo": 12}, "5_b": {"zkx": 10, "qqv": 40, " ": 99}}
-    assert lora_files.trigger_words({"ss_tag_frequency": json.dumps(freq)}) == ["zkx", "qqv"]   # tied at 40
-    assert lora_files.trigger_words({"ss_output_name": "mystyle"}) == ["mystyle"]
-    assert lora_files.trigger_words({"ss_tag_frequency": "not json", "ss_output_name": "x"}) == ["x"]
-    assert lora_files.trigger_words({}) == []
+    assert lora_headers.trigger_words({"ss_tag_frequency": json.dumps(freq)}) == ["zkx", "qqv"]   # tied at 40
+    assert lora_headers.trigger_words({"ss_output_name": "mystyle"}) == ["mystyle"]
+    assert lora_headers.trigger_words({"ss_tag_frequency": "not json", "ss_output_name": "x"}) == ["x"]
+    assert lora_headers.trigger_words({}) == []
 
 
 def test_bad_headers_are_refused_and_listed_with_an_error(tmp_path):
@@ -86,8 +86,8 @@ def test_bad_headers_are_refused_and_listed_with_an_error(tmp_path):
     for name, why in (("short", "too short"), ("huge", "header length"), ("notjson", "not JSON"),
                       ("truncated", "outside the file")):
         with pytest.raises(HeaderError, match=why):
-            lora_files.describe(str(tmp_path / f"{name}.safetensors"))
-    listed = {d["name"]: d for d in lora_files.list_loras(str(tmp_path))}
+            lora_headers.describe(str(tmp_path / f"{name}.safetensors"))
+    listed = {d["name"]: d for d in lora_headers.list_loras(str(tmp_path))}
     assert set(listed) == {"short", "huge", "notjson", "truncated"}
     assert all("error" in d and str(tmp_path) not in d["error"] for d in listed.values())
     assert listed["short"]["bytes"] == 2
@@ -95,33 +95,33 @@ def test_bad_headers_are_refused_and_listed_with_an_error(tmp_path):
 
 def test_a_file_that_is_no_lora_is_unknown(tmp_path):
     path = write_raw(tmp_path / "ckpt.safetensors", [("model.diffusion_model.out.weight", "F32", (2, 2), _f32(4))])
-    d = lora_files.describe(path)
+    d = lora_headers.describe(path)
     assert (d["format"], d["arch"], d["rank"], d["alpha"]) == ("unknown", None, None, None)
     # LoRA keys no arch claims
     path = write_raw(tmp_path / "odd.safetensors", [("foo.bar.lora_A.weight", "F32", (2, 2), _f32(4)),
                                                      ("foo.bar.lora_B.weight", "F32", (2, 2), _f32(4))])
-    assert (lora_files.describe(path)["format"], lora_files.describe(path)["arch"]) == ("peft", None)
+    assert (lora_headers.describe(path)["format"], lora_headers.describe(path)["arch"]) == ("peft", None)
 
 
 def test_find_lora_by_relative_name_or_unique_basename(tmp_path):
     for rel in ("style/a.safetensors", "b.safetensors", "x/dup.safetensors", "y/dup.safetensors"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         write_raw(tmp_path / rel, [])
-    assert lora_files.find_lora(str(tmp_path), "style/a") == "style/a.safetensors"
-    assert lora_files.find_lora(str(tmp_path), "a") == "style/a.safetensors"
-    assert lora_files.find_lora(str(tmp_path), "b.safetensors") == "b.safetensors"
-    assert lora_files.find_lora(str(tmp_path), "x/dup") == "x/dup.safetensors"
+    assert lora_headers.find_lora(str(tmp_path), "style/a") == "style/a.safetensors"
+    assert lora_headers.find_lora(str(tmp_path), "a") == "style/a.safetensors"
+    assert lora_headers.find_lora(str(tmp_path), "b.safetensors") == "b.safetensors"
+    assert lora_headers.find_lora(str(tmp_path), "x/dup") == "x/dup.safetensors"
     with pytest.raises(LookupError, match="ambiguous"):
-        lora_files.find_lora(str(tmp_path), "dup")
+        lora_headers.find_lora(str(tmp_path), "dup")
     with pytest.raises(LookupError, match="no LoRA named 'zzz'"):
-        lora_files.find_lora(str(tmp_path), "zzz")
+        lora_headers.find_lora(str(tmp_path), "zzz")
 
 
 def test_listing_imports_no_torch(tmp_path):
     write_raw(tmp_path / "a.safetensors", [("lora_unet_x.lora_down.weight", "F32", (2, 2), _f32(4)),
                                             ("lora_unet_x.lora_up.weight", "F32", (2, 2), _f32(4)),
                                             ("lora_unet_x.alpha", "F16", (), struct.pack("<e", 1.0))])
-    code = ("import sys, toolkit.lora_files as l; out = l.list_loras(sys.argv[1]); assert out[0]['alpha'] == 1.0, out; "
+    code = ("import sys, toolkit.lora_headers as l; out = l.list_loras(sys.argv[1]); assert out[0]['alpha'] == 1.0, out; "
             "bad = [m for m in ('torch', 'diffusers', 'transformers', 'safetensors', 'numpy') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, check=True, timeout=120)
@@ -134,7 +134,7 @@ def test_cli_writes_a_lora_and_prints_its_path(tiny, tmp_path):
                          timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str(out)
-    assert lora_files.describe(str(out))["format"] == "kohya"
+    assert lora_headers.describe(str(out))["format"] == "kohya"
     bad = subprocess.run([sys.executable, "-m", "toolkit.models.tiny.loras", "sd1", str(out), "--format", "comfyui",
                           "--model-folder", tiny("sd1")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "takes LoRA files in peft, kohya" in bad.stderr

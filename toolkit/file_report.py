@@ -1,8 +1,8 @@
 """Checkpoint inspection: what a component file (or folder) is, without loading it.
 
-    python -m toolkit.inspect PATH [PATH ...] [--json] [--architecture krea2]
-    python -m toolkit.inspect --profiles profiles.toml krea2-turbo [--json]
-    python -m toolkit.inspect diffusion_model=/m/krea2_turbo_fp8_scaled.safetensors \\
+    python -m toolkit.file_report PATH [PATH ...] [--json] [--architecture krea2]
+    python -m toolkit.file_report --profiles profiles.toml krea2-turbo [--json]
+    python -m toolkit.file_report diffusion_model=/m/krea2_turbo_fp8_scaled.safetensors \\
         text_encoder=/m/qwen3vl_4b_fp8_scaled.safetensors vae=/m/qwen_image_vae.safetensors \\
         tokenizer=/m/qwen25_tokenizer --architecture krea2
 
@@ -10,7 +10,8 @@ A PATH may be `role=path` (roles: diffusion_model, transformer, text_encoder, va
 --architecture, each component also says whether it fits that role of the architecture.
 
 For each safetensors file: path, checkpoint prefix (e.g. `model.diffusion_model.`), tensor count,
-dtype counts, detected architecture and layout, format (comfy_scaled_fp8, bf16 original, f32
+dtype counts, detected architecture (an arch's own `file_layouts`, else the arch rows' detector,
+toolkit/models/formats/detect.py) and layout, format (comfy_scaled_fp8, bf16 original, f32
 diffusers, ...), quantized-layer count, full_precision_matrix_mult count, missing-scale count,
 unsupported formats, ignored keys (e.g. a Qwen3-VL vision tower), the first problems the readers
 would reject. For a tokenizer folder: which of vocab.json / merges.txt / tokenizer_config.json
@@ -36,7 +37,8 @@ import json
 import os
 import sys
 
-from toolkit.models.formats import layouts, quant
+from toolkit.models.arch import load_object
+from toolkit.models.formats import quant
 from toolkit.models.formats.detect import detect
 from toolkit.models.formats.safetensors_header import FP8_DTYPES, HeaderError, dtype_counts, read_header
 
@@ -45,6 +47,7 @@ ROLES = ("diffusion_model", "transformer", "text_encoder", "vae", "tokenizer", "
 _DTYPE_NAMES = {"BF16": "bf16", "F16": "f16", "F32": "f32", "F64": "f64"}
 MAX_PROBLEMS = 10
 MAX_IGNORED = 5
+UNKNOWN = {"architecture": "unknown", "layout": "unknown", "prefix": "", "ignore_prefixes": ()}
 
 
 def architectures() -> dict:
@@ -53,10 +56,34 @@ def architectures() -> dict:
     return {name: ARCHS[name].checkpoint_formats for name in ARCHS if ARCHS[name].checkpoint_formats}
 
 
-def _sizes(header, det) -> dict:
-    """Width/depth from shapes, and whether they are the real model's."""
+def _file_layouts() -> list:
+    """The arch rows' own file layouts (FileLayouts), in registry order."""
+    from toolkit.models.registry import ARCHS
+    return [ARCHS[name].file_layouts for name in ARCHS if ARCHS[name].file_layouts is not None]
+
+
+def labels() -> dict:
+    """Detected kind -> what it says to a person, over every row's own file layouts."""
+    out = {UNKNOWN["architecture"]: "unknown"}
+    for fl in _file_layouts():
+        out.update(fl.labels)
+    return out
+
+
+def _own_layout(header, shapes):
+    """(detection, FileLayouts) by the first row whose own layouts know the file, else (UNKNOWN, None)."""
+    for fl in _file_layouts():
+        det = load_object(fl.detect)(header.tensors, shapes)
+        if det is not None:
+            return det, fl
+    return dict(UNKNOWN), None
+
+
+def _sizes(header, det, fl) -> dict:
+    """Width/depth from shapes, and whether they are the real model's (the detecting row's rule)."""
+    if fl is None:
+        return {}
     p, t = det["prefix"], header.tensors
-    arch, layout = det["architecture"], det["layout"]
 
     def shape(k):
         info = t.get(p + k)
@@ -67,25 +94,11 @@ def _sizes(header, det) -> dict:
         while any(k.startswith(p + fmt.format(n)) for k in t):
             n += 1
         return n
-    if arch == layouts.KREA2_TRANSFORMER:
-        w = shape("first.weight" if layout == "original" else "img_in.weight")
-        blocks = count("blocks.{}." if layout == "original" else "transformer_blocks.{}.")
-        width = w[0] if w else None
-        return {"width": width, "blocks": blocks, "reference": width == 6144 and blocks == 28}
-    if arch in (layouts.QWEN3VL_TEXT_ENCODER, layouts.QWEN3_TEXT_ENCODER):
-        w = shape("embed_tokens.weight")
-        layers = count("layers.{}.")
-        width = w[1] if w else None
-        return {"width": width, "layers": layers, "reference": width == 2560 and layers == 36}
-    if arch == layouts.QWEN_IMAGE_VAE:
-        w = shape("encoder.conv1.weight" if layout == "original" else "encoder.conv_in.weight")
-        base = w[0] if w else None
-        return {"base_dim": base, "reference": base == 96}
-    return {}
+    return load_object(fl.sizes)(det, shape, count)
 
 
 def inspect_file(path: str) -> dict:
-    """Everything `python -m toolkit.inspect` reports about one safetensors file (see module doc)."""
+    """Everything `python -m toolkit.file_report` reports about one safetensors file (see module doc)."""
     path = os.path.expanduser(str(path))
     if path.lower().endswith(".gguf"):
         from toolkit.models.formats.gguf_header import inspect_gguf
@@ -100,8 +113,8 @@ def inspect_file(path: str) -> dict:
         out["error"] = str(e)
         return out
     shapes = {k: v.shape for k, v in header.tensors.items()}
-    det = layouts.detect(header.tensors, shapes)
-    found = detect(header) if det["architecture"] == layouts.UNKNOWN else None      # the arch rows' detector
+    det, own = _own_layout(header, shapes)
+    found = detect(header) if own is None else None      # the arch rows' detector
     single = None
     if found is not None and found.denoiser is not None:
         d = found.denoiser
@@ -121,12 +134,12 @@ def inspect_file(path: str) -> dict:
         "tensor_count": len(header.tensors),
         "dtype_counts": counts,
         "architecture": det["architecture"],
-        "architecture_label": layouts.LABELS.get(det["architecture"], det["architecture"]) if not
+        "architecture_label": labels().get(det["architecture"], det["architecture"]) if not
         (found and found.kinds and not single) else found.kinds[0][1],
         "arch": single["arch"] if single else None, "role": single["role"] if single else None,
         "layout": det["layout"],
         "detection": found.public() if found is not None else None,
-        "sizes": _sizes(header, det),
+        "sizes": _sizes(header, det, own),
         "quantization": {"sources": list(manifest.sources), "formats": manifest.formats()},
         "quantized_layers": len(result.quantized),
         "full_precision_matrix_mult": sum(1 for s in result.quantized.values() if s.full_precision_matrix_mult),
@@ -265,7 +278,7 @@ def compatibility(report: dict, role: str | None, architecture: str) -> tuple[bo
         return False, f"{architecture} has no component {role!r}"
     if report["architecture"] not in wanted:
         return False, f"detected {report['architecture_label']}, {role or architecture} needs " + \
-            " or ".join(layouts.LABELS[a] for a in wanted)
+            " or ".join(labels()[a] for a in wanted)
     if report["problem_count"]:
         return False, report["problems"][0]
     return True, "ok"
@@ -376,7 +389,7 @@ def format_text(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m toolkit.inspect",
+    ap = argparse.ArgumentParser(prog="python -m toolkit.file_report",
                                  description="Inspect checkpoint files from their headers only (no tensor data).")
     ap.add_argument("paths", nargs="+", help="a file or folder, role=path (roles: " + ", ".join(ROLES) + "), "
                     "or a profile name from --profiles")

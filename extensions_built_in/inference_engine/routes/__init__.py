@@ -1,0 +1,14 @@
+"""The native API, one module-level `APIRouter` per concern; each handler finds the engine in
+`request.app.state.engine` and the token check in `common.require_token` (the token is
+`app.state.token`). `server.create_app` includes them, in this order:
+
+- `health`: GET /health, GET /metrics
+- `catalog`: what can run here: GET /models, POST /resolve, GET /inspect/{profile}, GET /loras, GET /library
+- `generation`: a request's life: POST /generate, GET /stream/{request_id}, POST /cancel/{request_id}
+- `queue`: GET /queue, POST /queue/{request_id}/move, POST /unload
+- `files`: files in: POST /assets, POST /settings
+- `outputs`: GET /outputs/{relpath}, which the compat port serves too (compat/__init__.py), each port
+  behind its own token check
+
+`common` holds what they share: the token check, the `{detail, field}` error and its OpenAPI entries.
+"""
