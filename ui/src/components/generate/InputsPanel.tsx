@@ -26,7 +26,6 @@ interface Props {
   resolved: Pick<Resolved, 'task' | 'defaultStrength' | 'problem'>;
 }
 
-
 /** Whether the arch takes any input image (the panel shows only then). */
 export function archTakesInputs(arch: ArchInfo): boolean {
   return IMAGE_INPUTS.some((k) => archTakes(arch, k)) || referenceSlots(arch).length > 0;
