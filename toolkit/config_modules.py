@@ -290,7 +290,7 @@ class GenerateImageConfig(Settings):
         """The sample fields `spec` takes with their bounds and choices (Settings.describe over this
         arch's sizes, tasks, samplers and formats, and `limits`: the engine's engine.limits, whose
         maxima a request must also keep): what GET /models serves so a form copies no rule."""
-        from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
+        from toolkit.media import OUTPUT_EXTS
 
         out = {}
         described = cls.describe()
@@ -306,7 +306,7 @@ class GenerateImageConfig(Settings):
                 out[name]["multiple_of"] = spec.size_divisor
                 if spec.round_size:
                     out[name]["rounded"] = True
-        out["output_ext"]["choices"] = list({"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}[spec.modality])
+        out["output_ext"]["choices"] = list(OUTPUT_EXTS[spec.modality])
         out["task"]["choices"] = [t.name for t in spec.tasks_for(variant)]
         samplers = [s.name for s in spec.samplers()]
         if samplers:
@@ -348,7 +348,7 @@ EXTRA_TYPES = {"str": str, "int": int, "float": float, "bool": bool}
 def _settle(v: dict, spec: ArchSpec, where: str, variant: str | None, warnings: list):
     """The checks across fields and against the arch, on the coerced values `v` (fixed in place:
     sizes rounded where the arch rounds, the task and its strength resolved, the step cache checked)."""
-    from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
+    from toolkit.media import OUTPUT_EXTS
 
     get = lambda name: v.get(name, _FIELD_DEFAULTS[name])
     if not isinstance(get("prompt"), str):
@@ -369,7 +369,7 @@ def _settle(v: dict, spec: ArchSpec, where: str, variant: str | None, warnings: 
         check_bound(get("fps"), _BOUNDS["fps"], f"{where}.fps")
     if spec.modality == "audio":
         check_bound(get("duration"), _BOUNDS["duration"], f"{where}.duration")
-    allowed = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}[spec.modality]
+    allowed = OUTPUT_EXTS[spec.modality]
     if get("output_ext") not in allowed:
         raise ConfigError(f"{where}.output_ext", f"{get('output_ext')!r} is not a {spec.modality} format "
                           f"(allowed: {', '.join(allowed)})")

@@ -41,6 +41,7 @@ from PIL import Image
 IMAGE_EXTS = ("png", "jpg", "webp")
 VIDEO_EXTS = ("mp4", "webp")
 AUDIO_EXTS = ("wav", "flac", "mp3")
+OUTPUT_EXTS = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}    # by modality
 
 _EXT_ALIASES = {"jpeg": "jpg"}
 

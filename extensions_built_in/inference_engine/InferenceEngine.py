@@ -99,7 +99,7 @@ class InferenceEngine(BaseProcess):
         from extensions_built_in.inference_engine.engine import Engine
         return Engine(self.settings, device=self.device, output_folder=self.output_folder,
                       assets_folder=self.assets_folder, profiles=self.profiles, model_roots=self.model_roots,
-                      model_folders=self.model_folders, on_info=on_info)
+                      on_info=on_info)
 
     def _model_roots(self, extra: list) -> list:
         """Where requests may name local model files: the job folder, the hub cache, the tiny-model

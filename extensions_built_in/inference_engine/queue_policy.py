@@ -81,22 +81,3 @@ def estimated_starts(running_left_steps: int, queued_steps: list, step_seconds: 
         out.append(round(ahead * step_seconds, 3))
         ahead += steps
     return out
-
-
-def check(policy, max_overtake, where: str = "engine") -> tuple[str, int]:
-    """engine.queue_policy and engine.max_overtake, checked (ConfigError names the key)."""
-    from toolkit.errors import ConfigError
-
-    if policy not in POLICIES:
-        raise ConfigError(f"{where}.queue_policy", f"must be one of {', '.join(POLICIES)}, got {policy!r}")
-    if isinstance(max_overtake, bool) or not isinstance(max_overtake, int) or max_overtake < 0:
-        raise ConfigError(f"{where}.max_overtake", f"must be an integer >= 0, got {max_overtake!r}")
-    return policy, max_overtake
-
-
-def check_max_batch(value, where: str = "engine") -> int:
-    from toolkit.errors import ConfigError
-
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where}.max_batch", f"must be an integer >= 1 (1: no dynamic batching), got {value!r}")
-    return value

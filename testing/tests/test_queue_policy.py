@@ -66,16 +66,15 @@ def test_no_request_is_overtaken_more_than_max_overtake_times(seed):
 
 
 def test_options_are_checked():
-    assert qp.check("affinity", 3) == ("affinity", 3)
-    with pytest.raises(ConfigError) as e:
-        qp.check("lifo", 2)
-    assert e.value.key == "engine.queue_policy"
-    with pytest.raises(ConfigError) as e:
-        qp.check("fifo", -1)
-    assert e.value.key == "engine.max_overtake"
-    with pytest.raises(ConfigError) as e:
-        qp.check_max_batch(0)
-    assert e.value.key == "engine.max_batch"
+    from extensions_built_in.inference_engine.engine_settings import EngineSettings
+
+    s = EngineSettings.from_dict({"queue_policy": "affinity", "max_overtake": 3})
+    assert (s.queue_policy, s.max_overtake) == ("affinity", 3)
+    for bad, key in (({"queue_policy": "lifo"}, "engine.queue_policy"), ({"max_overtake": -1}, "engine.max_overtake"),
+                     ({"max_batch": 0}, "engine.max_batch"), ({"max_overtake": True}, "engine.max_overtake")):
+        with pytest.raises(ConfigError) as e:
+            EngineSettings.from_dict(bad)
+        assert e.value.key == key
 
 
 def test_estimated_starts_add_the_steps_ahead():

@@ -7,10 +7,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from extensions_built_in.inference_engine.routes.common import ApiError, engine_router, errors, require_token
 from toolkit.config_modules import GenerateImageConfig
 from toolkit.errors import ConfigError
-from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS
+from toolkit.media import OUTPUT_EXTS
 from toolkit.models.registry import ARCHS
 
-OUTPUT_EXTS = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}
 
 router = engine_router(dependencies=[Depends(require_token)])
 
