@@ -23,7 +23,7 @@ QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2"
 
 
 @dataclass(frozen=True)
-class LoraRef:
+class LoraRef(Settings):
     """One LoRA a request applies, unmerged, on the resident model (toolkit/models/lora_adapters.py)."""
     path: str
     scale: float = 1.0
@@ -31,19 +31,17 @@ class LoraRef:
 
     @classmethod
     def from_dict(cls, d, where: str) -> "LoraRef":
-        if isinstance(d, LoraRef):
-            return d
-        check_keys(d, {f.name for f in fields(cls)}, where, required=("path",))
-        hints = typing.get_type_hints(cls)
-        values = {f.name: coerce(d[f.name], hints[f.name], f"{where}.{f.name}") for f in fields(cls)
-                  if d.get(f.name) is not None}
-        if not values["path"] or not os.path.isfile(os.path.expanduser(values["path"])):
-            raise ConfigError(f"{where}.path", f"no such file: {values['path']}")
-        return cls(**values)
+        if not isinstance(d, LoraRef):
+            check_keys(d, {f.name for f in fields(cls)}, where, required=("path",))
+        return super().from_dict(d, where)
+
+    def check(self, where: str):
+        if not self.path or not os.path.isfile(os.path.expanduser(self.path)):
+            raise ConfigError(f"{where}.path", f"no such file: {self.path}")
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Settings):
     arch: str
     name_or_path: str | None = None        # diffusers folder, hub repo id, or a single .safetensors file
     extras_name_or_path: str | None = None  # where the other components/configs come from for a single file
