@@ -119,7 +119,8 @@ def test_an_error_inside_the_engine_loop_costs_that_request_only(served, monkeyp
 def test_a_stopping_engine_answers_every_waiting_client(tiny, tmp_path):
     """`wait: true` clients get their answer when the engine stops, so its process can exit."""
     from extensions_built_in.inference_engine.worker import Faults
-    eng = InProcessEngine(str(tmp_path), token=TOKEN, faults=Faults(hold_step=1))    # the first holds at step 1
+    # the first holds at step 1; max_batch 1: the second waits in the queue (batched, it would join the first's call)
+    eng = InProcessEngine(str(tmp_path), token=TOKEN, faults=Faults(hold_step=1), max_batch=1)
     body = {"model": {"arch": "zimage", "name_or_path": tiny("zimage")},
             "sample": {"prompt": "x", "width": 64, "height": 64, "num_inference_steps": 2}, "wait": True}
     answers = []
