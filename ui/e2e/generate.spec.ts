@@ -10,7 +10,7 @@ import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { encodePng } from '../src/components/generate/maskPng';
 import { E2E_DIR, TRAINING_FOLDER } from './env';
-import { ENGINE_START_MS, fillNumber, galleryItems, shot, type HistoryItem as StoredItem, widerThanWindow, stopEnginesAfterFailure } from './helpers';
+import { ENGINE_START_MS, fillNumber, galleryItems, shot, startEngineOnPage, type HistoryItem as StoredItem, widerThanWindow, stopEnginesAfterFailure } from './helpers';
 
 test.afterEach(stopEnginesAfterFailure);
 
@@ -185,7 +185,11 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await page.getByLabel('Frames', { exact: true }).fill('9');
     await page.getByTestId('generate-button').click();
     await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
-    await expect(page.getByLabel('Video frame')).toBeVisible();
+    // the latent's frames were drawn (its scrubber stays, hidden under the result); the finished video plays in the preview
+    await expect(page.getByLabel('Video frame')).toBeAttached();
+    await expect(page.getByTestId('final-result')).toHaveAttribute('data-kind', 'video');
+    await expect.poll(() => page.getByTestId('final-media').evaluate((el) => (el as HTMLVideoElement).readyState)).toBeGreaterThanOrEqual(1);
+    expect(await page.getByTestId('final-media').evaluate((el) => el.tagName === 'VIDEO' && (el as HTMLVideoElement).controls)).toBe(true);
     const video = page.getByTestId('gallery-item').first();
     await expect(video).toHaveAttribute('data-kind', 'video');
     await expect.poll(() => video.locator('video').evaluate((el) => (el as HTMLVideoElement).readyState)).toBeGreaterThanOrEqual(1);
@@ -199,6 +203,9 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await page.getByTestId('prompt').press('Control+Enter'); // the keyboard shortcut
     await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
     await expect(page.getByTestId('preview-canvas')).toHaveClass(/heatmap/);
+    // the finished audio plays in the preview, with its controls
+    await expect(page.getByTestId('final-result')).toHaveAttribute('data-kind', 'audio');
+    expect(await page.getByTestId('final-media').evaluate((el) => el.tagName === 'AUDIO' && (el as HTMLAudioElement).controls)).toBe(true);
     const audio = page.getByTestId('gallery-item').first();
     await expect(audio).toHaveAttribute('data-kind', 'audio');
     await expect.poll(() => audio.locator('audio').evaluate((el) => (el as HTMLAudioElement).readyState)).toBeGreaterThanOrEqual(1);
@@ -475,20 +482,7 @@ test('input images: img2img, a painted mask (inpaint, a batch of 2), references,
   page.on('console', (msg) => {
     if (msg.type() === 'error') console.log(`[browser] ${msg.text()}`);
   });
-  const created = await page.request.post('/api/jobs', {
-    data: {
-      name: INPUTS_JOB,
-      gpu_ids: 'cpu',
-      job_type: 'inference',
-      job_config: { job: 'extension', config: { process: [{ type: 'InferenceEngine', engine: {} }] } },
-    },
-  });
-  expect(created.status()).toBe(201);
-  const { job } = await created.json();
-  await page.goto(`/generate?job=${job.id}`);
-  const strip = page.getByTestId('engine-strip');
-  await page.getByTestId('engine-start').click();
-  await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
+  const { job, strip } = await startEngineOnPage(page, INPUTS_JOB);
 
   const models = await (await page.request.get(`/api/inference/models?job=${job.id}`)).json();
   const sd1 = (models.archs as { name: string; samplers: { name: string }[]; tasks: { name: string; strength: number | null }[] }[]).find((a) => a.name === 'sd1')!;

@@ -36,6 +36,20 @@ export async function galleryItems(page: Page, query = ''): Promise<HistoryItem[
   return (await res.json()).items;
 }
 
+/** A CPU engine job of its own (`engine`: its engine settings), opened on /generate and started from the page. */
+export async function startEngineOnPage(page: Page, name: string, engine: Record<string, unknown> = {}) {
+  const created = await page.request.post('/api/jobs', {
+    data: { name, gpu_ids: 'cpu', job_type: 'inference', job_config: { job: 'extension', config: { process: [{ type: 'InferenceEngine', engine }] } } },
+  });
+  expect(created.status()).toBe(201);
+  const job = (await created.json()).job as { id: string; name: string };
+  await page.goto(`/generate?job=${job.id}`);
+  const strip = page.getByTestId('engine-strip');
+  await page.getByTestId('engine-start').click();
+  await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
+  return { job, strip };
+}
+
 /** Elements reaching past the window's right edge (and the document, when it scrolls sideways). */
 export async function widerThanWindow(page: Page): Promise<string[]> {
   return page.evaluate(() => {

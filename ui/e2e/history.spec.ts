@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { TRAINING_FOLDER } from './env';
-import { ENGINE_START_MS, fillNumber, galleryItems, shot, type HistoryItem, stopEnginesAfterFailure } from './helpers';
+import { fillNumber, galleryItems, shot, startEngineOnPage, type HistoryItem, stopEnginesAfterFailure } from './helpers';
 
 test.afterEach(stopEnginesAfterFailure);
 
@@ -34,15 +34,7 @@ test('history survives a reload in a fresh browser context: search, model filter
   page.on('console', (msg) => {
     if (msg.type() === 'error') console.log(`[browser] ${msg.text()}`);
   });
-  const created = await page.request.post('/api/jobs', {
-    data: { name: JOB, gpu_ids: 'cpu', job_type: 'inference', job_config: { job: 'extension', config: { process: [{ type: 'InferenceEngine', engine: {} }] } } },
-  });
-  expect(created.status()).toBe(201);
-  const { job } = await created.json();
-  await page.goto(`/generate?job=${job.id}`);
-  const strip = page.getByTestId('engine-strip');
-  await page.getByTestId('engine-start').click();
-  await expect(strip).toHaveAttribute('data-state', 'ready', { timeout: ENGINE_START_MS });
+  const { job, strip } = await startEngineOnPage(page, JOB);
 
   let lighthouse: HistoryItem;
   let meadow: HistoryItem;

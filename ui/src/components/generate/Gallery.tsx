@@ -1,7 +1,8 @@
 'use client';
 // Finished results (the history): image, video or audio, with the settings that made them;
-// search by prompt, filter by model, open, reuse, delete (after a confirm).
+// search by prompt, filter by model, view large (ResultViewer.tsx), open, reuse, delete (after a confirm).
 import { useEffect, useRef, useState } from 'react';
+import ResultMedia from './ResultMedia';
 import { formatBytes, formatSeconds } from '@/utils/format';
 import ConfirmDelete from './ConfirmDelete';
 import GalleryFilters from './GalleryFilters';
@@ -18,6 +19,8 @@ interface Props {
   onDelete: (item: GalleryItem) => Promise<string | null>;
   /** set where the current arch takes an input image: put an image result in as the input */
   onUseAsInput?: (item: GalleryItem) => Promise<string | null>;
+  /** open the result viewer on this item */
+  onView: (item: GalleryItem) => void;
 }
 
 function settingsLine(item: GalleryItem): string {
@@ -42,22 +45,26 @@ function settingsLine(item: GalleryItem): string {
   return parts.filter(Boolean).join(' · ');
 }
 
-function Media({ item, src, error }: { item: GalleryItem; src: string | null; error: string | null }) {
-  const [broken, setBroken] = useState(false);
-  if (error || broken) return <div className="media-missing">The file is not available{error ? ` (${error})` : ''}.</div>;
-  if (!src) return <div className="media-missing muted">loading…</div>;
-  const kind = item.result.kind;
-  if (kind === 'video') return <video src={src} controls loop muted playsInline onError={() => setBroken(true)} data-testid="gallery-media" />;
-  if (kind === 'audio') return <audio src={src} controls onError={() => setBroken(true)} data-testid="gallery-media" />;
+/** The card's media: an image opens the viewer; video and audio play in place. */
+function Media({ item, src, error, onView }: { item: GalleryItem; src: string | null; error: string | null; onView: () => void }) {
+  const media = <ResultMedia key={item.key} item={item} src={src} error={error} testId="gallery-media" />;
+  if (item.result.kind !== 'image' || !src || error) return media;
   return (
-    <a href={src} target="_blank" rel="noreferrer" title="Open the file">
-      {/* eslint-disable-next-line @next/next/no-img-element */}
-      <img src={src} alt={String(item.sample.prompt ?? 'result')} onError={() => setBroken(true)} data-testid="gallery-media" />
-    </a>
+    <button className="media-button" onClick={onView} aria-label="View large" data-testid="gallery-view">
+      {media}
+    </button>
   );
 }
 
-function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem; onReuse: () => void; onDelete: () => Promise<void>; onUseAsInput?: () => void }) {
+interface CardProps {
+  item: GalleryItem;
+  onReuse: () => void;
+  onDelete: () => Promise<void>;
+  onUseAsInput?: () => void;
+  onView: () => void;
+}
+
+function ItemCard({ item, onReuse, onDelete, onUseAsInput, onView }: CardProps) {
   const { src, error } = useMediaUrl(fileUrl(item));
   const [confirming, setConfirming] = useState(false);
   // "Keep" (or Escape) gives the focus back to Delete
@@ -69,13 +76,16 @@ function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem
   }, [confirming]);
   return (
     <figure className="gallery-item" data-testid="gallery-item" data-kind={item.result.kind} data-request={item.requestId} data-model={modelKey(item.model)}>
-      <Media item={item} src={src} error={error} />
+      <Media item={item} src={src} error={error} onView={onView} />
       <figcaption>
         <div className="prompt" title={String(item.sample.prompt ?? '')}>
           {String(item.sample.prompt ?? '') || <i>no prompt</i>}
         </div>
         <div className="muted small">{settingsLine(item)}</div>
         <div className="row wrap">
+          <button onClick={onView} title="Show it large, with previous/next and compare">
+            View
+          </button>
           <a className="button" href={src ?? undefined} target="_blank" rel="noreferrer" aria-disabled={!src}>
             Open
           </a>
@@ -108,7 +118,7 @@ function ItemCard({ item, onReuse, onDelete, onUseAsInput }: { item: GalleryItem
   );
 }
 
-export default function Gallery({ items, search, onReuse, onDelete, onUseAsInput }: Props) {
+export default function Gallery({ items, search, onReuse, onDelete, onUseAsInput, onView }: Props) {
   const [error, setError] = useState<string | null>(null);
   const filtered = Boolean(search.filter.q || search.filter.model);
   const shown = error ?? search.error;
@@ -132,6 +142,7 @@ export default function Gallery({ items, search, onReuse, onDelete, onUseAsInput
             key={item.key}
             item={item}
             onReuse={() => onReuse(item)}
+            onView={() => onView(item)}
             onUseAsInput={onUseAsInput && (async () => setError(await onUseAsInput(item)))}
             onDelete={async () => setError(await onDelete(item))}
           />

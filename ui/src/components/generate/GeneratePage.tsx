@@ -8,8 +8,10 @@ import EngineStrip from './EngineStrip';
 import EnginesList from './EnginesList';
 import FormPanels from './FormPanels';
 import OutputColumn from './OutputColumn';
+import type { SendTask } from './ResultViewer';
 import SettingsDrop from './SettingsDrop';
-import { archTakes } from './tasks';
+import { archTakes, taskInfo } from './tasks';
+import type { GalleryItem } from './types';
 import { useEngine } from './useEngine';
 import { useEngineQueue } from './useEngineQueue';
 import { useEngines } from './useEngines';
@@ -41,6 +43,10 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const { resolved, notes } = useFormNotes(job?.id ?? null, running, forms);
   const submit = useSubmit({ engine, engines, gen, forms, inputs, notes, resolved });
   const { canGenerate, generate } = submit;
+
+  // the viewer's send-to: the gallery's "Use as input", with the task it asks for ('' automatic: img2img without a mask)
+  const takesInput = !!arch && archTakes(arch, 'init_img');
+  const sendTo = (item: GalleryItem, task: SendTask) => inputs.useAsInput(item, task === 'inpaint' && arch && taskInfo(arch, 'inpaint') ? 'inpaint' : '');
 
   const onKeyDown = (e: React.KeyboardEvent) => {
     if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canGenerate) {
@@ -80,7 +86,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
           detach={submit.detach}
           onDetach={submit.setDetach}
           onReuse={restore.reuse}
-          onUseAsInput={arch && archTakes(arch, 'init_img') ? inputs.useAsInput : undefined}
+          onUseAsInput={takesInput ? inputs.useAsInput : undefined}
+          viewer={{ onSendTo: takesInput ? sendTo : undefined, canInpaint: !!arch && archTakes(arch, 'mask_img') }}
         />
       </div>
     </div>

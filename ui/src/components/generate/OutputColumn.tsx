@@ -1,13 +1,16 @@
 'use client';
 // The Generate page's output column: the live preview with Generate (and the batch of the request it
-// shows), the engine's queue, and the results gallery.
+// shows), the engine's queue, the results gallery, and the result viewer over this page's results and the gallery's.
+import { useState } from 'react';
 import Gallery from './Gallery';
 import PreviewPanel from './PreviewPanel';
 import QueuePanel from './QueuePanel';
+import ResultViewer, { type ViewerActions } from './ResultViewer';
 import type { GalleryItem } from './types';
 import type { useEngineQueue } from './useEngineQueue';
 import type { useGallery } from './useGallery';
 import type { useGeneration } from './useGeneration';
+import { viewerItems } from './viewerList';
 
 interface Props {
   gen: ReturnType<typeof useGeneration>;
@@ -21,9 +24,14 @@ interface Props {
   onReuse: (item: GalleryItem) => void;
   /** where the arch takes an input image */
   onUseAsInput?: (item: GalleryItem) => Promise<string | null>;
+  viewer: ViewerActions;
 }
 
-export default function OutputColumn({ gen, queue, gallery, canGenerate, whyNot, onGenerate, detach, onDetach, onReuse, onUseAsInput }: Props) {
+export default function OutputColumn({ gen, queue, gallery, canGenerate, whyNot, onGenerate, detach, onDetach, onReuse, onUseAsInput, viewer }: Props) {
+  // the result the viewer shows (its key: the list changes as results come and go)
+  const [viewing, setViewing] = useState<string | null>(null);
+  const walk = viewerItems(gallery.recent, gallery.items);
+  const viewIndex = viewing ? walk.findIndex((i) => i.key === viewing) : -1;
   const batchResults = gen.view.requestId
     ? gallery.recent.filter((i) => i.requestId === gen.view.requestId).sort((a, b) => (a.result.index ?? 0) - (b.result.index ?? 0))
     : [];
@@ -39,6 +47,7 @@ export default function OutputColumn({ gen, queue, gallery, canGenerate, whyNot,
         detach={detach}
         onDetach={onDetach}
         results={batchResults}
+        onView={(item) => setViewing(item.key)}
       />
       <QueuePanel
         snapshot={queue.snapshot}
@@ -51,7 +60,8 @@ export default function OutputColumn({ gen, queue, gallery, canGenerate, whyNot,
         }}
         onMove={queue.move}
       />
-      <Gallery items={gallery.items} search={gallery.search} onReuse={onReuse} onDelete={gallery.remove} onUseAsInput={onUseAsInput} />
+      <Gallery items={gallery.items} search={gallery.search} onReuse={onReuse} onDelete={gallery.remove} onUseAsInput={onUseAsInput} onView={(item) => setViewing(item.key)} />
+      {viewIndex >= 0 && <ResultViewer items={walk} index={viewIndex} onIndex={(i) => setViewing(walk[i].key)} onClose={() => setViewing(null)} onReuse={onReuse} {...viewer} />}
     </div>
   );
 }

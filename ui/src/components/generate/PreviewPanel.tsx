@@ -1,9 +1,10 @@
 'use client';
-// Generate (Queue while one runs) / Cancel, the live latent canvas, step i/N with elapsed time and ETA, status lines,
-// and the outcome in words.
+// Generate (Queue while one runs) / Cancel, the live latent canvas (the finished result in its place once
+// the request ends), step i/N with elapsed time and ETA, status lines, and the outcome in words.
 import { useEffect, useState } from 'react';
 import { formatSeconds } from '@/utils/format';
 import LatentCanvas from './LatentCanvas';
+import ResultMedia from './ResultMedia';
 import { ACTIVE_PHASES, etaSeconds, type GenView } from './generationView';
 import type { GalleryItem } from './types';
 import { fileUrl } from './useGallery';
@@ -21,18 +22,21 @@ interface Props {
   onDetach: (on: boolean) => void;
   /** this request's results so far (every image of a batch), in batch order */
   results: GalleryItem[];
+  /** open the result viewer on one */
+  onView: (item: GalleryItem) => void;
 }
 
-function BatchResult({ item }: { item: GalleryItem }) {
+/** One image of the batch: shows it large in the preview. */
+function BatchResult({ item, shown, onShow }: { item: GalleryItem; shown: boolean; onShow: () => void }) {
   const { src } = useMediaUrl(fileUrl(item));
   const r = item.result;
   return (
     <figure className="batch-result" data-testid="batch-result" data-index={r.index ?? 0} data-seed={r.seed}>
       {src && r.kind === 'image' ? (
-        <a href={src} target="_blank" rel="noreferrer" title="Open the file">
+        <button className="media-button" onClick={onShow} aria-pressed={shown} aria-label={`Show result ${(r.index ?? 0) + 1} large`}>
           {/* eslint-disable-next-line @next/next/no-img-element */}
           <img src={src} alt={`result ${(r.index ?? 0) + 1}`} />
-        </a>
+        </button>
       ) : (
         <div className="media-missing muted small">{r.kind}</div>
       )}
@@ -43,9 +47,34 @@ function BatchResult({ item }: { item: GalleryItem }) {
   );
 }
 
+/** The finished result in the latent preview's place, as large as fits; an image opens the viewer, video and audio play here. */
+function FinalResult({ item, onView }: { item: GalleryItem; onView: () => void }) {
+  const { src, error } = useMediaUrl(fileUrl(item));
+  const media = <ResultMedia key={item.key} item={item} src={src} error={error} testId="final-media" />;
+  return (
+    <figure className="final-result" data-testid="final-result" data-key={item.key} data-kind={item.result.kind}>
+      {item.result.kind === 'image' && src && !error ? (
+        <button className="media-button" onClick={onView} aria-label="View large, with previous/next and compare" data-testid="final-view">
+          {media}
+        </button>
+      ) : (
+        media
+      )}
+      <figcaption className="row wrap small muted">
+        <span>
+          {item.result.width && item.result.height ? `${item.result.width}×${item.result.height} · ` : ''}seed {item.result.seed}
+        </span>
+        <button onClick={onView} data-testid="final-open-viewer">
+          Open viewer
+        </button>
+      </figcaption>
+    </figure>
+  );
+}
+
 const MESSAGE_CLASS: Record<string, string> = { done: 'ok', cancelled: 'warn', error: 'error', lost: 'error' };
 
-export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss, detach, onDetach, results }: Props) {
+export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss, detach, onDetach, results, onView }: Props) {
   const active = ACTIVE_PHASES.has(view.phase);
   const [now, setNow] = useState(() => Date.now());
   useEffect(() => {
@@ -57,6 +86,9 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
 
   const elapsed = view.startedAt ? Math.max(0, (view.finishedAt ?? now) - view.startedAt) / 1000 : null;
   const eta = active ? etaSeconds(view) : null;
+  // once the request ends, its result takes the latent's place (the batch strip picks which one)
+  const [picked, setPicked] = useState<string | null>(null);
+  const final = active ? undefined : (results.find((r) => r.key === picked) ?? results[0]);
 
   return (
     <section className="card preview" aria-label="Preview">
@@ -86,7 +118,11 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
           {whyNot}
         </div>
       )}
-      <LatentCanvas image={view.image} step={view.latentStep} modality={view.modality} phase={view.phase} />
+      {final && <FinalResult item={final} onView={() => onView(final)} />}
+      {/* kept (hidden) under the result: its last latent stays readable */}
+      <div hidden={!!final}>
+        <LatentCanvas image={view.image} step={view.latentStep} modality={view.modality} phase={view.phase} />
+      </div>
       {(active || view.total > 0) && (
         <div className="progress" data-testid="progress-text" data-phase={view.phase}>
           <progress max={view.total || 1} value={view.step} />
@@ -100,7 +136,7 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
       {results.length > 1 && (
         <div className="batch-strip" data-testid="batch-strip">
           {results.map((item) => (
-            <BatchResult key={item.key} item={item} />
+            <BatchResult key={item.key} item={item} shown={item.key === final?.key} onShow={() => setPicked(item.key)} />
           ))}
         </div>
       )}

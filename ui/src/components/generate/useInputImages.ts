@@ -48,8 +48,9 @@ export function useInputImages(job: { id: string } | null, forms: Pick<GenerateF
     }
   };
 
-  /** A gallery image as the input image: its file uploaded to the engine's assets; an error in words, or null. */
-  const useAsInput = async (item: GalleryItem): Promise<string | null> => {
+  /** A gallery image as the input image: its file uploaded to the engine's assets; an error in words, or null.
+   * `task`: the form's task from then on ('' automatic; unset: kept as it was). */
+  const useAsInput = async (item: GalleryItem, task?: string): Promise<string | null> => {
     if (!job || !sample) return 'Start the engine first: input images are uploaded to it.';
     try {
       const res = await apiFetch(fileUrl(item));
@@ -57,7 +58,7 @@ export function useInputImages(job: { id: string } | null, forms: Pick<GenerateF
       const id = await uploadAsset(job.id, await res.blob(), item.result.relpath.split('/').pop() || 'input.png');
       setSample((prev) => {
         const p = prev ? normalizeSample(prev) : sample;
-        return { ...p, images: { ...p.images, init_img: id, mask_img: null } };
+        return { ...p, task: task ?? p.task, images: { ...p.images, init_img: id, mask_img: null } };
       });
       setMaskPainted(false);
       window.scrollTo({ top: 0, behavior: 'smooth' });
