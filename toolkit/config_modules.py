@@ -299,9 +299,12 @@ class GenerateImageConfig(Settings):
             if name == "negative_prompt" and not spec.uses_negative_prompt or name in IMAGE_INPUTS and name not in taken:
                 continue
             out[name] = {k: v for k, v in described[name].items() if k != "default"}   # the arch's: its `sample`
+        reach = spec.max_side_for(variant)
         for name in ("width", "height"):
             if name in out:
                 out[name]["multiple_of"] = spec.size_divisor
+                if reach:
+                    out[name]["max"] = min(out[name]["max"], reach)
                 if spec.round_size:
                     out[name]["rounded"] = True
         out["output_ext"]["choices"] = list(OUTPUT_EXTS[spec.modality])
@@ -363,6 +366,10 @@ def _settle(v: dict, spec: ArchSpec, where: str, variant: str | None, warnings: 
             elif value % spec.size_divisor:
                 raise ConfigError(f"{where}.{name}", f"{value} is not a multiple of {spec.size_divisor}, "
                                   f"which arch {spec.name} needs")
+            reach = spec.max_side_for(variant)
+            if reach and v.get(name, value) > reach:
+                raise ConfigError(f"{where}.{name}", f"{v.get(name, value)} is over {reach}, the largest side arch "
+                                  f"{spec.name}'s denoiser reaches (its position table ends there)")
     if spec.modality == "video":
         check_bound(get("fps"), _BOUNDS["fps"], f"{where}.fps")
     if spec.modality == "audio":

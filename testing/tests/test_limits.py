@@ -67,7 +67,9 @@ def test_sd1_16384_square_is_refused_before_queueing(eng):
 
 
 def test_zimage_16384_square_is_refused_not_an_index_error(eng):
-    b = body(eng, width=16384, height=16384)
+    b = body(eng, width=16384, height=16384)      # past Z-Image's 8192 px RoPE reach (its arch row's max_side)
+    refused(eng.client.post("/generate", json=b), 422, "sample.width", "8192")
+    b = body(eng, arch="flux", width=16384, height=16384)     # a size its RoPE reaches: engine.limits bound it
     refused(eng.client.post("/generate", json=b), 422, "sample.width", "engine.limits.max_pixels")
     keeps_serving(eng)
 

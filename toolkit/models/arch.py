@@ -48,6 +48,7 @@ class Variant:
     tasks: tuple = ()             # the arch's tasks it serves, its default first (() = all): a refiner only refines
     pipeline_kwargs: dict = field(default_factory=dict)   # init arguments its repo's model_index sets
     without: tuple = ()           # optional roles its repo ships none of (model_index names them null)
+    max_side: int | None = None   # its denoiser's reach where it differs from the arch's (ArchSpec.max_side)
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,9 @@ class ArchSpec:
     # what an unset negative prompt becomes where the arch departs from its pipeline's own default
     # (None: the pipeline's, e.g. SDXL's zeroed embedding; Qwen-Image: " ", as its model card runs CFG)
     negative_prompt_default: str | None = None
+    # the largest width/height (pixels) the real denoiser's position table reaches (RoPE axes_lens, a
+    # learned pos_embed's size): past it the transformer indexes out of its table. None: no such bound
+    max_side: int | None = None
     sample_extras: dict = field(default_factory=dict)   # name -> Extra: per-arch sample keys
     variants: dict = field(default_factory=dict)        # name -> Variant; the first is the default
     checkpoint_formats: dict = field(default_factory=dict)  # profile key -> detected formats it accepts (inspect)
@@ -394,6 +398,10 @@ class ArchSpec:
             return dict(over)
         return {**self.scheduler_file, **over} if self.scheduler_file else {}
 
+    def max_side_for(self, variant: str | None = None) -> int | None:
+        v = self.variant_row(variant)
+        return v.max_side if v is not None and v.max_side else self.max_side
+
     def tasks_for(self, variant: str | None = None) -> tuple:
         """The Task rows a variant serves, its default first (the arch's, unless the variant says)."""
         v = self.variant_row(variant)
@@ -433,7 +441,7 @@ class ArchSpec:
                 "size_divisor": self.size_divisor, "round_size": self.round_size,
                 "needs_ctrl_img": self.needs_ctrl_img, "tasks": [t.public() for t in self.tasks],
                 "uses_negative_prompt": self.uses_negative_prompt,
-                "negative_prompt_default": self.negative_prompt_default,
+                "negative_prompt_default": self.negative_prompt_default, "max_side": self.max_side,
                 "sample_extras": {k: e.default for k, e in self.sample_extras.items()},
                 "sample_extra_types": {k: e.type for k, e in self.sample_extras.items()},
                 "variants": {name: self.sample_defaults(name) for name in self.variants},

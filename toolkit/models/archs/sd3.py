@@ -137,16 +137,26 @@ def _tiny(b):
                 tokenizer_2=tokenizer_2, text_encoder_3=text_encoder_3, tokenizer_3=tokenizer_3)
 
 
+def _pos_embed_reach(model: str) -> int:
+    """The largest side its learned position embedding covers: pos_embed_max_size patches of 2x2 on the
+    8x VAE latent (diffusers' PatchEmbed refuses a larger latent)."""
+    return TRANSFORMER_KNOWN[model]["pos_embed_max_size"] * 2 * 8
+
+
 # each model card's example call (all at 1024^2)
 VARIANTS = {
     "3.5-large": Variant({"num_inference_steps": 28, "guidance_scale": 3.5},
-                         name_or_path="stabilityai/stable-diffusion-3.5-large"),
+                         name_or_path="stabilityai/stable-diffusion-3.5-large",
+                         max_side=_pos_embed_reach("sd3.5-large")),
     "3.5-large-turbo": Variant({"num_inference_steps": 4, "guidance_scale": 0.0},
-                               name_or_path="stabilityai/stable-diffusion-3.5-large-turbo"),
+                               name_or_path="stabilityai/stable-diffusion-3.5-large-turbo",
+                               max_side=_pos_embed_reach("sd3.5-large")),
     "3.5-medium": Variant({"num_inference_steps": 40, "guidance_scale": 4.5},
-                          name_or_path="stabilityai/stable-diffusion-3.5-medium"),
+                          name_or_path="stabilityai/stable-diffusion-3.5-medium",
+                          max_side=_pos_embed_reach("sd3.5-medium")),
     "3-medium": Variant({"num_inference_steps": 28, "guidance_scale": 7.0},
-                        name_or_path="stabilityai/stable-diffusion-3-medium-diffusers"),
+                        name_or_path="stabilityai/stable-diffusion-3-medium-diffusers",
+                        max_side=_pos_embed_reach("sd3-medium")),
 }
 
 # SD3's CLIP-L has a projection; a ComfyUI clip_l file without one gets the identity (formats/clip.py)

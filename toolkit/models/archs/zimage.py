@@ -100,6 +100,8 @@ def lora_modules(fmt, linears):
 
 
 SPEC = ArchSpec(
+    # RoPE tables of 512 positions per image axis, each a 2x2 patch of the 8x VAE latent: 8192 px
+    max_side=min(TRANSFORMER_KNOWN["z-image-turbo"]["axes_lens"][1:]) * 2 * 8,
     name="zimage", modality="image", default_name_or_path="Tongyi-MAI/Z-Image-Turbo", pipeline="ZImagePipeline",
     tasks=(Task("txt2img", "ZImagePipeline"), Task("img2img", "ZImageImg2ImgPipeline", strength=0.6),
            Task("inpaint", "ZImageInpaintPipeline", strength=1.0)),
