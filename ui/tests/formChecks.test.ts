@@ -111,7 +111,7 @@ describe('sampleNotes', () => {
 
 describe('inputBounds', () => {
   it("a number input's min, max and step from the served field", () => {
-    expect(inputBounds(zimage.fields.width)).toEqual({ min: 16, max: 16384, step: 16 });
+    expect(inputBounds(zimage.fields.width)).toEqual({ min: 16, max: 8192, step: 16 });    // Z-Image's RoPE reach, served
     expect(inputBounds(zimage.fields.seed).min).toBe(-1);
     expect(inputBounds(zimage.fields.strength, 0.01)).toEqual({ min: 0.01, max: 1, step: 0.01 });
     expect(inputBounds(zimage.fields.batch_size)).toEqual({ min: 1, max: 16, step: 1 });
