@@ -5,11 +5,10 @@ ConfigError naming the field, and fills omitted values from the arch's registry 
 """
 import os
 import random
-import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 from toolkit.errors import ConfigError, check_keys, check_values
-from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting
+from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting, type_hints
 from toolkit.models.arch import IMAGE_INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
 from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
@@ -101,7 +100,7 @@ class ModelConfig(Settings):
                                   f"(its components: {', '.join(roles)})")
             if not os.path.exists(os.path.expanduser(path)):
                 raise ConfigError(f"{where}.components.{role}", f"no such file or folder: {path}")
-        hints = typing.get_type_hints(cls)
+        hints = type_hints(cls)
         for f in fields(cls):
             if f.name in values and values[f.name] is not None and f.name != "loras":
                 values[f.name] = coerce(values[f.name], hints[f.name], f"{where}.{f.name}", bound_of(f))
@@ -261,8 +260,7 @@ class GenerateImageConfig(Settings):
         d = dict(d or {})
         check_keys(d, set(cls.COMMON) | set(spec.sample_extras), where)
         defaults = spec.sample_defaults(variant)
-        hints = typing.get_type_hints(cls)
-        bounds = {f.name: bound_of(f) for f in fields(cls)}
+        hints = type_hints(cls)
         values = {}
         for name in cls.COMMON:
             raw = d.get(name)
@@ -271,7 +269,7 @@ class GenerateImageConfig(Settings):
             if raw is None:
                 continue
             relevant = spec.modality in MODALITY_FIELDS.get(name, (spec.modality,))
-            values[name] = coerce(raw, hints[name], f"{where}.{name}", bounds[name] if relevant else Bound())
+            values[name] = coerce(raw, hints[name], f"{where}.{name}", _BOUNDS[name] if relevant else Bound())
         extras = {}
         for name, extra in spec.sample_extras.items():
             raw = d.get(name)

@@ -7,6 +7,7 @@ mapping becomes one: unknown keys, wrong types, values out of bounds or not amon
 ConfigError naming `where.<field>`; `check(where)` is a class's cross-field rule. `describe()`
 serves the same bounds as data (GET /models), so a client reads them instead of copying them.
 """
+import functools
 import math
 import types
 import typing
@@ -39,6 +40,12 @@ def bound_of(f) -> Bound:
     return f.metadata.get("bound") or Bound()
 
 
+@functools.cache
+def type_hints(cls) -> dict:
+    """A settings class's field types, evaluated once per class (from_dict runs on every request)."""
+    return typing.get_type_hints(cls)
+
+
 class Settings:
     """Base of the typed settings classes (frozen dataclasses)."""
 
@@ -50,7 +57,7 @@ class Settings:
         if d is None:
             d = {}
         check_keys(d, {f.name for f in fields(cls)}, where)
-        hints = typing.get_type_hints(cls)
+        hints = type_hints(cls)
         values = {}
         for f in fields(cls):
             if d.get(f.name) is not None:
@@ -66,7 +73,7 @@ class Settings:
     def describe(cls) -> dict:
         """Each field's type and bounds, as GET /models serves them: {name: {type, min, max,
         exclusive_min, choices, nullable, default}} (keys that do not apply left out)."""
-        hints = typing.get_type_hints(cls)
+        hints = type_hints(cls)
         return {f.name: describe_field(hints[f.name], bound_of(f), _default(f)) for f in fields(cls)
                 if not f.name.startswith("_")}
 

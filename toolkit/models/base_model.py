@@ -314,12 +314,14 @@ class BaseModel:
         kw.update(self.input_kwargs(gen))
         return kw
 
-    def negative_prompt(self, gen: GenerateImageConfig) -> str | None:
-        """The request's negative prompt; unset or empty, the arch row's departure from its pipeline's
-        default where it has one (ArchSpec.negative_prompt_default); unset, else None: the pipeline's own."""
-        if not gen.negative_prompt and self.spec.negative_prompt_default is not None:
+    def negative_prompt(self, gen_or_text) -> str | None:
+        """A request's negative prompt (its config's, or one row's text); unset or empty, the arch row's
+        departure from its pipeline's default where it has one (ArchSpec.negative_prompt_default);
+        unset, else None: the pipeline's own."""
+        text = getattr(gen_or_text, "negative_prompt", gen_or_text)
+        if not text and self.spec.negative_prompt_default is not None:
             return self.spec.negative_prompt_default
-        return gen.negative_prompt
+        return text
 
     def task_takes_size(self, gen: GenerateImageConfig) -> bool:
         """Whether the task's pipeline takes width/height: SD/SDXL img2img do not; their output has
@@ -476,8 +478,7 @@ class BaseModel:
         prompt over a list of prompts: Z-Image asserts equal lengths). Rows that all leave it unset
         leave it to the pipeline (the engine batches an unset one only with unset ones: batching.py)."""
         out = {"prompt": [p for p, _np, _s in rows]}
-        default = self.spec.negative_prompt_default
-        negatives = [negative if negative or default is None else default for _p, negative, _s in rows]
+        negatives = [self.negative_prompt(negative) for _p, negative, _s in rows]
         if self.spec.uses_negative_prompt and any(negative is not None for negative in negatives):
             out["negative_prompt"] = [negative or "" for negative in negatives]
         return out
