@@ -40,8 +40,8 @@ export async function readMaskOverlay(url: string, w: number, h: number, cancell
   return overlayFromMask(o.getImageData(0, 0, w, h).data);
 }
 
-/** The overlay as the mask PNG, uploaded: its asset id (null: nothing is painted). */
-export async function uploadOverlay(rgba: ArrayLike<number>, w: number, h: number, upload: (png: Blob) => Promise<string>): Promise<string | null> {
-  const png = await maskPngFromOverlay(rgba, w, h);
+/** The overlay as the mask PNG (feathered by `feather` px), uploaded: its asset id (null: nothing is painted). */
+export async function uploadOverlay(rgba: ArrayLike<number>, w: number, h: number, feather: number, upload: (png: Blob) => Promise<string>): Promise<string | null> {
+  const png = await maskPngFromOverlay(rgba, w, h, feather);
   return png ? upload(new Blob([png as Uint8Array<ArrayBuffer>], { type: 'image/png' })) : null;
 }

@@ -1,6 +1,7 @@
 // The inpainting mask: what the painter draws (a coloured overlay with alpha) to the PNG the engine
 // takes as `sample.mask_img` (8-bit greyscale, white = repaint, at the input image's resolution), and
 // back (a stored mask shown as the overlay again). Pure: the canvas work is maskCanvas.ts.
+import { featherMask } from './maskEdits';
 
 /** Overlay pixels at or above this alpha are mask (white); below, kept (black). A binary mask: the
  * brush's anti-aliased rim does not become a half-repainted band. */
@@ -109,9 +110,10 @@ export async function encodePng(width: number, height: number, channels: 1 | 3 |
   return out;
 }
 
-/** The mask PNG for an overlay: greyscale, white = repaint, the overlay's size; null when nothing is painted. */
-export async function maskPngFromOverlay(rgba: ArrayLike<number>, width: number, height: number): Promise<Uint8Array | null> {
+/** The mask PNG for an overlay: greyscale, white = repaint, the overlay's size, its edge feathered by
+ * `feather` px (maskEdits.ts); null when nothing is painted. */
+export async function maskPngFromOverlay(rgba: ArrayLike<number>, width: number, height: number, feather = 0): Promise<Uint8Array | null> {
   const grey = maskFromOverlay(rgba, width, height);
   if (!grey.some((v) => v)) return null;
-  return encodePng(width, height, 1, grey);
+  return encodePng(width, height, 1, featherMask(grey, width, height, feather));
 }
