@@ -27,3 +27,13 @@ export function formatTime(iso: string | null | undefined): string {
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
 }
+
+/** How long a request took: its run (the engine's own clock) and, apart, the wait before it (submit to
+ * result, less the run) once that is a second or more: "12.3 s (waited 1 min 16 s)". No run known:
+ * the whole time. */
+export function runAndWaitText(runS: number | null | undefined, totalS: number | null | undefined): string {
+  const run = runS ?? null;
+  if (run === null || !Number.isFinite(run)) return formatSeconds(totalS);
+  const wait = totalS !== null && totalS !== undefined && Number.isFinite(totalS) ? totalS - run : 0;
+  return wait >= 1 ? `${formatSeconds(run)} (waited ${formatSeconds(wait)})` : formatSeconds(run);
+}

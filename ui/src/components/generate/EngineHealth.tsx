@@ -2,34 +2,29 @@
 // A ready engine's health: the loaded model, busy/queue, memory, the pool's components and the LoRAs
 // (adapters) it holds, with load and hit counts as data- attributes for tests.
 import { formatBytes, formatSeconds } from '@/utils/format';
-import type { AdapterEntry, Health } from './types';
+import { healthModelText, memoryText } from './engineWords';
+import type { AdapterEntry } from './types';
+import type { ShownHealth } from './useEngineHealth';
 
 const formatScale = (scale: number | null) => (scale === null ? '?' : String(Math.round(scale * 100) / 100));
 const adapterLine = (a: AdapterEntry) =>
   `${a.name} · ${formatBytes(a.bytes)} · ${a.hits} hit${a.hits === 1 ? '' : 's'}${a.active ? ` · active ×${formatScale(a.scale)}` : ''}`;
 
-export default function EngineHealth({ health }: { health: Health }) {
+export default function EngineHealth({ health }: { health: ShownHealth }) {
   // LoRAs the pool holds (newer engines; an older one has no `adapters`)
   const adapters = health.pool.adapters;
   const active = (adapters ?? []).filter((a) => a.active);
   return (
     <>
       <div className="health small" data-testid="engine-health">
-        <span>
-          Model:{' '}
-          <b>
-            {health.active
-              ? `${health.active.profile ? `${health.active.profile}: ` : ''}${health.active.arch}${health.active.variant ? ` ${health.active.variant}` : ''} (${health.active.name_or_path})`
-              : 'none loaded'}
-          </b>
+        <span data-testid="engine-model">
+          Model: <b>{healthModelText(health, health.loading)}</b>
         </span>
         <span>
           {health.busy ? <b>busy</b> : 'idle'}
           {health.queue ? `, ${health.queue} queued` : ''}
         </span>
-        <span>
-          Memory ({health.memory.device}): {formatBytes(health.memory.used)} / {formatBytes(health.memory.total)}
-        </span>
+        <span data-testid="engine-memory">{memoryText(health.memory)}</span>
         <span
           title={health.pool.entries.map((e) => `${e.role}: ${e.class} ${formatBytes(e.bytes)} on ${e.device}`).join('\n')}
           data-testid="engine-pool"
@@ -65,7 +60,7 @@ export default function EngineHealth({ health }: { health: Health }) {
 }
 
 /** The pool's components and LoRAs, one line each, folded away. */
-function ResidentLists({ health }: { health: Health }) {
+function ResidentLists({ health }: { health: ShownHealth }) {
   const adapters = health.pool.adapters;
   return (
     <>

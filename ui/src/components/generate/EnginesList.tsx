@@ -3,6 +3,7 @@
 // choice of where Generate sends: the engine above, "auto" (the one holding the model, else the least
 // busy), or a named one. Shown once there is more than one engine job.
 import type { EngineSummary } from '@/server/engines';
+import { engineRowNote } from './engineWords';
 import type { EngineTarget } from './useEngines';
 
 const STATE_BADGE: Record<string, string> = { ready: 'running', starting: 'queued', queued: 'queued', unreachable: 'error' };
@@ -43,7 +44,7 @@ export default function EnginesList({ engines, target, onTarget }: { engines: En
                 · {modelText(e)} · {e.busy ? 'busy' : 'idle'}, {e.queue} queued
               </span>
             ) : (
-              e.message && <span className="muted small"> · {e.message}</span>
+              engineRowNote(e) && <span className="muted small" data-testid="engine-row-note"> · {engineRowNote(e)}</span>
             )}
           </li>
         ))}

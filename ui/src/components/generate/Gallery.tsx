@@ -3,7 +3,7 @@
 // search by prompt, filter by model, view large (ResultViewer.tsx), open, reuse, delete (after a confirm).
 import { useEffect, useRef, useState } from 'react';
 import ResultMedia from './ResultMedia';
-import { formatBytes, formatSeconds } from '@/utils/format';
+import { formatBytes, runAndWaitText } from '@/utils/format';
 import ConfirmDelete from './ConfirmDelete';
 import GalleryFilters from './GalleryFilters';
 import { modelKey } from '@/utils/modelIdentity';
@@ -40,7 +40,7 @@ function settingsLine(item: GalleryItem): string {
     r.num_frames ? `${r.num_frames} frames @ ${r.fps} fps` : null,
     r.duration ? `${Number(r.duration).toFixed(1)} s` : null,
     `${r.ext}, ${formatBytes(r.bytes)}`,
-    item.timings?.total_s != null ? `took ${formatSeconds(item.timings.total_s)}` : null,
+    item.timings?.total_s != null ? `took ${runAndWaitText(item.timings.run_s, item.timings.total_s)}` : null,
   ];
   return parts.filter(Boolean).join(' · ');
 }

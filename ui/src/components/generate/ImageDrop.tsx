@@ -1,9 +1,11 @@
 'use client';
 // One input-image slot: drop an image (a file, or a result dragged from the gallery) or pick one;
-// it is uploaded to the engine's assets (POST /assets) and the slot holds the asset id; a thumbnail,
-// Replace and Clear.
+// it is checked by its header (mediaSignature.ts: a non-image named .png is refused here, not at
+// Generate), uploaded to the engine's assets (POST /assets) and the slot holds the asset id; a
+// thumbnail, Replace and Clear.
 import { useRef, useState } from 'react';
 import { assetUrl, droppedFile, uploadAsset } from './assets';
+import { uploadRefusal } from './mediaSignature';
 import { assetDisplayName } from './tasks';
 import { useMediaUrl } from './useMediaUrl';
 
@@ -24,7 +26,7 @@ function Thumb({ url, name }: { url: string; name: string }) {
   return <img className="thumb" src={src} alt={name} onError={() => setBroken(true)} data-testid="input-thumb" />;
 }
 
-/** A file taken into the slot: checked to be an image, uploaded to the engine's assets, its id handed on. */
+/** A file taken into the slot: checked to be an image by its header, uploaded to the engine's assets, its id handed on. */
 function useAssetUpload(job: { id: string } | null, onChange: (assetId: string) => void) {
   const [state, setState] = useState<{ busy: boolean; error: string | null }>({ busy: false, error: null });
   const take = async (file: File | null | undefined) => {
@@ -33,12 +35,13 @@ function useAssetUpload(job: { id: string } | null, onChange: (assetId: string) 
       setState({ busy: false, error: 'Start the engine first: input images are uploaded to it.' });
       return;
     }
-    if (file.type && !file.type.startsWith('image/')) {
-      setState({ busy: false, error: `${file.name} is not an image (${file.type}).` });
-      return;
-    }
     setState({ busy: true, error: null });
     try {
+      const refusal = await uploadRefusal(file, file.name, 'image');
+      if (refusal) {
+        setState({ busy: false, error: refusal });
+        return;
+      }
       onChange(await uploadAsset(job.id, file, file.name || 'image.png'));
       setState({ busy: false, error: null });
     } catch (err) {
@@ -111,7 +114,11 @@ export default function ImageDrop({ label, testId, assetId, job, onChange }: Pro
           e.target.value = ''; // the same file again is a new choice
         }}
       />
-      {state.error && <div className="alert error small">{state.error}</div>}
+      {state.error && (
+        <div className="alert error small" role="alert" data-testid={`${testId}-error`}>
+          {state.error}
+        </div>
+      )}
     </div>
   );
 }

@@ -59,6 +59,7 @@ export default function OutputColumn({ gen, queue, gallery, canGenerate, whyNot,
           return queue.cancel(id);
         }}
         onMove={queue.move}
+        live={{ id: gen.view.requestId, step: gen.view.step, total: gen.view.total }}
       />
       <Gallery items={gallery.items} search={gallery.search} onReuse={onReuse} onDelete={gallery.remove} onUseAsInput={onUseAsInput} onView={(item) => setViewing(item.key)} />
       {viewIndex >= 0 && <ResultViewer items={walk} index={viewIndex} onIndex={(i) => setViewing(walk[i].key)} onClose={() => setViewing(null)} onReuse={onReuse} {...viewer} />}

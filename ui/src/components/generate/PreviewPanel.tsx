@@ -1,11 +1,12 @@
 'use client';
 // Generate (Queue while one runs) / Cancel, the live latent canvas (the finished result in its place once
-// the request ends), step i/N with elapsed time and ETA, status lines, and the outcome in words.
+// the request ends), step i/N with elapsed time and ETA (then the decode stage after the last step),
+// status lines, and the outcome in words.
 import { useEffect, useState } from 'react';
 import { formatSeconds } from '@/utils/format';
 import LatentCanvas from './LatentCanvas';
 import ResultMedia from './ResultMedia';
-import { ACTIVE_PHASES, etaSeconds, type GenView } from './generationView';
+import { ACTIVE_PHASES, afterStepsText, etaSeconds, type GenView } from './generationView';
 import type { GalleryItem } from './types';
 import { fileUrl } from './useGallery';
 import { useMediaUrl } from './useMediaUrl';
@@ -72,6 +73,27 @@ function FinalResult({ item, onView }: { item: GalleryItem; onView: () => void }
   );
 }
 
+/** Step i/N, elapsed, ETA; after the last step the decode (and save) stage instead of an "ETA 0.0 s". */
+function ProgressLine({ view, elapsed }: { view: GenView; elapsed: number | null }) {
+  const after = afterStepsText(view);
+  const eta = ACTIVE_PHASES.has(view.phase) && !after ? etaSeconds(view) : null;
+  return (
+    <div className="progress" data-testid="progress-text" data-phase={view.phase} data-stage={view.stage ?? ''}>
+      <progress max={view.total || 1} value={view.step} />
+      <span>
+        {view.total ? `Step ${view.step}/${view.total}` : view.phase === 'reattaching' ? 'Re-attaching…' : 'Starting…'}
+        {elapsed !== null && ` · ${formatSeconds(elapsed)} elapsed`}
+        {eta !== null && ` · ETA ${formatSeconds(eta)}`}
+      </span>
+      {after && (
+        <b className="after-steps" data-testid="after-steps">
+          {after}
+        </b>
+      )}
+    </div>
+  );
+}
+
 const MESSAGE_CLASS: Record<string, string> = { done: 'ok', cancelled: 'warn', error: 'error', lost: 'error' };
 
 export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss, detach, onDetach, results, onView }: Props) {
@@ -85,7 +107,6 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
   }, [active]);
 
   const elapsed = view.startedAt ? Math.max(0, (view.finishedAt ?? now) - view.startedAt) / 1000 : null;
-  const eta = active ? etaSeconds(view) : null;
   // once the request ends, its result takes the latent's place (the batch strip picks which one)
   const [picked, setPicked] = useState<string | null>(null);
   const final = active ? undefined : (results.find((r) => r.key === picked) ?? results[0]);
@@ -123,16 +144,7 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
       <div hidden={!!final}>
         <LatentCanvas image={view.image} step={view.latentStep} modality={view.modality} phase={view.phase} />
       </div>
-      {(active || view.total > 0) && (
-        <div className="progress" data-testid="progress-text" data-phase={view.phase}>
-          <progress max={view.total || 1} value={view.step} />
-          <span>
-            {view.total ? `Step ${view.step}/${view.total}` : view.phase === 'reattaching' ? 'Re-attaching…' : 'Starting…'}
-            {elapsed !== null && ` · ${formatSeconds(elapsed)} elapsed`}
-            {eta !== null && ` · ETA ${formatSeconds(eta)}`}
-          </span>
-        </div>
-      )}
+      {(active || view.total > 0) && <ProgressLine view={view} elapsed={elapsed} />}
       {results.length > 1 && (
         <div className="batch-strip" data-testid="batch-strip">
           {results.map((item) => (

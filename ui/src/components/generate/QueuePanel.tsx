@@ -2,7 +2,7 @@
 // The engine's queue: the running call and each waiting request (place, model, size, steps,
 // estimated start), with Cancel, and moves for the waiting ones (to the top, up, down).
 import { useRef, useState } from 'react';
-import { queueRows, type QueueRow, type QueueSnapshot } from './queueView';
+import { queueRows, type LiveStep, type QueueRow, type QueueSnapshot } from './queueView';
 
 interface Props {
   snapshot: QueueSnapshot | null;
@@ -13,6 +13,8 @@ interface Props {
   notice: string | null;
   onCancel: (id: string) => Promise<string | null>;
   onMove: (id: string, position: number) => Promise<string | null>;
+  /** the request the preview streams, at its stream's step */
+  live?: LiveStep | null;
 }
 
 function label(r: QueueRow): string {
@@ -20,11 +22,11 @@ function label(r: QueueRow): string {
   return prompt ? `“${prompt}” (${r.model})` : `request ${r.id} (${r.model})`;
 }
 
-export default function QueuePanel({ snapshot, error, mine, notice, onCancel, onMove }: Props) {
+export default function QueuePanel({ snapshot, error, mine, notice, onCancel, onMove, live }: Props) {
   // one action at a time; the buttons stay enabled meanwhile, so keyboard focus stays on them
   const busy = useRef(false);
   const [problem, setProblem] = useState<string | null>(null);
-  const rows = queueRows(snapshot, new Set(mine));
+  const rows = queueRows(snapshot, new Set(mine), live);
   const run = async (fn: () => Promise<string | null>) => {
     if (busy.current) return;
     busy.current = true;
@@ -92,7 +94,7 @@ function Row(props: RowProps) {
           {r.prompt || <i>no prompt</i>}
         </span>
       </span>
-      <span className="small queue-start" data-testid="queue-start" title={queued ? 'Estimated start, from the recent step time' : undefined}>
+      <span className="small queue-start" data-testid="queue-start" title={queued ? 'Estimated start, from the engine\'s step time, smoothed' : undefined}>
         {queued ? `starts ${r.start}` : r.start}
       </span>
       <span className="queue-actions">

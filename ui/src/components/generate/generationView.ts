@@ -1,5 +1,6 @@
 // What the preview panel shows for one request, and how each frame changes it (pure).
 import type { FrameHeader, PreviewImage, PreviewSpec } from '@/utils/engineStream';
+import { runAndWaitText } from '@/utils/format';
 import type { ResultInfo } from './types';
 
 export type Phase = 'idle' | 'submitting' | 'running' | 'reattaching' | 'done' | 'error' | 'cancelled' | 'lost';
@@ -60,6 +61,15 @@ export function stepText(v: Pick<GenView, 'step' | 'total'>): string {
   return v.total ? `at step ${v.step}/${v.total}` : 'before sampling started';
 }
 
+/** What runs after the last step, from the engine's status stage (docs/engine_api.md, Frames): the VAE
+ * decode and the file written take seconds the step count and the ETA do not show. */
+const AFTER_STEPS: Record<string, string> = { decoding: 'Decoding…', saving: 'Saving…' };
+
+/** "Decoding…" / "Saving…" while the request is in that stage after its steps, else null. */
+export function afterStepsText(v: Pick<GenView, 'phase' | 'stage'>): string | null {
+  return ACTIVE_PHASES.has(v.phase) && v.stage ? (AFTER_STEPS[v.stage] ?? null) : null;
+}
+
 /** Seconds left, from the sampling rate since the first progress frame. */
 export function etaSeconds(v: Pick<GenView, 'step' | 'total' | 'elapsed' | 'firstProgress'>): number | null {
   const f = v.firstProgress;
@@ -96,7 +106,8 @@ export function applyFrame(v: GenView, h: FrameHeader, latent?: { image: Preview
     case 'end': {
       const status = String(h.status);
       const phase: Phase = status === 'ok' ? 'done' : status === 'cancelled' ? 'cancelled' : 'error';
-      const took = v.startedAt ? ` in ${((now - v.startedAt) / 1000).toFixed(1)} s` : '';
+      // the run apart from the queue wait before it (the engine's elapsed at the last step)
+      const took = v.startedAt ? ` in ${runAndWaitText(v.firstProgress ? v.elapsed : null, (now - v.startedAt) / 1000)}` : '';
       const n = v.results.length;
       const message =
         phase === 'done'

@@ -1,5 +1,5 @@
-// The engine's queue (GET /queue) as rows for the queue panel, and which of this page's requests
-// the preview follows (pure).
+// The engine's queue (GET /queue) as rows for the queue panel, steadier start estimates, and which of
+// this page's requests the preview follows (pure).
 
 /** One request as GET /queue lists it (docs/engine_api.md). */
 export interface QueueReq {
@@ -74,17 +74,26 @@ function row(r: QueueReq, mine: ReadonlySet<string>): Omit<QueueRow, 'state' | '
   };
 }
 
-/** The running call (its batch, head first), then the queued requests in the order they start. */
-export function queueRows(snap: QueueSnapshot | null, mine: ReadonlySet<string>): QueueRow[] {
+/** The request this page streams, at the step its stream reached (the polled queue lags behind it). */
+export interface LiveStep {
+  id: string | null;
+  step: number;
+  total: number;
+}
+
+/** The running call (its batch, head first), then the queued requests in the order they start. The
+ * request `live` names shows its stream's step, so its row and the preview agree. */
+export function queueRows(snap: QueueSnapshot | null, mine: ReadonlySet<string>, live?: LiveStep | null): QueueRow[] {
   if (!snap) return [];
   const running = snap.batch.length ? snap.batch : snap.running ? [snap.running] : [];
+  const stepOf = (r: QueueReq) => (live && live.id === r.request_id && live.total ? { step: live.step, total: live.total } : r);
   return [
     ...running.map((r) => ({
       ...row(r, mine),
       state: 'running' as const,
       position: null,
       last: false,
-      start: r.total ? `step ${r.step}/${r.total}` : 'starting',
+      start: stepOf(r).total ? `step ${stepOf(r).step}/${stepOf(r).total}` : 'starting',
     })),
     ...snap.queued.map((r, i) => ({
       ...row(r, mine),
@@ -128,4 +137,54 @@ export function toCollect(ours: { id: string; sentAt: number }[], snap: QueueSna
   const live = new Set([...runningIds(snap), ...(snap.running ? [snap.running.request_id] : []), ...snap.queued.map((r) => r.request_id)]);
   const finished = new Set(snap.finished.map((r) => r.request_id));
   return ours.filter((o) => finished.has(o.id) || (!live.has(o.id) && o.sentAt < snapAt)).map((o) => o.id);
+}
+
+// -- steadier start estimates --------------------------------------------------------------------
+// The engine's `estimated_start` is the steps ahead times its recent step time, which one slow step
+// (a load, a first compile) moves a lot: 4 min 47 s, then 1 min 24 s two seconds later. The page
+// reads the step time back out of it and smooths that, so one sample moves an estimate a little.
+
+/** Steps before each queued request starts: the running request's steps left, then those ahead of it. */
+export function stepsAhead(snap: QueueSnapshot): number[] {
+  const head = snap.running;
+  let ahead = head ? Math.max(0, (head.total || head.steps || 0) - head.step) : 0;
+  return snap.queued.map((r) => {
+    const mine = ahead;
+    ahead += r.steps ?? 0;
+    return mine;
+  });
+}
+
+/** The engine's seconds per step, as its estimates imply (null before it timed a step). */
+export function impliedStepSeconds(snap: QueueSnapshot): number | null {
+  const ahead = stepsAhead(snap);
+  let best: number | null = null;
+  let most = 0;
+  snap.queued.forEach((r, i) => {
+    const e = r.estimated_start;
+    if (e !== null && e !== undefined && Number.isFinite(e) && e >= 0 && ahead[i] > most) {
+      most = ahead[i];
+      best = e / ahead[i];
+    }
+  });
+  return best;
+}
+
+/** How far one sample moves the smoothed step time: a quarter of the way, the sample held within
+ * half to twice the current value (a rate that really changed tenfold is followed in ~10 polls). */
+export const STEP_RATE_WEIGHT = 0.25;
+
+/** The smoothed seconds per step after one more observation (null observed: unchanged). */
+export function smoothStepSeconds(prev: number | null, observed: number | null): number | null {
+  if (observed === null || !Number.isFinite(observed) || observed <= 0) return prev;
+  if (prev === null) return observed;
+  const held = Math.min(prev * 2, Math.max(prev / 2, observed));
+  return prev + STEP_RATE_WEIGHT * (held - prev);
+}
+
+/** The snapshot with each queued request's `estimated_start` from the smoothed step time. */
+export function withSteadyStarts(snap: QueueSnapshot, stepSeconds: number | null): QueueSnapshot {
+  if (stepSeconds === null) return snap;
+  const ahead = stepsAhead(snap);
+  return { ...snap, queued: snap.queued.map((r, i) => ({ ...r, estimated_start: Math.round(ahead[i] * stepSeconds * 1000) / 1000 })) };
 }

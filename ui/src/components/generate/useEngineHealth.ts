@@ -1,13 +1,27 @@
 'use client';
 // What a running engine says of itself: its /health (polled while its job runs; read again on demand,
-// e.g. when a request ends) and its /models (once it answers).
+// e.g. when a request ends) and its /models (once it answers). While it is busy with no model loaded,
+// the running request's model (GET /queue) is the one it is loading.
 import { useCallback, useEffect, useState } from 'react';
 import { apiFetch, apiJson, describeError } from '@/utils/api';
 import { usePoll } from '@/utils/usePoll';
+import type { QueueSnapshot } from './queueView';
 import type { Health, ModelsResponse } from './types';
 
+/** /health as the strip shows it: `loading` is the model the running request loads, while none is loaded. */
+export type ShownHealth = Health & { loading?: string | null };
+
+/** The model the engine is loading: the running request's, when it is busy with none loaded. */
+async function loadingModel(jobId: string, h: Health): Promise<string | null> {
+  if (h.active || !h.busy) return null;
+  const res = await apiFetch(`/api/inference/queue?job=${jobId}`);
+  if (!res.ok) return null;
+  const run = ((await res.json()) as QueueSnapshot).running;
+  return run ? run.model || run.arch : null;
+}
+
 export function useEngineHealth(jobId: string | null, running: boolean) {
-  const [health, setHealth] = useState<Health | null>(null);
+  const [health, setHealth] = useState<ShownHealth | null>(null);
   const [healthError, setHealthError] = useState<string | null>(null);
   const [models, setModels] = useState<ModelsResponse | null>(null);
   const [modelsError, setModelsError] = useState<string | null>(null);
@@ -16,7 +30,8 @@ export function useEngineHealth(jobId: string | null, running: boolean) {
     if (!jobId) return;
     const res = await apiFetch(`/api/inference/health?job=${jobId}`);
     if (res.ok) {
-      setHealth((await res.json()) as Health);
+      const h = (await res.json()) as Health;
+      setHealth({ ...h, loading: await loadingModel(jobId, h).catch(() => null) });
       setHealthError(null);
     } else {
       setHealth(null);

@@ -1,10 +1,11 @@
 'use client';
-// The engine's queue (GET /queue, polled while the engine runs) and what the queue panel does
-// with it: cancel a request, move a queued one (POST /queue/{id}/move).
-import { useCallback, useEffect, useState } from 'react';
+// The engine's queue (GET /queue, polled while the engine runs; its start estimates from a smoothed
+// step time, queueView.ts) and what the queue panel does with it: cancel a request, move a queued
+// one (POST /queue/{id}/move).
+import { useCallback, useEffect, useRef, useState } from 'react';
 import { apiFetch, describeError } from '@/utils/api';
 import { usePoll } from '@/utils/usePoll';
-import type { QueueSnapshot } from './queueView';
+import { impliedStepSeconds, smoothStepSeconds, withSteadyStarts, type QueueSnapshot } from './queueView';
 
 const POLL_MS = 1000;
 
@@ -12,6 +13,8 @@ export function useEngineQueue(jobId: string | null, enabled: boolean) {
   /** the answer, and when it was asked for (requests the engine took before then are in it) */
   const [state, setState] = useState<{ snap: QueueSnapshot; at: number } | null>(null);
   const [error, setError] = useState<string | null>(null);
+  // this engine's seconds per step, smoothed over the polls
+  const stepSeconds = useRef<{ jobId: string | null; value: number | null }>({ jobId: null, value: null });
 
   const refresh = useCallback(async () => {
     if (!jobId) return;
@@ -22,7 +25,11 @@ export function useEngineQueue(jobId: string | null, enabled: boolean) {
         setError((await describeError(res)).message);
         return;
       }
-      setState({ snap: (await res.json()) as QueueSnapshot, at });
+      const snap = (await res.json()) as QueueSnapshot;
+      const prev = stepSeconds.current.jobId === jobId ? stepSeconds.current.value : null;
+      const value = smoothStepSeconds(prev, impliedStepSeconds(snap));
+      stepSeconds.current = { jobId, value };
+      setState({ snap: withSteadyStarts(snap, value), at });
       setError(null);
     } catch (err) {
       setError(`The UI server did not answer: ${(err as Error).message}`);
