@@ -1,6 +1,6 @@
 // How frames change what the preview panel says.
 import { describe, expect, it } from 'vitest';
-import { IDLE, applyFrame, etaSeconds, type GenView } from '@/components/generate/generationView';
+import { IDLE, afterStepsText, applyFrame, etaSeconds, type GenView } from '@/components/generate/generationView';
 import type { FrameHeader } from '@/utils/engineStream';
 
 const f = (type: string, rest: Record<string, unknown> = {}): FrameHeader => ({ type, request_id: 'r', ...rest });
@@ -17,7 +17,7 @@ describe('applyFrame', () => {
       f('result', { relpath: 'a.png', url: '/outputs/a.png', kind: 'image' }),
       f('end', { status: 'ok' }),
     ]);
-    expect(v).toMatchObject({ phase: 'done', step: 3, total: 4, modality: 'image', statusLines: ['loading zimage'], message: 'Done in 4.0 s: 1 file.' });
+    expect(v).toMatchObject({ phase: 'done', step: 3, total: 4, modality: 'image', statusLines: ['loading zimage'], message: 'Done in 3.0 s (waited 1.0 s): 1 file.' });
     expect(v.results).toHaveLength(1);
     expect(v.finishedAt).toBe(5000);
   });
@@ -57,5 +57,22 @@ describe('etaSeconds', () => {
     // first progress at 10 s (after loading), step 5 at 12 s: 0.5 s/step, 5 steps left
     expect(etaSeconds({ step: 5, total: 10, elapsed: 12, firstProgress: { step: 1, elapsed: 10 } })).toBe(2.5);
     expect(etaSeconds({ step: 1, total: 10, elapsed: 10, firstProgress: { step: 1, elapsed: 10 } })).toBeNull();
+  });
+});
+
+describe('after the last step', () => {
+  it('"Decoding…" once the engine says it decodes, then "Saving…", none once it ended; the run apart from the wait', () => {
+    const frames = [f('start', { modality: 'image' }), f('progress', { step: 1, total: 2, elapsed: 1 }), f('progress', { step: 2, total: 2, elapsed: 12.3 })];
+    const sampled = run(frames);
+    expect(afterStepsText(sampled)).toBeNull();
+    const decoding = applyFrame(sampled, f('status', { stage: 'decoding', message: 'decoding' }));
+    expect(afterStepsText(decoding)).toBe('Decoding…');
+    expect(etaSeconds(decoding)).toBe(0); // what the panel showed before: "ETA 0.0 s"
+    const saving = applyFrame(decoding, f('status', { stage: 'saving', message: 'saving a.png' }));
+    expect(afterStepsText(saving)).toBe('Saving…');
+    const ended = applyFrame(saving, f('end', { status: 'ok' }), undefined, 1000 + 88_000);
+    expect(afterStepsText(ended)).toBeNull();
+    expect(ended.message).toBe('Done in 12.3 s (waited 1 min 16 s): 0 files.');
+    expect(afterStepsText(applyFrame(sampled, f('status', { stage: 'loading', message: 'loading' })))).toBeNull();
   });
 });

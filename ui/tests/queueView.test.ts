@@ -1,6 +1,19 @@
 // The queue panel's rows and which of the page's requests the preview follows.
 import { describe, expect, it } from 'vitest';
-import { chooseFollow, queueRows, shortModel, startText, toCollect, type QueueReq, type QueueSnapshot } from '@/components/generate/queueView';
+import {
+  STEP_RATE_WEIGHT,
+  chooseFollow,
+  impliedStepSeconds,
+  queueRows,
+  shortModel,
+  smoothStepSeconds,
+  startText,
+  stepsAhead,
+  toCollect,
+  withSteadyStarts,
+  type QueueReq,
+  type QueueSnapshot,
+} from '@/components/generate/queueView';
 
 const req = (id: string, rest: Partial<QueueReq> = {}): QueueReq => ({
   request_id: id,
@@ -87,5 +100,63 @@ describe('which request the preview follows', () => {
     ];
     expect(toCollect(ours, snap('x', ['waiting'], ['done']), 200)).toEqual(['done', 'gone']);
     expect(toCollect(ours, null, 200)).toEqual([]);
+  });
+});
+
+describe('the streamed request in the queue', () => {
+  it("its running row shows the stream's step, the others the polled one", () => {
+    const s = snap('run', ['a']);
+    s.batch = [req('run', { status: 'running', step: 24, total: 30 }), req('mate', { status: 'running', step: 24, total: 30 })];
+    const rows = queueRows(s, new Set(['run']), { id: 'run', step: 30, total: 30 });
+    expect(rows.map((r) => r.start)).toEqual(['step 30/30', 'step 24/30', 'unknown']);
+    // a stream not yet at a step (total 0) leaves the polled one
+    expect(queueRows(s, new Set(), { id: 'run', step: 0, total: 0 })[0].start).toBe('step 24/30');
+  });
+});
+
+describe('steadier start estimates', () => {
+  /** The engine's snapshot: `run` at `step` of 30, three queued of 10, 20, 30 steps, estimated at `sps` s/step. */
+  const engineSnap = (step: number, sps: number | null): QueueSnapshot => {
+    const s = snap('run', ['a', 'b', 'c']);
+    s.running = req('run', { status: 'running', step, total: 30, steps: 30 });
+    s.batch = [s.running];
+    s.queued = [10, 20, 30].map((steps, i) => req('abc'[i], { steps }));
+    const ahead = stepsAhead(s);
+    s.queued.forEach((r, i) => (r.estimated_start = sps === null ? null : ahead[i] * sps));
+    return s;
+  };
+
+  it('steps ahead and the step time the engine estimates imply', () => {
+    const s = engineSnap(10, 0.5);
+    expect(stepsAhead(s)).toEqual([20, 30, 50]);
+    expect(impliedStepSeconds(s)).toBeCloseTo(0.5);
+    expect(impliedStepSeconds(engineSnap(10, null))).toBeNull();
+  });
+
+  it('one sample moves the estimate a little, not from 4 min 47 s to 1 min 24 s; a lasting change is followed', () => {
+    // the engine has been at 1.0 s/step; one fast step makes it say 0.29 s/step
+    let rate = smoothStepSeconds(null, 1.0);
+    expect(rate).toBe(1.0);
+    rate = smoothStepSeconds(rate, 0.29);
+    // held at half the current rate, moved a quarter of the way
+    expect(rate).toBeCloseTo(1.0 + STEP_RATE_WEIGHT * (0.5 - 1.0));
+    const shown = withSteadyStarts(engineSnap(10, 0.29), rate).queued.map((r) => r.estimated_start as number);
+    expect(shown[2]).toBeCloseTo(50 * 0.875);
+    const was = 50 * 1.0;
+    expect(shown[2] / was).toBeGreaterThan(0.8); // the engine's own said 0.29 of it
+    // the same sample again and again: it gets there
+    for (let i = 0; i < 30; i++) rate = smoothStepSeconds(rate, 0.29);
+    expect(rate).toBeCloseTo(0.29, 2);
+    // nothing observed: unchanged; a rate that is no number is no sample
+    expect(smoothStepSeconds(0.4, null)).toBe(0.4);
+    expect(smoothStepSeconds(0.4, Number.NaN)).toBe(0.4);
+    expect(smoothStepSeconds(0.4, 0)).toBe(0.4);
+  });
+
+  it('estimates from the smoothed rate; none known: the engine\'s as they are', () => {
+    const s = engineSnap(10, null);
+    expect(withSteadyStarts(s, null)).toBe(s);
+    expect(withSteadyStarts(s, 2).queued.map((r) => r.estimated_start)).toEqual([40, 60, 100]);
+    expect(queueRows(withSteadyStarts(s, 2), new Set()).map((r) => r.start)).toEqual(['step 10/30', '~40 s', '~1 min 0 s', '~1 min 40 s']);
   });
 });

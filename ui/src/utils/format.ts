@@ -33,7 +33,9 @@ export function formatTime(iso: string | null | undefined): string {
  * the whole time. */
 export function runAndWaitText(runS: number | null | undefined, totalS: number | null | undefined): string {
   const run = runS ?? null;
-  if (run === null || !Number.isFinite(run)) return formatSeconds(totalS);
+  if (run === null || !Number.isFinite(run) || run < 0) return formatSeconds(totalS);
+  // the run to a tenth of a second under a minute: "12.3 s", as the engine times it
+  const runText = run < 59.95 ? `${run.toFixed(1)} s` : formatSeconds(run);
   const wait = totalS !== null && totalS !== undefined && Number.isFinite(totalS) ? totalS - run : 0;
-  return wait >= 1 ? `${formatSeconds(run)} (waited ${formatSeconds(wait)})` : formatSeconds(run);
+  return wait >= 1 ? `${runText} (waited ${formatSeconds(wait)})` : runText;
 }
