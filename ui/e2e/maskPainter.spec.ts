@@ -53,6 +53,7 @@ async function painted(page: Page): Promise<{ left: number; right: number }> {
 
 /** A horizontal stroke across image rows y, from x0 to x1 (image pixels). */
 async function stroke(page: Page, y: number, x0: number, x1: number) {
+  await page.getByTestId('mask-canvas').scrollIntoViewIfNeeded();
   const box = (await page.getByTestId('mask-canvas').boundingBox())!;
   const s = box.width / W;
   await page.mouse.move(box.x + x0 * s, box.y + y * s);
