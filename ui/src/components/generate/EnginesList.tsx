@@ -9,7 +9,7 @@ import type { EngineTarget } from './useEngines';
 const STATE_BADGE: Record<string, string> = { ready: 'running', starting: 'queued', queued: 'queued', unreachable: 'error' };
 
 function modelText(e: EngineSummary): string {
-  if (!e.active) return 'no model loaded';
+  if (!e.active) return e.busy ? 'loading a model…' : 'no model loaded';
   const a = e.active;
   return a.profile ? `${a.profile} (${a.arch})` : `${a.arch} · ${a.name_or_path}${a.variant ? ` · ${a.variant}` : ''}`;
 }

@@ -5,7 +5,7 @@
 // thumbnail, Replace and Clear.
 import { useRef, useState } from 'react';
 import { assetUrl, droppedFile, uploadAsset } from './assets';
-import { uploadRefusal } from './mediaSignature';
+import { uploadRefusal, type MediaKind } from './mediaSignature';
 import { assetDisplayName } from './tasks';
 import { useMediaUrl } from './useMediaUrl';
 
@@ -15,6 +15,8 @@ interface Props {
   assetId: string | null;
   job: { id: string; name: string } | null;
   onChange: (assetId: string | null) => void;
+  /** what the slot takes, checked by the file's header (default: an image) */
+  kind?: MediaKind;
 }
 
 function Thumb({ url, name }: { url: string; name: string }) {
@@ -27,7 +29,7 @@ function Thumb({ url, name }: { url: string; name: string }) {
 }
 
 /** A file taken into the slot: checked to be an image by its header, uploaded to the engine's assets, its id handed on. */
-function useAssetUpload(job: { id: string } | null, onChange: (assetId: string) => void) {
+function useAssetUpload(job: { id: string } | null, kind: MediaKind, onChange: (assetId: string) => void) {
   const [state, setState] = useState<{ busy: boolean; error: string | null }>({ busy: false, error: null });
   const take = async (file: File | null | undefined) => {
     if (!file) return;
@@ -37,7 +39,7 @@ function useAssetUpload(job: { id: string } | null, onChange: (assetId: string) 
     }
     setState({ busy: true, error: null });
     try {
-      const refusal = await uploadRefusal(file, file.name, 'image');
+      const refusal = await uploadRefusal(file, file.name, kind);
       if (refusal) {
         setState({ busy: false, error: refusal });
         return;
@@ -51,9 +53,9 @@ function useAssetUpload(job: { id: string } | null, onChange: (assetId: string) 
   return { state, setState, take };
 }
 
-export default function ImageDrop({ label, testId, assetId, job, onChange }: Props) {
+export default function ImageDrop({ label, testId, assetId, job, onChange, kind = 'image' }: Props) {
   const [over, setOver] = useState(false);
-  const { state, setState, take } = useAssetUpload(job, onChange);
+  const { state, setState, take } = useAssetUpload(job, kind, onChange);
   const fileInput = useRef<HTMLInputElement>(null);
 
   const onDrop = (e: React.DragEvent) => {
@@ -89,7 +91,7 @@ export default function ImageDrop({ label, testId, assetId, job, onChange }: Pro
               {assetDisplayName(assetId)}
             </span>
           ) : (
-            <span className="muted">Drop an image here, or</span>
+            <span className="muted">Drop {kind === 'image' ? 'an image' : `a${kind === 'audio' ? 'n' : ''} ${kind} file`} here, or</span>
           )}{' '}
           <button type="button" disabled={state.busy} onClick={() => fileInput.current?.click()}>
             {assetId ? 'Replace' : 'Choose a file'}
@@ -105,7 +107,7 @@ export default function ImageDrop({ label, testId, assetId, job, onChange }: Pro
       <input
         ref={fileInput}
         type="file"
-        accept="image/*"
+        accept={`${kind}/*`}
         hidden
         aria-label={label}
         data-testid={`${testId}-file`}
