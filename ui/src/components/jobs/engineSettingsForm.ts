@@ -175,3 +175,24 @@ export function hasModelFolders(block: Block): boolean {
   const folders = block[FOLDER_KEYS.folders];
   return (Array.isArray(folders) && folders.length > 0) || (typeof block[FOLDER_KEYS.comfyui] === 'string' && !!block[FOLDER_KEYS.comfyui]);
 }
+
+export type FolderKind = 'comfyui' | 'folders';
+
+/** The keys a models folder fills: a ComfyUI install's `comfyui_path` (its models/ and tokenizer
+ * folders), else one more of `model_folders` (an A1111/Forge install, its models/, or any folder). */
+export function folderPatch(kind: FolderKind, folder: string, block: Block = {}): Block {
+  const p = folder.trim();
+  if (kind === 'comfyui') return { [FOLDER_KEYS.comfyui]: p };
+  const had = Array.isArray(block[FOLDER_KEYS.folders]) ? (block[FOLDER_KEYS.folders] as unknown[]).map(String) : [];
+  return { [FOLDER_KEYS.folders]: had.includes(p) ? had : [...had, p] };
+}
+
+/** The drafts with a folder patch applied (the settings page fills its fields; Save applies them). */
+export function draftsWithPatch(fields: FormField[], drafts: Drafts, patch: Block): Drafts {
+  return { ...drafts, ...draftsFromBlock(fields.filter((f) => f.key in patch), patch) };
+}
+
+/** The settings page of an engine job, at one field (`#setting-<key>` focuses it). */
+export function settingsHref(jobId: string, key?: string): string {
+  return `/jobs/${encodeURIComponent(jobId)}/settings${key ? `#setting-${key}` : ''}`;
+}
