@@ -8,13 +8,17 @@ import {
   controlOf,
   defaultText,
   draftsFromBlock,
+  draftsWithPatch,
   fieldOfKey,
+  folderPatch,
   formFields,
   hasModelFolders,
   labelOf,
   leaves,
+  settingsHref,
   type SettingsDescription,
 } from '@/components/jobs/engineSettingsForm';
+import { settingInRefusal } from '@/components/generate/loras';
 import served from './fixtures/engine_settings.json';
 
 const desc = served as SettingsDescription;
@@ -152,5 +156,33 @@ describe('engine errors on the field they name', () => {
     expect(hasModelFolders({ model_folders: ['/m'] })).toBe(true);
     expect(hasModelFolders({ comfyui_path: '/ComfyUI' })).toBe(true);
     expect(labelOf('max_overtake')).toBe('Max overtake');
+  });
+});
+
+describe('the first-run folder offer and the LoRA panel links', () => {
+  it('a ComfyUI install fills comfyui_path; any other folder is one more of model_folders', () => {
+    expect(folderPatch('comfyui', ' /home/me/ComfyUI ')).toEqual({ comfyui_path: '/home/me/ComfyUI' });
+    expect(folderPatch('folders', '/webui/models')).toEqual({ model_folders: ['/webui/models'] });
+    expect(folderPatch('folders', '/b', { model_folders: ['/a'] })).toEqual({ model_folders: ['/a', '/b'] });
+    expect(folderPatch('folders', '/a', { model_folders: ['/a'] })).toEqual({ model_folders: ['/a'] });
+    // both keys are the engine's: the offer fills fields the description has
+    expect(byKey.comfyui_path).toBeDefined();
+    expect(byKey.model_folders.control).toBe('lines');
+  });
+
+  it('fills the settings form from a patch, the other drafts untouched', () => {
+    const drafts = draftsFromBlock(fields, { max_batch: 2 });
+    const out = draftsWithPatch(fields, drafts, { model_folders: ['/a', '/b'] });
+    expect(out.model_folders).toBe('/a\n/b');
+    expect(out.max_batch).toBe('2');
+    expect(blockFromDrafts(fields, out).block).toEqual({ max_batch: 2, model_folders: ['/a', '/b'] });
+  });
+
+  it('a refusal naming a setting links there', () => {
+    expect(settingInRefusal('Is not in a folder this engine loads models from (engine.model_roots).')).toBe('model_roots');
+    expect(settingInRefusal('a relative path needs engine.lora_folder')).toBe('lora_folder');
+    expect(settingInRefusal('No such file.')).toBeNull();
+    expect(settingsHref('abc', 'lora_folder')).toBe('/jobs/abc/settings#setting-lora_folder');
+    expect(settingsHref('a b')).toBe('/jobs/a%20b/settings');
   });
 });
