@@ -93,7 +93,15 @@ test('the settings page sets the LoRA folder; saving restarts the engine; the Lo
     await expect(row).toContainText(fields.max_batch.doc);
     await expect(row).toContainText('Default: 4');
     await expect(page.getByTestId('setting-prefetch').locator('option')).toHaveText(['default (on)', 'on', 'off']);
-    await expect(page.getByTestId('models-folder-offer')).toBeVisible(); // a new engine: no model folders yet
+    // a new engine (no model folders yet) is offered its models folder: it fills the form, Save applies it
+    await page.getByTestId('models-folder-path').fill(E2E_DIR);
+    await page.getByRole('button', { name: 'Fill in below' }).click();
+    await expect(page.getByTestId('setting-model_folders')).toHaveValue(E2E_DIR);
+    await page.getByTestId('models-folder-kind').selectOption('comfyui');
+    await page.getByRole('button', { name: 'Fill in below' }).click();
+    await expect(page.getByTestId('setting-comfyui_path')).toHaveValue(E2E_DIR);
+    await page.getByTestId('setting-model_folders').fill('');
+    await page.getByTestId('setting-comfyui_path').fill('');
     await shot(page, 'settings-02-form');
   });
 
