@@ -22,10 +22,21 @@ function python(code: string): string {
 
 async function stopJob(page: Page, id: string) {
   await page.request.post(`/api/jobs/${id}/stop`);
-  await expect.poll(async () => (await (await page.request.get(`/api/jobs/${id}`)).json()).job.status, { timeout: 90_000 }).toBe('stopped');
+  await expect.poll(async () => (await (await page.request.get(`/api/jobs/${id}`)).json()).job.status, { timeout: 90_000 }).not.toMatch(/^(running|queued|stopping)$/);
+}
+
+/** A person with no engine job yet: the engine jobs earlier specs left behind are stopped and removed. */
+async function noEngineJobs(page: Page) {
+  const jobs = async () => (await (await page.request.get('/api/jobs?job_type=inference')).json()).jobs as { id: string; status: string }[];
+  for (const job of await jobs()) {
+    if (['running', 'queued', 'stopping'].includes(job.status)) await stopJob(page, job.id);
+    expect((await page.request.delete(`/api/jobs/${job.id}`)).status()).toBe(200);
+  }
+  expect(await jobs()).toHaveLength(0);
 }
 
 test('first run: the Generate page points a new engine at a models folder; the library lists it', async ({ page }) => {
+  await noEngineJobs(page);
   const folder = path.join(E2E_DIR, 'first-run-models');
   fs.cpSync(python("from toolkit.models.tiny import cached_tiny; print(cached_tiny('sd1'))"), path.join(folder, 'sd1-tiny'), { recursive: true });
   await page.goto('/generate');
