@@ -26,14 +26,19 @@ class Limits(Settings):
     stops only what no one asks on purpose. The memory pre-flight, not max_pixels, decides what fits
     a given device; max_pixels bounds the host-side work (RoPE tables, latents, the decoded image)
     that a giant request costs before the device is even asked."""
-    max_pixels: int = setting(4096 * 4096, min=1)     # width*height: 4096x4096, ~9x the largest arch default (1328x1328)
-    max_frames: int = setting(257, min=1)             # video: LTX-Video's longest clip; Wan 81, HunyuanVideo 129
-    max_steps: int = setting(1000, min=1)             # the schedulers' 1000 training timesteps: more are not distinct
-    max_batch: int = setting(16, min=1)               # images one request (sample.batch_size) or one compat call makes
+    # the why of each default in a comment; the what in its doc, which the UI's settings page shows
+    # width*height: 4096x4096, ~9x the largest arch default (1328x1328)
+    max_pixels: int = setting(4096 * 4096, min=1, doc="width*height per image or frame")
+    # video: LTX-Video's longest clip; Wan 81, HunyuanVideo 129
+    max_frames: int = setting(257, min=1, doc="video frames one request makes")
+    # the schedulers' 1000 training timesteps: more are not distinct
+    max_steps: int = setting(1000, min=1, doc="num_inference_steps")
+    max_batch: int = setting(16, min=1, doc="images one request (sample.batch_size) or one compat call makes")
     # UTF-8, per prompt: well past every text encoder's window; at most the ceiling the start frame's header holds
-    max_prompt_bytes: int = setting(16 << 10, min=1, max=PROMPT_BYTES_CEILING)
-    max_queued: int = setting(256, min=1)             # requests waiting (the running one not counted)
-    max_asset_bytes: int = setting(2 << 30, min=1)    # the assets folder's total, uploads in flight included
+    max_prompt_bytes: int = setting(16 << 10, min=1, max=PROMPT_BYTES_CEILING,
+                                    doc="UTF-8 bytes of the prompt, and of the negative prompt")
+    max_queued: int = setting(256, min=1, doc="requests waiting (the running one not counted)")
+    max_asset_bytes: int = setting(2 << 30, min=1, doc="the assets folder's total, uploads in flight included")
 
     @classmethod
     def from_dict(cls, d, where: str = "engine.limits") -> "Limits":

@@ -2,13 +2,13 @@
 every key spelled once, with its type, bounds and default. InferenceEngine reads it, Engine takes
 it (or its fields as keywords, as the tests build engines), and docs/configuration.md lists it."""
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from extensions_built_in.inference_engine.admission import Limits
 from extensions_built_in.inference_engine.queue_policy import POLICIES
 from toolkit.config_modules import DTYPES
 from toolkit.errors import ConfigError
-from toolkit.settings import Settings, setting
+from toolkit.settings import Settings, base_type, bound_of, setting, type_hints
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class EngineSettings(Settings):
     dtype: str = setting("auto", choices=DTYPES, doc="a request's dtype when it names none")
     keep_resident_gb: float = setting(0.0, min=0, doc="components kept loaded beside the active model")
     idle_unload_seconds: float = setting(0.0, min=0, doc="unload after this long idle (0: never)")
-    profiles_file: str | None = None
+    profiles_file: str | None = setting(None, doc="model profiles (TOML or YAML): names requests may ask for")
     compat_port: int | None = setting(None, min=0, max=65535, doc="the A1111/OpenAI routes on a port of their own")
     grace_seconds: float = setting(10.0, min=0, exclusive_min=True,
                                    doc="seconds a cancel may take before the worker is restarted")
@@ -34,7 +34,7 @@ class EngineSettings(Settings):
     cond_cache_mb: float = setting(256.0, min=0, doc="prompt embeddings kept across requests (0: off)")
     prefetch: bool = setting(True, doc="read the next queued model's components while a request samples")
     max_batch: int = setting(4, min=1, doc="images one pipeline call makes for compatible queued requests (1: off)")
-    queue_policy: str = setting("fifo", choices=POLICIES)
+    queue_policy: str = setting("fifo", choices=POLICIES, doc="fifo: arrival order; affinity: the resident model's requests may go first")
     max_overtake: int = setting(2, min=0, doc="affinity: the places a request may be passed")
     metrics_open: bool = setting(False, doc="GET /metrics without the token (a scraper)")
     model_folders: list = setting(default_factory=list, doc="folders GET /library lists and models load from")
@@ -69,3 +69,57 @@ class EngineSettings(Settings):
         if self.comfyui_path is not None and self.comfyui_path not in folders:
             folders.append(self.comfyui_path)
         return folders
+
+
+def described(cls=EngineSettings) -> dict:
+    """`describe()` with each field's doc, nested settings (limits) included: what the UI's settings
+    page builds its form from (GET /models serves describe() alone)."""
+    out = cls.describe()
+    for f in fields(cls):
+        if f.name not in out:
+            continue
+        if "fields" in out[f.name]:
+            out[f.name]["fields"] = described(base_type(type_hints(cls)[f.name])[0])
+        if bound_of(f).doc:
+            out[f.name]["doc"] = bound_of(f).doc
+    return out
+
+
+def check_block(block) -> dict:
+    """An `engine:` block as the job would read it at start: {"ok": true}, or the ConfigError naming the key."""
+    try:
+        EngineSettings.from_dict(block, "engine")
+    except ConfigError as e:
+        return {"ok": False, "key": e.key, "message": e.message}
+    return {"ok": True}
+
+
+def main(argv=None) -> int:
+    """`--describe`: the fields as JSON; `--check`: the engine block on stdin (JSON), answered as JSON.
+    The UI server runs this without an engine, so nothing here may import torch."""
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m extensions_built_in.inference_engine.engine_settings")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--describe", action="store_true", help="print each engine.* field's type, bounds, default, doc")
+    mode.add_argument("--check", action="store_true", help="check the engine block read as JSON from stdin")
+    args = parser.parse_args(argv)
+    if args.describe:
+        answer = described()
+    else:
+        try:
+            block = json.loads(sys.stdin.read() or "null")
+        except ValueError as e:
+            answer = {"ok": False, "key": "engine", "message": f"is not valid JSON ({e})"}
+        else:
+            answer = check_block(block) if block is None or isinstance(block, dict) else {
+                "ok": False, "key": "engine", "message": f"must be a mapping, got {type(block).__name__}"}
+    json.dump(answer, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

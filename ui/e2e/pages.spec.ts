@@ -67,6 +67,7 @@ test('every page at 1280×720 and phone size: fits, every control labelled, scre
   const pages: [string, string, string][] = [
     ['jobs', '/jobs', 'jobs-table'],
     ['job', `/jobs/${jobId}`, 'job-log'],
+    ['settings', `/jobs/${jobId}/settings`, 'settings-form'],
     ['generate', `/generate?job=${jobId}`, 'prompt'],
     ['library', `/library?job=${jobId}`, 'library-filter'],
     ['grid', `/grid?job=${jobId}`, 'grid-run'],

@@ -7,6 +7,8 @@ import { ApiError } from './http';
 type Obj = Record<string, unknown>;
 
 export const INFERENCE_PROCESS_TYPE = 'InferenceEngine';
+/** engine.* keys completeJobConfig sets: not the person's to edit on the settings page. */
+export const UI_OWNED_ENGINE_KEYS = ['job_folder'];
 
 function isObj(v: unknown): v is Obj {
   return !!v && typeof v === 'object' && !Array.isArray(v);
@@ -47,4 +49,27 @@ export function completeJobConfig(job: { name: string; job_type: string; gpu_ids
     }
   }
   return cfg;
+}
+
+function engineProcess(cfg: Obj): Obj | null {
+  const procs = (cfg.config as Obj).process as Obj[];
+  return procs.find((p) => p.type === INFERENCE_PROCESS_TYPE) ?? null;
+}
+
+/** An inference job's `engine:` block as the person set it (the UI-owned keys left out); a 400 when
+ * the job runs no InferenceEngine process. */
+export function engineBlockOf(job: { name: string; job_type: string; job_config: unknown }): Obj {
+  const proc = job.job_type === 'inference' ? engineProcess(parseJobConfig(job.job_config)) : null;
+  if (!proc) throw new ApiError(400, 'not_an_engine', `Job '${job.name}' runs no ${INFERENCE_PROCESS_TYPE} process: it has no engine settings.`);
+  const block = { ...(isObj(proc.engine) ? proc.engine : {}) };
+  for (const k of UI_OWNED_ENGINE_KEYS) delete block[k];
+  return block;
+}
+
+/** The job's config with its engine block replaced (then completed again, as at creation). */
+export function withEngineBlock(job: { name: string; job_type: string; gpu_ids: string; job_config: unknown }, block: Obj): Obj {
+  engineBlockOf(job); // the same 400 for a job that is not an engine
+  const cfg = structuredClone(parseJobConfig(job.job_config)) as Obj;
+  (engineProcess(cfg) as Obj).engine = structuredClone(block);
+  return completeJobConfig({ ...job, job_config: cfg });
 }

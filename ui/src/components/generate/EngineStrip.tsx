@@ -1,6 +1,7 @@
 'use client';
 // Pick a device, start/stop its engine job, and show the engine's health (EngineHealth.tsx).
 import Link from 'next/link';
+import FirstRunEngine from '@/components/jobs/FirstRunEngine';
 import EngineHealth from './EngineHealth';
 import type { EngineHandle } from './useEngine';
 
@@ -61,7 +62,9 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
             job log
           </Link>
         )}
+        {job && <Link className="small" href={`/jobs/${job.id}/settings`} data-testid="engine-settings-link">settings</Link>}
       </div>
+      <FirstRunEngine engine={engine} />
       {job?.info && state !== 'ready' && (
         <div className={state === 'error' ? 'alert error engine-info' : 'muted small'} data-testid="engine-info">
           {job.info}

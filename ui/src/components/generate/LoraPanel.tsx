@@ -1,8 +1,11 @@
 'use client';
 // LoRAs: files from the engine's lora_folder (GET /loras) for the chosen arch, several at once, each
 // with a strength and its trigger words (one click appends them to the prompt); a path outside the
-// folder can be typed. The picks go into the request as `model.loras`.
+// folder can be typed (under the engine's model roots). The picks go into the request as `model.loras`.
+// The LoRA folder and the model roots are set on the engine's settings page, linked from here.
+import Link from 'next/link';
 import { useEffect, useState } from 'react';
+import { settingsHref } from '@/components/jobs/engineSettingsForm';
 import LoraPickRow from './LoraPickRow';
 import { addPick, fileOfPick, lorasForArch, resolvePicks } from './loras';
 import { problemPlace, problemText, type ResolveProblem } from './resolveRequest';
@@ -52,8 +55,13 @@ export default function LoraPanel({ jobId, running, arch, picks, prompt, onPicks
       )}
       {data && !data.folder && (
         <div className="muted small" data-testid="lora-empty">
-          This engine has no LoRA folder. Set <code>engine.lora_folder</code> in its job config (the InferenceEngine process&apos;s{' '}
-          <code>engine:</code> section) to a folder of <code>.safetensors</code> LoRAs and restart the engine; a path can still be typed below.
+          This engine has no LoRA folder (<code>engine.lora_folder</code>).{' '}
+          {jobId && (
+            <Link href={settingsHref(jobId, 'lora_folder')} data-testid="lora-folder-link">
+              Set the LoRA folder
+            </Link>
+          )}{' '}
+          to a folder of <code>.safetensors</code> LoRAs: they are listed here. A path under the engine&apos;s model roots can still be typed below.
         </div>
       )}
       {data?.folder && files.length === 0 && (
@@ -74,6 +82,7 @@ export default function LoraPanel({ jobId, running, arch, picks, prompt, onPicks
           onRemove={() => onPicks(picks.filter((_, k) => k !== i))}
           onPrompt={onPrompt}
           refused={refused?.index === i ? refused.text : null}
+          jobId={jobId}
         />
       ))}
       <AddPath onAdd={(path) => onPicks(addPick(picks, path))} />
@@ -129,7 +138,7 @@ function AddPath({ onAdd }: { onAdd: (path: string) => void }) {
             addTyped();
           }
         }}
-        placeholder="or a path: /path/to/lora.safetensors"
+        placeholder="or a path under the engine's model roots or LoRA folder: /models/loras/x.safetensors"
         aria-label="LoRA path"
         data-testid="lora-path"
       />

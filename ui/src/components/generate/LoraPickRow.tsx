@@ -2,9 +2,11 @@
 // One LoRA of the request: its file (or the typed path, and what the engine does with it), the arch
 // it was made for when that is another, its strength (a slider and a number), and its trigger words
 // (one click appends one to the prompt).
+import Link from 'next/link';
 import { useEffect, useState } from 'react';
+import { settingsHref } from '@/components/jobs/engineSettingsForm';
 import { formatBytes } from '@/utils/format';
-import { SCALE_MAX, SCALE_MIN, SCALE_STEP, appendTrigger, hasTrigger } from './loras';
+import { SCALE_MAX, SCALE_MIN, SCALE_STEP, appendTrigger, hasTrigger, settingInRefusal } from './loras';
 import type { LoraFile, LoraPick } from './types';
 
 /** The strength as a number field: what is typed stays while it is not a number yet ("-", "0."). */
@@ -36,10 +38,14 @@ const describeFile = (f: LoraFile) =>
     .filter(Boolean)
     .join(' · ');
 
-/** What the engine does with a path the folder does not list. */
+/** What the engine does with a path the folder does not list: it reads only under its model roots. */
 const pathNote = (path: string, folder: string | null) => {
   const absolute = /^([/~\\]|[A-Za-z]:)/.test(path);
-  if (absolute) return folder ? 'not in the LoRA folder: the engine reads this path' : 'a path the engine reads';
+  if (absolute) {
+    return folder
+      ? 'not in the LoRA folder: the engine reads it only under its model roots (engine.model_roots)'
+      : 'a path: the engine reads it only under its model roots (engine.model_roots) or its LoRA folder';
+  }
   return folder ? `not found in ${folder} (Refresh if it was just added)` : 'a relative path: the engine needs engine.lora_folder to find it';
 };
 
@@ -55,9 +61,31 @@ interface Props {
   onPrompt: (prompt: string) => void;
   /** the engine's refusal of this LoRA (POST /resolve) */
   refused?: string | null;
+  /** the engine job (its settings page is where a refusal naming a setting is fixed) */
+  jobId?: string | null;
 }
 
-export default function LoraPickRow({ pick, file, folder, arch, prompt, onScale, onRemove, onPrompt, refused = null }: Props) {
+/** A refusal naming an engine setting says which one to change, and links to it. */
+function Refusal({ text, jobId }: { text: string; jobId: string | null }) {
+  const setting = settingInRefusal(text);
+  return (
+    <div className="alert error small" data-testid="lora-problem">
+      {text}
+      {setting && jobId && (
+        <>
+          {' '}
+          {setting === 'model_roots' ? 'Add its folder to the engine\'s model roots, or set a LoRA folder that holds it, in the ' : 'Set it in the '}
+          <Link href={settingsHref(jobId, setting)} data-testid="lora-problem-settings">
+            engine settings
+          </Link>{' '}
+          (<code>engine.{setting}</code>).
+        </>
+      )}
+    </div>
+  );
+}
+
+export default function LoraPickRow({ pick, file, folder, arch, prompt, onScale, onRemove, onPrompt, refused = null, jobId = null }: Props) {
   const name = file?.name ?? pick.path;
   const otherArch = file?.arch && file.arch.toLowerCase() !== arch.toLowerCase() ? file.arch : null;
   return (
@@ -75,11 +103,7 @@ export default function LoraPickRow({ pick, file, folder, arch, prompt, onScale,
         {otherArch && <span className="warn-text"> · made for {otherArch}</span>}
         {file?.error && <span className="warn-text"> · {file.error}</span>}
       </div>
-      {refused && (
-        <div className="alert error small" data-testid="lora-problem">
-          {refused}
-        </div>
-      )}
+      {refused && <Refusal text={refused} jobId={jobId} />}
       <div className="row">
         <input
           type="range"

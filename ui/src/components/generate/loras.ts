@@ -112,3 +112,10 @@ export function normalizeModel(saved: ModelForm): ModelForm {
   const { lora_path, lora_scale, ...rest } = saved as ModelForm & { lora_path?: unknown; lora_scale?: unknown };
   return { ...rest, loras: picksFromSettings({ lora_path, lora_scale }) };
 }
+
+/** The engine setting a LoRA refusal says the person can change (the engine names it in its words:
+ * "… (engine.model_roots)"), so the panel links to it; null when it names none. */
+export function settingInRefusal(text: string): 'model_roots' | 'lora_folder' | null {
+  const m = /\bengine\.(model_roots|lora_folder)\b/.exec(text);
+  return m ? (m[1] as 'model_roots' | 'lora_folder') : null;
+}

@@ -13,11 +13,11 @@ export function engineJobName(deviceId: string): string {
   return `inference_engine_${deviceId.replace(/,/g, '_')}`;
 }
 
-function engineJobConfig(name: string, deviceId: string) {
+export function engineJobConfig(name: string, deviceId: string, engine: Record<string, unknown> = {}) {
   // the worker fills in sqlite_db_path and engine.job_folder
   return {
     job: 'extension',
-    config: { name, process: [{ type: 'InferenceEngine', device: deviceId === 'cpu' ? 'cpu' : 'cuda', engine: {} }] },
+    config: { name, process: [{ type: 'InferenceEngine', device: deviceId === 'cpu' ? 'cpu' : 'cuda', engine }] },
   };
 }
 

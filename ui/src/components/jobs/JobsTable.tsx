@@ -118,6 +118,11 @@ function JobRow({ job, busy, onAct }: { job: Job; busy: boolean; onAct: (action:
             Delete
           </button>
         )}
+        {job.job_type === 'inference' && (
+          <Link className="button" href={`/jobs/${job.id}/settings`} data-testid="job-settings">
+            Settings
+          </Link>
+        )}
         <Link className="button" href={`/jobs/${job.id}`}>
           Log
         </Link>
