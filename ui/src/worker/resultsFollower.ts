@@ -77,6 +77,9 @@ export class ResultsFollower {
         cursor = 0; // the feed started over: read it from its start (keys already there stay one row)
         page = await readPage(target.engine, cursor);
       }
+      if (cursor > 0 && page.first_seq > cursor + 1) {
+        this.opts.log(`results feed of ${job.name}: ${page.first_seq - cursor - 1} result(s) ended while the history was not reading and are past the engine's ring`);
+      }
       const last = page.entries.length ? page.entries[page.entries.length - 1].seq : cursor;
       const items = page.entries.flatMap((e) => itemsFromEntry(e, job));
       if (last !== cursor || items.length) {
