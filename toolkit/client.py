@@ -182,7 +182,8 @@ def find_engine(engine: str | None = None, url: str | None = None, token: str | 
 class EngineClient:
     def __init__(self, url: str, token: str, timeout: float = 30.0):
         self.url = url.rstrip("/")
-        self.http = httpx.Client(base_url=self.url, headers={"X-Engine-Token": token},
+        # X-Client: the results feed records who asked
+        self.http = httpx.Client(base_url=self.url, headers={"X-Engine-Token": token, "X-Client": "cli"},
                                  timeout=httpx.Timeout(timeout, read=None))
 
     @classmethod

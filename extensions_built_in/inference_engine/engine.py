@@ -24,6 +24,7 @@ from extensions_built_in.inference_engine import lora_folder as loras
 from extensions_built_in.inference_engine import messages as m
 from extensions_built_in.inference_engine.metrics import EngineMetrics
 from extensions_built_in.inference_engine import queue_policy as qp
+from extensions_built_in.inference_engine.results_feed import RESULTS_KEPT, ResultsFeed, entry_for
 from extensions_built_in.inference_engine.protocol import FrameError, encode_frame
 from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
@@ -91,6 +92,10 @@ class Request:
     subscribers: list = field(default_factory=list)
     ended: bool = False                               # the `end` frame is published (under `lock`)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    api: str = "native"                # which API submitted it (native, a1111, openai): the results feed says
+    client: str | None = None          # who, as the client named itself (native X-Client: grid, cli, ...)
+    load_started: float | None = None  # monotonic time of its first `loading` status (a model load for it)
+    load_seconds: float | None = None  # from that to its `loaded` status
 
     @property
     def finished(self) -> bool:
@@ -160,13 +165,15 @@ class Request:
 
 class Engine:
     def __init__(self, settings: EngineSettings | None = None, *, output_folder: str, assets_folder: str | None = None,
-                 device: str = "cpu", profiles=None, model_roots=None, on_info=None, faults=None, **keys):
+                 device: str = "cpu", profiles=None, model_roots=None, on_info=None, faults=None,
+                 results_kept: int = RESULTS_KEPT, **keys):
         """`settings`: the engine: block (engine_settings.EngineSettings); its fields may also be given as
         keywords (`keys`, over `settings`: how tests build engines), checked the same way. `worker`
         "process" runs generation in a child process (production), "thread" on a thread of this
         process (in-process tests); `faults` (worker.Faults) are injected there. `model_roots`: the
         folders a request may name local files in (None: anywhere; InferenceEngine._model_roots
-        computes them from the settings), the LoRA folder and the model folders joining them."""
+        computes them from the settings), the LoRA folder and the model folders joining them.
+        `results_kept`: the results feed's ring (results_feed.py), in the output folder."""
         if keys or settings is None:
             settings = EngineSettings.from_dict({**(settings.to_dict() if settings else {}), **keys}, "engine")
         self.settings = s = settings
@@ -218,16 +225,19 @@ class Engine:
         for folder in (self.output_folder, self.assets_folder):     # what a killed engine left half-written
             if folder and os.path.isdir(folder):
                 remove_partial_files(folder)
+        self.results = ResultsFeed(self.output_folder, results_kept)
 
     # -- the server's side (any thread) -------------------------------------------------------------
-    def submit(self, model: dict, sample: dict, stream: dict | None = None, request_id: str | None = None) -> Request:
+    def submit(self, model: dict, sample: dict, stream: dict | None = None, request_id: str | None = None, *,
+               api: str = "native", client: str | None = None) -> Request:
         """Validate and queue a request. Raises ConfigError naming the bad field (engine.limits and
-        the memory pre-flight included), QueueFull when engine.limits.max_queued wait already."""
+        the memory pre-flight included), QueueFull when engine.limits.max_queued wait already.
+        `api`, `client`: who asked, as the results feed records it."""
         if self._stopping.is_set():
             raise EngineBusy("the engine is stopping")
         work = self.resolve(model, sample, stream, request_id)
         request_id = work.request_id or uuid.uuid4().hex[:16]
-        req = Request(replace(work, request_id=request_id))
+        req = Request(replace(work, request_id=request_id), api=api, client=client)
         mc, gen = req.model, req.sample
         try:      # the start frame before the queue: a request that cannot be streamed is never queued
             req.publish({"type": "start", "model": mc.to_dict(), "sample": gen.to_dict(),
@@ -761,6 +771,8 @@ class Engine:
                     req.step, req.total = msg.header["step"], msg.header["total"]
                     if req is self.current:
                         self._time_step(req)
+                elif msg.header.get("type") == "status":
+                    _time_load(req, msg.header.get("stage"))
                 req.publish(dict(msg.header), msg.payload)
         elif isinstance(msg, m.Done):
             req = self.requests.get(msg.request_id)
@@ -812,6 +824,10 @@ class Engine:
                 joblog.emit(joblog.request_line(req))
             except Exception as e:      # noqa: BLE001
                 contained("recording a finished request", e)
+            try:        # before `end`: a reader that saw the end finds its entry
+                self.results.record(lambda seq: entry_for(req, seq, req.load_seconds))
+            except Exception as e:      # noqa: BLE001
+                contained("recording a finished request in the results feed", e)
             req.publish({"type": "end", "status": status})
         finally:
             req.done_event.set()
@@ -849,6 +865,14 @@ class EnginePolicy(Policy):
 
     def input(self, value, where):
         return self.engine.resolve_asset(value, where)
+
+
+def _time_load(req: Request, stage: str | None):
+    """A model load for `req`, timed from its first `loading` status to its `loaded` one."""
+    if stage == "loading" and req.load_started is None:
+        req.load_started = time.monotonic()
+    elif stage == "loaded" and req.load_started is not None:
+        req.load_seconds = time.monotonic() - req.load_started
 
 
 def contained(doing: str, error: BaseException):

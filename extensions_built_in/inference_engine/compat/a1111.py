@@ -203,7 +203,7 @@ class A1111:
         counts = call.counts
         samples = [{**sample, "seed": call.base_seed + j * counts["batch_size"]} for j in range(counts["n_iter"])]
         reqs = await asyncio.to_thread(session.submit_all, call.model, samples, invalid, FIELDS, MODEL_FIELD,
-                                       PREVIEW_STREAM)
+                                       PREVIEW_STREAM, api="a1111")
         session.last_used = (call.name, reqs[0].model)
         started = time.time()
         await session.wait_all(reqs, request)

@@ -111,7 +111,7 @@ class OpenAIImages:
     async def _run(self, request: HttpRequest, model: dict, name, sample: dict, fmt: str, output_format="png"):
         """Run one request (its n images in one pass) and answer `{created, data, output_format, size}`."""
         session = self.session
-        reqs = await asyncio.to_thread(session.submit_all, model, [sample], invalid, FIELDS, "model")
+        reqs = await asyncio.to_thread(session.submit_all, model, [sample], invalid, FIELDS, "model", api="openai")
         session.last_used = (name, reqs[0].model)
         await session.wait_all(reqs, request)
         failed = [r for r in reqs if r.status != "ok"]
@@ -222,7 +222,8 @@ class OpenAIImages:
         it is an `error` event (what the SDKs raise as APIError)."""
         session = self.session
         opts = PREVIEW_STREAM if partials else NO_LATENTS
-        reqs = await asyncio.to_thread(session.submit_all, model, [sample], invalid, FIELDS, "model", opts)
+        reqs = await asyncio.to_thread(session.submit_all, model, [sample], invalid, FIELDS, "model", opts,
+                                       api="openai")
         session.last_used = (name, reqs[0].model)
         req = reqs[0]
         loop = asyncio.get_running_loop()

@@ -7,6 +7,7 @@
 - `generation`: a request's life: POST /generate, GET /stream/{request_id}, POST /cancel/{request_id}
 - `queue`: GET /queue, POST /queue/{request_id}/move, POST /unload
 - `files`: files in: POST /assets, POST /settings
+- `results`: GET /results, the results feed (every request that ended, whoever asked)
 - `outputs`: GET /outputs/{relpath}, which the compat port serves too (compat/__init__.py), each port
   behind its own token check
 

@@ -4,6 +4,7 @@ re-attaches a reader, POST /cancel ends it.
 Frames reach a streaming response through an asyncio queue fed with call_soon_threadsafe, so the
 event loop never waits on the generation thread."""
 import asyncio
+import re
 import threading
 
 from fastapi import Depends, Request as HttpRequest
@@ -37,7 +38,8 @@ class GenerateBody(BaseModel):
 async def generate(body: GenerateBody, request: HttpRequest):
     engine = request.app.state.engine
     try:      # off the event loop: validation may read files (LoRA headers, a data URL's image)
-        req = await asyncio.to_thread(engine.submit, body.model, body.sample, body.stream, body.request_id)
+        req = await asyncio.to_thread(engine.submit, body.model, body.sample, body.stream, body.request_id,
+                                      client=_client_name(request))
     except EngineBusy as e:
         raise ApiError(503, "body", str(e))
     headers = {"X-Request-Id": req.request_id}
@@ -105,6 +107,17 @@ async def _follow(engine: Engine, req, cancel_on_disconnect: bool):
         req.detach(sub)
         if not ended and cancel_on_disconnect and not req.finished:
             engine.cancel(req.request_id, by="client disconnect")
+
+
+CLIENT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+
+
+def _client_name(request: HttpRequest) -> str | None:
+    """`X-Client`: who sends it (grid, cli, ...), as the results feed records it."""
+    name = request.headers.get("x-client")
+    if name is not None and not CLIENT_NAME.fullmatch(name):
+        raise ApiError(422, "X-Client", "must be 1 to 32 letters, digits, '_', '.' or '-'")
+    return name
 
 
 def _is_end(frame: bytes) -> bool:

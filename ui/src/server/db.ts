@@ -5,7 +5,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { dbPath } from './paths';
-import { GENERATION_COLUMNS, GENERATION_INDEXES } from './historySchema';
+import { GENERATION_COLUMNS, GENERATION_INDEXES, HISTORY_FEED_COLUMNS } from './historySchema';
 import { JOB_COLUMNS } from './schema';
 
 export type Db = BetterSQLite3Database<Record<string, never>> & { $client: Database.Database };
@@ -25,10 +25,11 @@ function ensureTable(sqlite: Database.Database, table: string, columns: Readonly
   for (const ddl of indexes) sqlite.exec(ddl);
 }
 
-/** The Job table (shared with Python) and the UI's own Generation table (history). Idempotent. */
+/** The Job table (shared with Python) and the UI's own history tables (Generation, HistoryFeed). Idempotent. */
 export function migrate(sqlite: Database.Database): void {
   ensureTable(sqlite, 'Job', JOB_COLUMNS, ['CREATE INDEX IF NOT EXISTS "Job_status_idx" ON "Job" ("status")']);
   ensureTable(sqlite, 'Generation', GENERATION_COLUMNS, GENERATION_INDEXES);
+  ensureTable(sqlite, 'HistoryFeed', HISTORY_FEED_COLUMNS, []);
 }
 
 export function getDb(file: string = dbPath()): Db {

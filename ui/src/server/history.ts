@@ -2,7 +2,7 @@
 // the models seen, and delete (the row and its files, only inside the job's outputs folder).
 import fs from 'node:fs';
 import path from 'node:path';
-import type { GalleryItem } from '@/components/generate/types';
+import type { GalleryItem } from '../components/generate/types';
 import { getDb } from './db';
 import { ApiError } from './http';
 import type { GenerationFile, GenerationRow } from './historySchema';

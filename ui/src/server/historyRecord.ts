@@ -1,8 +1,8 @@
 // A history entry in and out: the POST body (a gallery item) checked field by field into a
 // Generation row, and a row back into the item the gallery shows. Pure: no DB, no files.
 import path from 'node:path';
-import type { GalleryItem } from '@/components/generate/types';
-import { modelIdentity, modelKey } from '@/utils/modelIdentity';
+import type { GalleryItem } from '../components/generate/types';
+import { modelIdentity, modelKey } from '../utils/modelIdentity';
 import { contentTypeFor } from './contentTypes';
 import { ApiError } from './http';
 import type { GenerationFile, GenerationRow } from './historySchema';

@@ -1,5 +1,6 @@
-// The Generation table: the generation history the /generate gallery shows. UI-only (Python
-// never reads it); created or migrated with the Job table by db.ts's migrate().
+// The Generation table: the generation history the /generate gallery shows, and HistoryFeed, how far
+// it read each engine's results feed. UI-only (Python never reads them); created or migrated with the
+// Job table by db.ts's migrate().
 
 /** Column name -> definition used by CREATE TABLE and, for a missing column, ALTER TABLE ADD COLUMN. */
 export const GENERATION_COLUMNS: ReadonlyArray<[string, string]> = [
@@ -41,6 +42,14 @@ export const GENERATION_COLUMNS: ReadonlyArray<[string, string]> = [
 export const GENERATION_INDEXES: readonly string[] = [
   'CREATE INDEX IF NOT EXISTS "Generation_created_idx" ON "Generation" ("created_at", "seq")',
   'CREATE INDEX IF NOT EXISTS "Generation_model_idx" ON "Generation" ("model_key", "created_at")',
+];
+
+/** HistoryFeed: how far the history has read each engine job's results feed (historyCursor.ts). */
+export const HISTORY_FEED_COLUMNS: ReadonlyArray<[string, string]> = [
+  // the feed lives in the job's folder (outputs/.results.jsonl): its seqs go on across engine restarts
+  ['job_name', 'TEXT PRIMARY KEY'],
+  ['seq', 'INTEGER NOT NULL DEFAULT 0'],
+  ['updated_at', "TEXT NOT NULL DEFAULT ''"],
 ];
 
 export interface GenerationRow {

@@ -2,6 +2,7 @@
 import { closeAllDbs, getDb } from '../server/db';
 import { dbPath, trainingFolder } from '../server/paths';
 import { JobWorker } from './jobWorker';
+import { ResultsFollower } from './resultsFollower';
 
 function seconds(name: string, fallback: number): number {
   const v = Number(process.env[name]);
@@ -19,11 +20,15 @@ const worker = new JobWorker({
   log,
 });
 worker.start();
+// the history kept by the server: every running engine's results, read about once a second
+const follower = new ResultsFollower({ tickMs: seconds('AITK_HISTORY_POLL_S', 1), log });
+follower.start();
 
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.on(sig, () => {
     // job processes are detached and keep running; the next worker adopts them by pid
     worker.close();
+    follower.close();
     closeAllDbs();
     process.exit(0);
   });

@@ -8,6 +8,8 @@ import { moveLegacyGallery } from './legacyGallery';
 import type { GalleryItem } from './types';
 
 const PAGE = 50;
+/** how often the first page is read again for rows others wrote (the server's results follower) */
+const REFRESH_MS = 2000;
 
 /** Where the UI serves a result from: the job folder's outputs, through /api/files (works with the engine stopped). */
 export function fileUrl(item: Pick<GalleryItem, 'jobName' | 'result'>): string {
@@ -101,6 +103,55 @@ function useLegacyMove() {
   return { ready, moveNote };
 }
 
+/** `prev` with the items of `fresh` it lacks, newest first (as the history orders them). */
+export function mergeNewer(prev: GalleryItem[], fresh: GalleryItem[]): GalleryItem[] {
+  const have = new Set(prev.map((p) => p.key));
+  const added = fresh.filter((i) => !have.has(i.key));
+  if (!added.length) return prev;
+  return [...added, ...prev].sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+}
+
+/**
+ * Rows this page did not write (a closed tab's, the A1111/OpenAI routes', the CLI's, the grid's: the
+ * UI worker records every engine's results) appear without a reload: the first page for the filter
+ * shown is read again every REFRESH_MS while the page is visible.
+ */
+function useRefresh(
+  ready: boolean,
+  { filter, items }: { filter: { current: GalleryFilter }; items: { current: GalleryItem[] } },
+  setItems: (fn: (prev: GalleryItem[]) => GalleryItem[]) => void,
+  refreshModels: () => void,
+) {
+  useEffect(() => {
+    if (!ready) return;
+    let busy = false;
+    const onFresh = (f: GalleryFilter, fresh: GalleryItem[]) => {
+      if (filter.current !== f || mergeNewer(items.current, fresh) === items.current) return;
+      setItems((prev) => mergeNewer(prev, fresh));
+      refreshModels(); // a new model may have come with them
+    };
+    const timer = setInterval(() => {
+      if (busy || document.visibilityState !== 'visible') return;
+      busy = true;
+      const f = filter.current;
+      page(f, null)
+        .then((b) => onFresh(f, b.items))
+        .catch(() => undefined) // the next read tries again
+        .finally(() => {
+          busy = false;
+        });
+    }, REFRESH_MS);
+    return () => clearInterval(timer);
+  }, [ready, filter, items, setItems, refreshModels]);
+}
+
+/** A ref that holds the latest `value` (read by callbacks that outlive a render). */
+function useLatest<T>(value: T) {
+  const ref = useRef(value);
+  ref.current = value;
+  return ref;
+}
+
 export function useGallery() {
   const [filter, setFilter] = useState<GalleryFilter>({ q: '', model: '' });
   const [items, setItems] = useState<GalleryItem[]>([]);
@@ -110,10 +161,9 @@ export function useGallery() {
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<string | null>(null);
   const [saving, setSaving] = useState(0);
-  const filterRef = useRef(filter);
-  filterRef.current = filter;
-  const recentRef = useRef(recent);
-  recentRef.current = recent;
+  const filterRef = useLatest(filter);
+  const recentRef = useLatest(recent);
+  const itemsRef = useLatest(items);
 
   const { models, refreshModels } = useHistoryModels();
   const { ready, moveNote } = useLegacyMove();
@@ -136,6 +186,8 @@ export function useGallery() {
     refreshModels();
     return () => ctrl.abort();
   }, [ready, filter, refreshModels]);
+
+  useRefresh(ready, { filter: filterRef, items: itemsRef }, setItems, refreshModels);
 
   const loadMore = useCallback(() => {
     if (!next) return;

@@ -1,0 +1,92 @@
+// The history is kept by the server: the UI worker follows the engine's results feed, so a result
+// reaches the gallery whoever asked for it. A request left running by a tab that closed ("keep
+// generating") is in the history of a fresh browser context, and so is one made by calling the
+// engine's A1111 route directly; an open gallery shows both without a reload.
+import fs from 'node:fs';
+import path from 'node:path';
+import { expect, test } from '@playwright/test';
+import { TRAINING_FOLDER } from './env';
+import { fillNumber, galleryItems, shot, startEngineOnPage, stopEnginesAfterFailure } from './helpers';
+
+test.afterEach(stopEnginesAfterFailure);
+
+const JOB = 'inference_engine_history_server';
+// long enough that the tab is closed while it samples (asserted below, not assumed)
+const LONG = 400;
+
+interface QueueReq {
+  request_id: string;
+  prompt: string;
+  status: string;
+}
+
+test('results made by a closed tab and through /sdapi/v1/txt2img reach the history', async ({ page, browser, baseURL }) => {
+  const { job } = await startEngineOnPage(page, JOB);
+  const fresh = await (await browser.newContext({ baseURL })).newPage();
+  const queue = async () => (await (await fresh.request.get(`/api/inference/queue?job=${job.id}`)).json()) as { running: QueueReq | null; queued: QueueReq[]; finished: QueueReq[] };
+  const gallery = fresh.getByTestId('gallery-item');
+  let requestId = '';
+
+  await test.step('1. a request with "keep generating" on; its tab closes while it samples', async () => {
+    await page.getByTestId('arch-select').selectOption('zimage');
+    await page.getByTestId('name-or-path').fill('tiny:zimage');
+    await page.getByTestId('prompt').fill('made by a closed tab');
+    await fillNumber(page, 'width', 64);
+    await fillNumber(page, 'height', 64);
+    await fillNumber(page, 'steps', LONG);
+    await expect(page.getByTestId('detach').locator('input')).toBeChecked();
+    await page.getByTestId('generate-button').click();
+    await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'running', { timeout: 120_000 }); // the engine took it
+    await page.close();
+    // not ended (queued or sampling): no page is there to save its result
+    const q = await queue();
+    const live = [q.running, ...q.queued].find((r) => r?.prompt === 'made by a closed tab');
+    expect(live, JSON.stringify(q)).toBeTruthy();
+    requestId = live!.request_id;
+  });
+
+  await test.step('2. a fresh browser context opened meanwhile shows it once it ends, without a reload', async () => {
+    await fresh.goto('/generate');
+    expect(await fresh.evaluate(() => window.localStorage.length)).toBe(0);
+    await expect(gallery.filter({ hasText: 'made by a closed tab' })).toHaveCount(1, { timeout: 180_000 });
+    expect((await queue()).finished.find((r) => r.request_id === requestId)?.status).toBe('ok');
+    const [item] = await galleryItems(fresh, '&q=made%20by%20a%20closed%20tab');
+    expect(item).toMatchObject({ requestId, jobName: JOB, model: { arch: 'zimage', name_or_path: 'tiny:zimage' } });
+    expect(item.key).toBe(`${requestId}/${item.result.relpath}`);
+    expect(item.sample).toMatchObject({ prompt: 'made by a closed tab', num_inference_steps: LONG, width: 64, height: 64 });
+    expect(item.timings!.run_s!).toBeGreaterThan(0);
+    expect(item.timings!.total_s!).toBeGreaterThanOrEqual(item.timings!.run_s!);
+    expect(fs.existsSync(path.join(TRAINING_FOLDER, JOB, 'outputs', item.result.relpath))).toBe(true);
+    await shot(fresh, '45-history-closed-tab');
+  });
+
+  await test.step('3. a call to the engine itself (A1111 /sdapi/v1/txt2img, its token from engine.json) is in the gallery shown', async () => {
+    const engine = JSON.parse(fs.readFileSync(path.join(TRAINING_FOLDER, JOB, 'engine.json'), 'utf8')) as { host: string; port: number; token: string };
+    const res = await fresh.request.post(`http://${engine.host}:${engine.port}/sdapi/v1/txt2img`, {
+      headers: { 'x-engine-token': engine.token },
+      data: { prompt: 'made through sdapi', steps: 2, width: 64, height: 64, seed: 4321, batch_size: 2 },
+      timeout: 180_000,
+    });
+    expect(res.status()).toBe(200);
+    expect((await res.json()).images).toHaveLength(2);
+    const made = gallery.filter({ hasText: 'made through sdapi' });
+    await expect(made).toHaveCount(2); // one per image, in the page already open
+    const items = await galleryItems(fresh, '&q=made%20through%20sdapi');
+    expect(items.map((i) => i.result.seed).sort()).toEqual([4321, 4322]);
+    expect(new Set(items.map((i) => i.requestId)).size).toBe(1);
+    expect(items[0]).toMatchObject({ jobName: JOB, sample: { prompt: 'made through sdapi', num_inference_steps: 2 } });
+    await expect.poll(() => made.first().getByTestId('gallery-media').evaluate((el) => (el as HTMLImageElement).naturalWidth)).toBe(64);
+    await shot(fresh, '46-history-sdapi');
+  });
+
+  await test.step('4. nothing twice: each result is one row', async () => {
+    const all = await galleryItems(fresh);
+    const keys = all.map((i) => i.key);
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(all.filter((i) => i.requestId === requestId)).toHaveLength(1);
+  });
+
+  expect((await fresh.request.post(`/api/jobs/${job.id}/stop`)).ok()).toBe(true);
+  await expect.poll(async () => (await (await fresh.request.get(`/api/jobs/${job.id}`)).json()).job.pid ?? null, { timeout: 60_000 }).toBeNull();
+  await fresh.context().close();
+});
