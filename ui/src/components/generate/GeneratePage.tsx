@@ -36,7 +36,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const job = engine.job;
   // not while the engine is down (stopped from another tab too: the strip polls the job row)
   const library = useLibrary(job?.id ?? null, running);
-  const cache = useModelsCache(engine.models);
+  // a stopped engine's last answer is the cached one (said so under the form)
+  const cache = useModelsCache(running ? engine.models : null);
   const forms = useGenerateForms(cache.models, preferredModel, {
     engineKnown: engine.state !== 'loading',
     engineDefault: engineDefault(job?.job_config, cache.models?.default_model),
