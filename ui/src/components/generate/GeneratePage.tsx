@@ -38,11 +38,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const library = useLibrary(job?.id ?? null, running);
   // a stopped engine's last answer is the cached one (said so under the form)
   const cache = useModelsCache(running ? engine.models : null);
-  const forms = useGenerateForms(cache.models, preferredModel, {
-    engineKnown: engine.state !== 'loading',
-    engineDefault: engineDefault(job?.job_config, cache.models?.default_model),
-    library,
-  });
+  const dflt = engineDefault(job?.job_config, cache.models?.default_model);
+  const forms = useGenerateForms(cache.models, preferredModel, { engineKnown: engine.state !== 'loading', engineDefault: dflt, library });
   const { arch, model, sample } = forms;
   const inputs = useInputImages(job, forms);
   const restore = useSettingsRestore(job, running, forms);
@@ -73,7 +70,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
         arch={arch}
         sample={sample}
         notes={notes}
-        onChange={(p) => (sample ? forms.setSample({ ...sample, ...p }) : p.prompt !== undefined && forms.setPrompt(p.prompt))}
+        onChange={forms.patchSample}
         submit={submit}
         view={gen.view}
         onCancel={gen.cancel}

@@ -81,8 +81,10 @@ export function useGenerateForms(models: ModelsResponse | null, preferredModel: 
     setModel(withVariant(arch, model, variant));
     setSample((prev) => sampleDefaults(resolvedDefaults(arch, variant, null), arch, prev ? normalizeSample(prev) : {}));
   };
-  /** The prompt, also before any /models answer (the first visit, the engine not started): kept for the forms to come. */
-  const setPrompt = (prompt: string) => setSample((prev) => (prev ? { ...prev, prompt } : ({ prompt } as SampleForm)));
+  /** A change to the sample form; before any /models answer (the first visit, the engine not started) only the
+   * prompt, kept for the forms to come. */
+  const patchSample = (p: Partial<SampleForm>) =>
+    setSample((prev) => (prev ? { ...prev, ...p } : p.prompt !== undefined ? ({ prompt: p.prompt } as SampleForm) : prev));
   /** The person pressed Generate: the opening choice is theirs now (a late /library answer changes nothing). */
   const settle = () => void (opened.current.done = true);
   /** Forms read back from settings (a gallery item, a file). */
@@ -92,7 +94,7 @@ export function useGenerateForms(models: ModelsResponse | null, preferredModel: 
     setMaskPainted(false);
   };
 
-  return { archs, profiles, arch, model, sample, setModel, setSample, setPrompt, settle, maskPainted, setMaskPainted, onPick, onArch, onProfile, onVariant, setForms };
+  return { archs, profiles, arch, model, sample, setModel, setSample, patchSample, settle, maskPainted, setMaskPainted, onPick, onArch, onProfile, onVariant, setForms };
 }
 
 export type GenerateForms = ReturnType<typeof useGenerateForms>;
