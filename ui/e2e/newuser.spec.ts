@@ -1,8 +1,8 @@
 // What a new user hit (issue 13 item 8), each reproduced here: a tall result made its card
 // ~14,000 px tall; the strip said "stopped stopped"; the keep-generating checkbox sat outside any
-// card; Generate stayed on with the engine stopped (from another tab too), the error sent them to
-// "the Generate page", a stop mid-run read "Cancelled", and a failed request still said "Waiting
-// for the first latent…". The page at 1280×720 and phone size, nothing wider than the window.
+// card; Generate stayed on with the engine stopped, doing nothing (from another tab too; now it reads
+// "Start engine and generate" and starts it: formLayout.spec.ts), the error sent them to "the Generate
+// page", a stop mid-run read "Cancelled", and a failed request still said "Waiting for the first latent…". The page at 1280×720 and phone size, nothing wider than the window.
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
@@ -72,7 +72,7 @@ test('a 16×1024 result stays in a bounded card; one state word; the checkbox in
   }
 });
 
-test('engine stopped from another tab: Generate off, a stop mid-run said as such, a failed request shows no "waiting"', async ({ page, context }) => {
+test('engine stopped from another tab: a stop mid-run said as such, Generate then starts it again; a repo not downloaded keeps Generate off; a failed request shows no "waiting"', async ({ page, context }) => {
   await page.goto('/generate');
   const strip = page.getByTestId('engine-strip');
   // settled: up, or down with a Start button (not the moment a running job's health is first read)
