@@ -160,6 +160,24 @@ def test_hub_unreachable_is_not_reported_as_offline(monkeypatch):
     assert "run `hf download someorg/not-cached`" in str(e.value)
 
 
+def test_hub_connection_error_reads_as_not_downloaded(monkeypatch):
+    """A hub that cannot be reached (httpx.ConnectError out of snapshot_download) says "not downloaded" and
+    how to get it, never the HTTP library's exception (the Generate page shows this text as it is)."""
+    import httpx
+    import huggingface_hub
+    from diffusers import AutoencoderKL
+
+    def refused(repo_id, **kw):
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", refused)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(ComponentLoadError) as e:
+        aitk(AutoencoderKL).load("someorg/not-cached", role="vae", subfolder="vae")
+    text = str(e.value)
+    assert "someorg/not-cached: not downloaded" in text and "run `hf download someorg/not-cached`" in text
+    assert "ConnectError" not in text and "Errno" not in text
+
+
 def test_hub_repo_resolves_through_snapshot(monkeypatch, tiny):
     """A repo id is resolved to its local snapshot (the hub call is faked to point at a tiny folder)."""
     import huggingface_hub

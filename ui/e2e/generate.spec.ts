@@ -323,9 +323,11 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     // with the engine gone, the proxy answers with a readable 503, and the page says so
     const res = await page.request.get('/api/inference/health');
     expect(res.status()).toBe(503);
-    // Generate is off while the engine is down, and the page says where to start it
-    await expect(page.getByTestId('generate-button')).toBeDisabled();
-    await expect(page.getByTestId('why-not')).toContainText('start the engine above');
+    // the form stays (from the last model list), and Generate starts the engine first
+    await expect(page.getByTestId('models-cached')).toBeVisible();
+    await expect(page.getByTestId('arch-select')).toBeVisible();
+    await expect(page.getByTestId('generate-button')).toBeEnabled();
+    await expect(page.getByTestId('generate-button')).toHaveText('Start engine and generate');
     await shot(page, '06-engine-stopped');
 
     // the jobs page deletes the stopped row (its folder stays)

@@ -57,16 +57,20 @@ def _snapshot(repo_id: str, subfolder: str | None) -> str:
 
     patterns = ["model_index.json", "*.json", "*.txt", "*.model"]
     patterns += [f"{subfolder}/*"] if subfolder else ["*.safetensors"]
+    # what to do next, in the message itself: the UI and the CLI show it as it is
+    todo = f"this model is not downloaded: run `hf download {repo_id}`, or pick a local model (GET /library)"
     try:
         folder = snapshot_download(repo_id, allow_patterns=patterns, local_files_only=hub_offline())
-    except LocalEntryNotFoundError as e:
-        # what to do next, in the message itself: the UI and the CLI show it as it is
-        todo = f"this model is not downloaded: run `hf download {repo_id}`, or pick a local model (GET /library)"
+    except LocalEntryNotFoundError:
         if hub_offline():
             raise SourceError(f"{repo_id}: not in the local hub cache, and HF_HUB_OFFLINE is set; {todo}") from None
-        raise SourceError(f"{repo_id}: not in the local hub cache, and the hub could not be reached "
-                          f"({' '.join(str(e).split())[:200]}); {todo}") from None
+        raise SourceError(f"{repo_id}: not downloaded (not in the local hub cache, and the hub could not be "
+                          f"reached); {todo}") from None
     except Exception as e:  # network, auth, missing repo
+        # a connection that failed says what to do, not the HTTP library's exception (httpx.ConnectError ...)
+        if isinstance(e, (OSError, TimeoutError)) or any(w in type(e).__name__ for w in ("Connect", "Timeout", "Network")):
+            raise SourceError(f"{repo_id}: not downloaded (not in the local hub cache, and the hub could not be "
+                              f"reached); {todo}") from None
         raise SourceError(f"{repo_id}: cannot be fetched from the hub: {type(e).__name__}: {e}") from None
     if subfolder and not os.path.isdir(os.path.join(folder, subfolder)):
         raise SourceError(f"{repo_id}: has no subfolder {subfolder!r}")

@@ -1,6 +1,7 @@
 'use client';
-// The Generate page's form column (or why there is none yet: the engine's /models has not answered): the model, LoRA, prompt and input-image panels over the forms
-// (useGenerateForms.ts), and the link to a grid from these settings.
+// The Generate page's form column: the model, LoRA, settings and input-image panels over the forms
+// (useGenerateForms.ts), and the link to a grid from these settings. Built from the engine's /models, or
+// with the engine down from the last one this browser saw (said so); with none yet, why not.
 import Link from 'next/link';
 import type { LibraryEntry } from '@/components/library/library';
 import type { FieldNote } from './formChecks';
@@ -13,8 +14,10 @@ import type { useInputImages } from './useInputImages';
 import type { Resolved } from './useResolve';
 
 interface Props {
-  /** the engine's /models answered */
+  /** a /models answer is here (the engine's, or the cached one) */
   models: boolean;
+  /** it is the cached one: the engine is not up */
+  cached: boolean;
   modelsError: string | null;
   forms: GenerateForms;
   inputs: ReturnType<typeof useInputImages>;
@@ -28,18 +31,25 @@ interface Props {
   library: LibraryEntry[] | null;
 }
 
-export default function FormPanels({ models, modelsError, forms, inputs, job, running, notes, resolved, download, library }: Props) {
+export default function FormPanels({ models, cached, modelsError, forms, inputs, job, running, notes, resolved, download, library }: Props) {
   const { archs, profiles, arch, model, sample, setModel, setSample, setMaskPainted } = forms;
   if (!models) {
     return (
       <section className="card muted" data-testid="models-missing">
-        {modelsError ? `Could not read the model list: ${modelsError}` : 'Start the engine to load the model list.'}
+        {modelsError
+          ? `Could not read the model list: ${modelsError}`
+          : 'The model and its settings come from the engine: they show once it runs. Write a prompt and press “Start engine and generate”.'}
       </section>
     );
   }
   if (!model || !sample || !arch) return null;
   return (
     <>
+      {cached && (
+        <div className="muted small" data-testid="models-cached">
+          The engine is not running: these choices come from the model list it gave last; they are checked again once it starts.
+        </div>
+      )}
       <ModelPanel
         archs={archs}
         profiles={profiles}

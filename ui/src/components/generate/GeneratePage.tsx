@@ -1,12 +1,14 @@
 'use client';
-// /generate: the engine strip, the model, prompt and input-image panels (fed by the engine's
-// /models), the live preview, the engine's queue and the results gallery; a generated file
-// dropped on the page restores its settings.
+// /generate: the engine strip, the prompt next to Generate, the model, settings and input-image panels
+// (fed by the engine's /models, or with the engine down the last one this browser saw), the live preview,
+// the engine's queue and the results gallery; a generated file dropped on the page restores its settings.
 import { useEffect } from 'react';
 import { missingDownload } from '@/components/library/library';
 import EngineStrip from './EngineStrip';
 import EnginesList from './EnginesList';
+import { engineDefault } from './formStart';
 import FormPanels from './FormPanels';
+import GenerateBar from './GenerateBar';
 import OutputColumn from './OutputColumn';
 import type { SendTask } from './ResultViewer';
 import SettingsDrop from './SettingsDrop';
@@ -21,6 +23,7 @@ import { useGenerateForms } from './useGenerateForms';
 import { useGeneration } from './useGeneration';
 import { useInputImages } from './useInputImages';
 import { useLibrary } from './useLibrary';
+import { useModelsCache } from './useModelsCache';
 import { useSettingsRestore } from './useSettingsRestore';
 import { useSubmit } from './useSubmit';
 
@@ -29,19 +32,22 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const engines = useEngines(engine.job ? 1 : 0);
   const gallery = useGallery();
   const gen = useGeneration(gallery.add);
-  const forms = useGenerateForms(engine.models, preferredModel);
-  const { arch, model } = forms;
   const running = engine.state === 'ready';
   const job = engine.job;
+  // not while the engine is down (stopped from another tab too: the strip polls the job row)
+  const library = useLibrary(job?.id ?? null, running);
+  // a stopped engine's last answer is the cached one (said so under the form)
+  const cache = useModelsCache(running ? engine.models : null);
+  const dflt = engineDefault(job?.job_config, cache.models?.default_model);
+  const forms = useGenerateForms(cache.models, preferredModel, { engineKnown: engine.state !== 'loading', engineDefault: dflt, library });
+  const { arch, model, sample } = forms;
   const inputs = useInputImages(job, forms);
   const restore = useSettingsRestore(job, running, forms);
   const queue = useEngineQueue(job?.id ?? null, running);
   useEngineEvents(engine, gen, queue);
-  // not while the engine is down (stopped from another tab too: the strip polls the job row)
-  const library = useLibrary(job?.id ?? null, running);
   const download = model ? missingDownload(library?.archs ?? null, model) : null;
   const { resolved, notes } = useFormNotes(job?.id ?? null, running, forms);
-  const submit = useSubmit({ engine, engines, gen, forms, inputs, notes, resolved });
+  const submit = useSubmit({ engine, engines, gen, forms, inputs, notes, resolved, missingRepo: download ? model?.name_or_path.trim() || null : null });
   const { canGenerate, generate } = submit;
 
   // the viewer's send-to: the gallery's "Use as input", with the task it asks for ('' automatic: img2img without a mask)
@@ -60,11 +66,21 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
       <h1>Generate</h1>
       <EngineStrip engine={engine} />
       {(engines.engines?.length ?? 0) > 1 && <EnginesList engines={engines.engines!} target={engines.target} onTarget={engines.setTarget} />}
+      <GenerateBar
+        arch={arch}
+        sample={sample}
+        notes={notes}
+        onChange={forms.patchSample}
+        submit={submit}
+        view={gen.view}
+        onCancel={gen.cancel}
+      />
       <div className="generate-grid">
         <div className="forms">
           <SettingsDrop notice={restore.notice} onFile={(f) => void restore.restoreFrom(f)} onDismiss={restore.dismiss} />
           <FormPanels
-            models={!!engine.models}
+            models={!!cache.models}
+            cached={cache.cached}
             modelsError={engine.modelsError}
             forms={forms}
             inputs={inputs}
@@ -80,11 +96,6 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
           gen={gen}
           queue={queue}
           gallery={gallery}
-          canGenerate={canGenerate}
-          whyNot={submit.whyNot}
-          onGenerate={() => void generate()}
-          detach={submit.detach}
-          onDetach={submit.setDetach}
           onReuse={restore.reuse}
           onUseAsInput={takesInput ? inputs.useAsInput : undefined}
           viewer={{ onSendTo: takesInput ? sendTo : undefined, canInpaint: !!arch && archTakes(arch, 'mask_img') }}

@@ -1,6 +1,5 @@
 'use client';
-// The Generate page's output column: the live preview with Generate (and the batch of the request it
-// shows), the engine's queue, the results gallery, and the result viewer over this page's results and the gallery's.
+// The Generate page's output column: the live preview (and the batch of the request it shows), the engine's queue, the results gallery, and the result viewer over this page's results and the gallery's.
 import { useState } from 'react';
 import Gallery from './Gallery';
 import PreviewPanel from './PreviewPanel';
@@ -16,18 +15,13 @@ interface Props {
   gen: ReturnType<typeof useGeneration>;
   queue: ReturnType<typeof useEngineQueue>;
   gallery: ReturnType<typeof useGallery>;
-  canGenerate: boolean;
-  whyNot: string | null;
-  onGenerate: () => void;
-  detach: boolean;
-  onDetach: (detach: boolean) => void;
   onReuse: (item: GalleryItem) => void;
   /** where the arch takes an input image */
   onUseAsInput?: (item: GalleryItem) => Promise<string | null>;
   viewer: ViewerActions;
 }
 
-export default function OutputColumn({ gen, queue, gallery, canGenerate, whyNot, onGenerate, detach, onDetach, onReuse, onUseAsInput, viewer }: Props) {
+export default function OutputColumn({ gen, queue, gallery, onReuse, onUseAsInput, viewer }: Props) {
   // the result the viewer shows (its key: the list changes as results come and go)
   const [viewing, setViewing] = useState<string | null>(null);
   const walk = viewerItems(gallery.recent, gallery.items);
@@ -39,13 +33,7 @@ export default function OutputColumn({ gen, queue, gallery, canGenerate, whyNot,
     <div className="output">
       <PreviewPanel
         view={gen.view}
-        canGenerate={canGenerate}
-        whyNot={whyNot}
-        onGenerate={onGenerate}
-        onCancel={gen.cancel}
         onDismiss={gen.dismiss}
-        detach={detach}
-        onDetach={onDetach}
         results={batchResults}
         onView={(item) => setViewing(item.key)}
       />

@@ -1,7 +1,7 @@
 'use client';
-// Generate (Queue while one runs) / Cancel, the live latent canvas (the finished result in its place once
-// the request ends), step i/N with elapsed time and ETA (then the decode stage after the last step),
-// status lines, and the outcome in words.
+// The live latent canvas (the finished result in its place once the request ends), step i/N with elapsed
+// time and ETA (then the decode stage after the last step), status lines, and the outcome in words.
+// (Generate, Queue and Cancel: GenerateBar.tsx.)
 import { useEffect, useState } from 'react';
 import { formatSeconds } from '@/utils/format';
 import LatentCanvas from './LatentCanvas';
@@ -13,14 +13,7 @@ import { useMediaUrl } from './useMediaUrl';
 
 interface Props {
   view: GenView;
-  canGenerate: boolean;
-  whyNot: string | null;
-  onGenerate: () => void;
-  onCancel: () => void;
   onDismiss: () => void;
-  /** keep generating when the page closes (the request's `detach`) */
-  detach: boolean;
-  onDetach: (on: boolean) => void;
   /** this request's results so far (every image of a batch), in batch order */
   results: GalleryItem[];
   /** open the result viewer on one */
@@ -96,7 +89,7 @@ function ProgressLine({ view, elapsed }: { view: GenView; elapsed: number | null
 
 const MESSAGE_CLASS: Record<string, string> = { done: 'ok', cancelled: 'warn', error: 'error', lost: 'error' };
 
-export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, onCancel, onDismiss, detach, onDetach, results, onView }: Props) {
+export default function PreviewPanel({ view, onDismiss, results, onView }: Props) {
   const active = ACTIVE_PHASES.has(view.phase);
   const [now, setNow] = useState(() => Date.now());
   useEffect(() => {
@@ -113,30 +106,11 @@ export default function PreviewPanel({ view, canGenerate, whyNot, onGenerate, on
 
   return (
     <section className="card preview" aria-label="Preview">
-      <div className="row">
-        {/* while one runs, another is queued behind it */}
-        <button className="primary" onClick={onGenerate} disabled={!canGenerate} data-testid="generate-button" title={active ? 'Queue another with these settings (Ctrl/Cmd+Enter)' : 'Ctrl/Cmd+Enter'}>
-          {active ? 'Queue' : 'Generate'}
-        </button>
-        {active && (
-          <button onClick={onCancel} disabled={view.cancelling} data-testid="cancel-button">
-            {view.cancelling ? 'Cancelling…' : 'Cancel'}
-          </button>
-        )}
-        <span className="muted small">Ctrl/Cmd+Enter</span>
-        {!active && view.phase !== 'idle' && (
+      {!active && view.phase !== 'idle' && (
+        <div className="row">
           <button className="link" onClick={onDismiss}>
             clear
           </button>
-        )}
-      </div>
-      <label className="small" data-testid="detach">
-        <input type="checkbox" checked={detach} onChange={(e) => onDetach(e.target.checked)} /> keep generating when this page closes
-        (re-attach on return)
-      </label>
-      {whyNot && !active && (
-        <div className="muted small" data-testid="why-not">
-          {whyNot}
         </div>
       )}
       {final && <FinalResult item={final} onView={() => onView(final)} />}

@@ -1,5 +1,5 @@
 'use client';
-// The sample settings. Which fields show, and each number's bounds, are the arch's `fields` from the
+// The sample settings (the prompt itself sits next to Generate: GenerateBar.tsx). Which fields show, and each number's bounds, are the arch's `fields` from the
 // engine (GET /models). A value the engine would refuse or change gets a note under its field
 // (formChecks.ts, and the engine's POST /resolve answer); the field keeps what the person typed.
 import { inputBounds, notesFor, type FieldNote } from './formChecks';
@@ -60,35 +60,6 @@ function SamplerSelect({ samplers, value, notes, onChange }: { samplers: Sampler
   );
 }
 
-/** The prompt, and the negative prompt where the arch takes one, with their notes. */
-function PromptText({ sample, negative, notes, onChange }: { sample: SampleForm; negative: boolean; notes: FieldNote[]; onChange: (patch: Partial<SampleForm>) => void }) {
-  const promptNotes = notesFor(notes, 'prompt');
-  return (
-    <>
-      <label className="field">
-        Prompt
-        <textarea
-          rows={3}
-          value={sample.prompt}
-          onChange={(e) => onChange({ prompt: e.target.value })}
-          placeholder="a red fox in fresh snow"
-          aria-label="Prompt"
-          aria-describedby={promptNotes.length ? 'note-for-prompt' : undefined}
-          data-testid="prompt"
-        />
-        <FieldNotes id="note-for-prompt" notes={promptNotes} onChange={onChange} />
-      </label>
-      {negative && (
-        <label className="field">
-          Negative prompt
-          <textarea rows={2} value={sample.negative_prompt} onChange={(e) => onChange({ negative_prompt: e.target.value })} aria-label="Negative prompt" />
-          <FieldNotes id="note-for-negative_prompt" notes={notesFor(notes, 'negative_prompt')} onChange={onChange} />
-        </label>
-      )}
-    </>
-  );
-}
-
 const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
 
 export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
@@ -98,9 +69,8 @@ export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
   const batch = f.batch_size ? inputBounds(f.batch_size) : null;
 
   return (
-    <section className="card" aria-label="Prompt">
-      <h3>Prompt</h3>
-      <PromptText sample={sample} negative={!!f.negative_prompt} notes={notes} onChange={onChange} />
+    <section className="card" aria-label="Settings">
+      <h3>Settings</h3>
       {Object.entries(arch.sample_extras).map(([key, def]) => (
         <ExtraField
           key={key}
