@@ -65,7 +65,6 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
     <div className="generate" onKeyDown={onKeyDown}>
       <h1>Generate</h1>
       <EngineStrip engine={engine} />
-      {(engines.engines?.length ?? 0) > 1 && <EnginesList engines={engines.engines!} target={engines.target} onTarget={engines.setTarget} />}
       <GenerateBar
         arch={arch}
         sample={sample}
@@ -75,6 +74,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
         view={gen.view}
         onCancel={gen.cancel}
       />
+      {/* after the prompt: several engines' list must not push it below the fold */}
+      {(engines.engines?.length ?? 0) > 1 && <EnginesList engines={engines.engines!} target={engines.target} onTarget={engines.setTarget} />}
       <div className="generate-grid">
         <div className="forms">
           <SettingsDrop notice={restore.notice} onFile={(f) => void restore.restoreFrom(f)} onDismiss={restore.dismiss} />
