@@ -39,6 +39,9 @@ class EngineSettings(Settings):
     metrics_open: bool = setting(False, doc="GET /metrics without the token (a scraper)")
     model_folders: list = setting(default_factory=list, doc="folders GET /library lists and models load from")
     comfyui_path: str | None = setting(None, doc="a ComfyUI install: its models/ is a model folder")
+    preview_decoder: str = setting("auto", choices=("auto", "projection"),
+                                   doc="auto: a tiny autoencoder in a model folder's vae_approx/ decodes the "
+                                       "live preview where one fits; projection: the latent->RGB table always")
 
     @classmethod
     def from_dict(cls, d, where: str = "engine") -> "EngineSettings":
