@@ -16,38 +16,15 @@ from extensions_built_in.inference_engine.protocol import FrameReader
 from testing.tests.test_batching import _wait, engine  # noqa: F401 (the in-process engine fixture)
 from toolkit import library, model_trees
 from toolkit.models import tiny_autoencoder
+from toolkit.models.tiny.taesd import tiny_tae, write_tae
 from toolkit.models.preview_image import encode_jpeg, preview_size, project_rgb
 
 STREAM = {"latents": "raw", "preview": "x0", "preview_image": "jpeg", "every_n_steps": 1}
 
 
-def tiny_tae(latent_channels: int, seed: int = 0):
-    """A tiny random AutoencoderTiny: four stages (8x, as the tiny models' VAEs), 8 channels wide."""
-    from diffusers import AutoencoderTiny
-    torch.manual_seed(seed)
-    vae = AutoencoderTiny(latent_channels=latent_channels, encoder_block_out_channels=(8, 8, 8, 8),
-                          decoder_block_out_channels=(8, 8, 8, 8), num_encoder_blocks=(1, 1, 1, 1),
-                          num_decoder_blocks=(1, 1, 1, 1))
-    with torch.no_grad():
-        for p in vae.parameters():
-            p.mul_(1.5)
-    return vae.eval()
-
-
 def write_comfy(vae, folder, tae: str, ext=".safetensors"):
     """vae_approx/<tae>_decoder.<ext> and its encoder, in the original keys (madebyollin's files)."""
-    from safetensors.torch import save_file
-    folder.mkdir(parents=True, exist_ok=True)
-    state = vae.state_dict()
-    decoder = tiny_autoencoder.from_diffusers(state)
-    encoder = {k.removeprefix("encoder.layers."): v for k, v in state.items() if k.startswith("encoder.layers.")}
-    for part, weights in (("decoder", decoder), ("encoder", encoder)):
-        path = folder / f"{tae}_{part}{ext}"
-        if ext == ".safetensors":
-            save_file({k: v.contiguous() for k, v in weights.items()}, str(path))
-        else:
-            torch.save(weights, str(path))
-    return folder / f"{tae}_decoder{ext}"
+    return write_tae(vae, folder, tae, ext.lstrip("."))
 
 
 def comfy_tree(tmp_path, vae, tae, ext=".safetensors"):
