@@ -219,3 +219,13 @@ def test_the_library_lists_vae_approx_files(tmp_path):
     decoder = by_part["decoder"]
     assert decoder["tae"] == "taef1" and decoder["latent_channels"] == 16 and decoder["complete"]
     assert {"flux", "zimage", "chroma"} <= set(decoder["archs"]) and "sdxl" not in decoder["archs"]
+
+
+def test_the_setting_is_checked_by_name():
+    from extensions_built_in.inference_engine.engine_settings import EngineSettings
+    from toolkit.errors import ConfigError
+    assert EngineSettings.from_dict({}).preview_decoder == "auto"
+    assert EngineSettings.from_dict({"preview_decoder": "projection"}).preview_decoder == "projection"
+    with pytest.raises(ConfigError) as e:
+        EngineSettings.from_dict({"preview_decoder": "taesd"})
+    assert e.value.key == "engine.preview_decoder"

@@ -37,6 +37,7 @@ test('a TAESD file in vae_approx/ decodes the live preview', async ({ page }) =>
   // drawn from the decoded JPEG: the picture's 64x64, where a projected latent is 8x8
   const canvas = page.getByTestId('preview-canvas');
   await expect(canvas).toHaveAttribute('data-step', /\d+/, { timeout: 120_000 });
+  await expect(canvas).toHaveAttribute('data-mode', 'decoded');
   const drawn = await canvas.evaluate((c: HTMLCanvasElement) => {
     const data = (c.getContext('2d') as CanvasRenderingContext2D).getImageData(0, 0, c.width, c.height).data;
     let lo = 255;
