@@ -22,6 +22,16 @@ from toolkit.models.preview_image import encode_jpeg, preview_size, project_rgb
 STREAM = {"latents": "raw", "preview": "x0", "preview_image": "jpeg", "every_n_steps": 1}
 
 
+@pytest.fixture(autouse=True)
+def empty_hub_cache(monkeypatch, tmp_path):
+    """A hub cache of this test's own (empty unless it writes one): the machine's never answers."""
+    import huggingface_hub.constants
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
 def write_comfy(vae, folder, tae: str, ext=".safetensors"):
     """vae_approx/<tae>_decoder.<ext> and its encoder, in the original keys (madebyollin's files)."""
     return write_tae(vae, folder, tae, ext.lstrip("."))
@@ -115,6 +125,19 @@ def test_the_files_are_found_where_people_keep_them(tmp_path):
     assert tiny_autoencoder.find("taesd3", [str(comfy), str(plain)]) is None
     assert tiny_autoencoder.find(None, [str(comfy)]) is None
     assert model_trees.hint(model_trees.tree_of(str(comfy)), "vae_approx") == model_trees.VAE_APPROX
+
+
+def test_the_hub_repo_is_found_in_the_local_cache_after_the_folders(empty_hub_cache, tmp_path):
+    snapshot = empty_hub_cache / "models--madebyollin--taesd" / "snapshots" / "abc123"
+    tiny_tae(4).save_pretrained(str(snapshot))
+    (empty_hub_cache / "models--madebyollin--taesd" / "refs").mkdir()
+    (empty_hub_cache / "models--madebyollin--taesd" / "refs" / "main").write_text("abc123")
+    found = tiny_autoencoder.find("taesd", [])
+    assert found == tiny_autoencoder.TaeFile("taesd", str(snapshot), "diffusers")
+    assert tiny_autoencoder.load(found).config.latent_channels == 4
+    comfy = comfy_tree(tmp_path, tiny_tae(4), "taesd")
+    assert tiny_autoencoder.find("taesd", [str(comfy)]).layout == "file", "a model folder's file first"
+    assert tiny_autoencoder.find("taesdxl", []) is None
 
 
 @pytest.mark.parametrize("layout", ["safetensors", "pth", "diffusers", "diffusers_file"])

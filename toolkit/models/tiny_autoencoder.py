@@ -8,7 +8,9 @@ a `vae_approx/` folder of a plain model folder (toolkit/model_trees.py), in eith
   beside `taesd_encoder.*`; its keys are the indices of the original `nn.Sequential` (`1.weight`,
   `3.conv.0.weight`: the decoder's index 0 is a parameterless clamp), or those under `taesd_decoder.`;
 - diffusers' `AutoencoderTiny`: a folder named for it (`taesd/` with config.json, as the hub repo
-  madebyollin/taesd holds), or its weights file alone (`taesd.safetensors`, `decoder.layers.*` keys).
+  madebyollin/taesd holds), or its weights file alone (`taesd.safetensors`, `decoder.layers.*` keys);
+  and that hub repo itself where it is in the local hub cache (`hf download madebyollin/taesd`; looked
+  up in the cache only, after the folders: nothing is downloaded).
 
     find(tae, folders) -> TaeFile | None       # torch-free: where one is
     load(found, device=, dtype=) -> AutoencoderTiny, through the funnel (a pool component)
@@ -27,6 +29,7 @@ from toolkit import model_trees
 log = logging.getLogger(__name__)
 
 ROLE = "preview_decoder"            # its role in the pool
+HUB_REPO = "madebyollin/{}"         # where each is on the hub, as a diffusers AutoencoderTiny
 FILE_EXTS = (".safetensors", ".pth", ".pt")
 SETTINGS = ("auto", "projection")   # engine.preview_decoder
 PROJECTION = "projection"
@@ -79,7 +82,21 @@ def find(tae: str | None, folders) -> TaeFile | None:
         if hits:
             _r, name, layout = min(hits)
             return TaeFile(tae, os.path.abspath(os.path.join(folder, name)), layout)
-    return None
+    return in_hub_cache(tae)
+
+
+def in_hub_cache(tae: str) -> TaeFile | None:
+    """The hub repo of `tae`, when a complete snapshot of it is in the local hub cache (never fetched)."""
+    from huggingface_hub import try_to_load_from_cache
+    try:
+        config = try_to_load_from_cache(HUB_REPO.format(tae), "config.json")
+    except Exception:       # a malformed cache folder: no decoder there
+        return None
+    folder = os.path.dirname(config) if isinstance(config, str) else None
+    if folder is None or not _is_tiny_folder(folder) \
+            or not os.path.isfile(os.path.join(folder, "diffusion_pytorch_model.safetensors")):
+        return None
+    return TaeFile(tae, folder, "diffusers")
 
 
 def known() -> list:
