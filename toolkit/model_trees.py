@@ -1,7 +1,7 @@
 """The model folders people have, and what each of their sub-folders holds. Plain data and os calls.
 
     tree_of(folder) -> Tree(kind, models)       # "comfyui" | "a1111" | "plain", and the models/ folder
-    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | None
+    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | VAE_APPROX | None
     component_dirs(folder) -> [folders holding text encoder and VAE files]
     vae_approx_dirs(folders) -> [folders holding tiny preview autoencoders (TAESD and kin)]
     containing_tree(path) -> the tree whose models/ folder holds `path`, else None
@@ -21,7 +21,8 @@ COMFYUI = {"checkpoints": CHECKPOINT, "diffusion_models": DENOISER, "unet": DENO
            "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX}
 A1111 = {"stable-diffusion": CHECKPOINT, "lora": LORA, "lycoris": LORA, "vae": COMPONENT, "text_encoder": COMPONENT,
          "vae-approx": VAE_APPROX}
-TREES = {"comfyui": COMFYUI, "a1111": A1111}
+PLAIN = {"vae_approx": VAE_APPROX}      # a plain folder's one named sub-folder: tiny preview decoders
+TREES = {"comfyui": COMFYUI, "a1111": A1111, "plain": PLAIN}
 # the sub-folders that tell a tree apart (`vae/` is in both)
 MARKERS = {"comfyui": ("checkpoints", "diffusion_models", "unet", "text_encoders", "clip", "loras"),
            "a1111": ("stable-diffusion", "lora", "lycoris", "text_encoder")}
@@ -68,7 +69,7 @@ def tree_of(folder: str) -> Tree:
 
 
 def hint(tree: Tree, name: str) -> str | None:
-    """What a top sub-folder of `tree` holds (None: anything; a plain folder says nothing)."""
+    """What a top sub-folder of `tree` holds (None: anything; a plain folder names only vae_approx/)."""
     return TREES.get(tree.kind, {}).get(name.lower())
 
 
@@ -89,7 +90,7 @@ def vae_approx_dirs(folders) -> list:
     for folder in folders:
         tree = tree_of(folder)
         subs = _subdirs(tree.models)
-        table = TREES.get(tree.kind) or {"vae_approx": VAE_APPROX}
+        table = TREES.get(tree.kind, PLAIN)
         out += [os.path.join(tree.models, real) for low, real in sorted(subs.items()) if table.get(low) == VAE_APPROX]
     return out
 

@@ -242,6 +242,11 @@ def test_the_library_lists_vae_approx_files(tmp_path):
     decoder = by_part["decoder"]
     assert decoder["tae"] == "taef1" and decoder["latent_channels"] == 16 and decoder["complete"]
     assert {"flux", "zimage", "chroma"} <= set(decoder["archs"]) and "sdxl" not in decoder["archs"]
+    plain = tmp_path / "plain"
+    tiny_tae(4).save_pretrained(str(plain / "vae_approx" / "taesd"))       # a plain folder's, a diffusers folder
+    (entry,) = library.scan_folder(str(plain))
+    assert entry["kind"] == "vae_approx" and entry["tae"] == "taesd" and entry["latent_channels"] == 4
+    assert entry["archs"] == ["sd1", "sd2"] and entry["complete"]
 
 
 def test_the_setting_is_checked_by_name():
