@@ -257,3 +257,13 @@ def test_the_setting_is_checked_by_name():
     with pytest.raises(ConfigError) as e:
         EngineSettings.from_dict({"preview_decoder": "taesd"})
     assert e.value.key == "engine.preview_decoder"
+
+
+def test_which_tae_fits_is_a_fact_of_the_latent_space():
+    from toolkit.models.registry import ARCHS
+    tae = {name: spec.latents.format.tae if spec.latents.format else None for name, spec in ARCHS.items()}
+    assert tae["sd1"] == tae["sd2"] == "taesd" and tae["sdxl"] == "taesdxl" and tae["sd3"] == "taesd3"
+    assert {tae[a] for a in ("flux", "flux_kontext", "chroma", "zimage", "lumina2")} == {"taef1"}
+    assert not any(tae[a] for a, spec in ARCHS.items() if spec.modality != "image"), "no video TAE class yet"
+    assert set(tiny_autoencoder.known()) == {t for t in tae.values() if t}
+    assert ARCHS["sdxl"].public()["preview"]["tae"] == "taesdxl"
