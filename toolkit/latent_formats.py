@@ -5,6 +5,11 @@ scheduler steps: scaled, shifted or mean/std-normalised like ComfyUI's `process_
 [-1, 1] RGB. The numbers are ComfyUI's, from `comfy/latent_formats.py` (class named in each row);
 testing/tests/test_latent_formats.py checks their shapes and which arch uses which. An arch names
 its table in its own file (`Latents.format`); a latent space no arch uses has no row here.
+
+`tae` names the tiny autoencoder trained on the latent space (madebyollin's TAESD family, as ComfyUI's
+`taesd_decoder_name` names them, without `_decoder`): where a person has its file in `vae_approx/`, it
+decodes the live preview instead of the table (toolkit/models/tiny_autoencoder.py). The video ones
+(TAEHV, lighttaew2_1) have no diffusers class yet, so no video space names one.
 """
 from dataclasses import dataclass
 
@@ -14,6 +19,7 @@ class LatentFormat:
     comfy_class: str            # the class in ComfyUI's comfy/latent_formats.py these numbers come from
     rgb_factors: tuple          # one (r, g, b) row per latent channel
     rgb_bias: tuple | None = None
+    tae: str | None = None      # its tiny autoencoder's file name stem in vae_approx/ (None: none fits)
 
     @property
     def channels(self) -> int:
@@ -21,18 +27,18 @@ class LatentFormat:
 
     def public(self) -> dict:
         return {"rgb_factors": [list(r) for r in self.rgb_factors],
-                "rgb_bias": list(self.rgb_bias) if self.rgb_bias else None}
+                "rgb_bias": list(self.rgb_bias) if self.rgb_bias else None, "tae": self.tae}
 
 
 # Stable Diffusion 1.x (4-ch KL VAE, latents scaled by 0.18215)
 SD15 = LatentFormat('SD15', (
     (0.3512, 0.2297, 0.3227), (0.325, 0.4974, 0.235), (-0.2829, 0.1762, 0.2721), (-0.212, -0.2616, -0.7177),
-))
+), tae="taesd")
 
 # SDXL (4-ch KL VAE, latents scaled by 0.13025)
 SDXL = LatentFormat('SDXL', (
     (0.3651, 0.4232, 0.4341), (-0.2533, -0.0042, 0.1068), (0.1076, 0.1111, -0.0362), (-0.3165, -0.2492, -0.2188),
-), (0.1084, -0.0175, -0.0011))
+), (0.1084, -0.0175, -0.0011), tae="taesdxl")
 
 # SD3 / SD3.5 (16-ch VAE, latents shifted and scaled)
 SD3 = LatentFormat('SD3', (
@@ -40,7 +46,7 @@ SD3 = LatentFormat('SD3', (
     (0.0587, 0.0272, -0.0496), (-0.0006, 0.1104, 0.0309), (0.0978, 0.0306, 0.0427), (-0.0042, 0.1038, 0.1358),
     (-0.0194, 0.002, 0.0669), (-0.0488, 0.013, -0.0268), (0.0922, 0.0988, 0.0951), (-0.0278, 0.0524, -0.0542),
     (0.0332, 0.0456, 0.0895), (-0.0069, -0.003, -0.081), (-0.0596, -0.0465, -0.0293), (-0.1448, -0.1463, -0.1189),
-), (0.2394, 0.2135, 0.1925))
+), (0.2394, 0.2135, 0.1925), tae="taesd3")
 
 # Flux.1 and the models on its VAE (Chroma, Kontext, Z-Image, Lumina 2)
 FLUX = LatentFormat('Flux', (
@@ -48,7 +54,7 @@ FLUX = LatentFormat('Flux', (
     (0.0859, 0.0721, 0.0329), (0.0004, 0.0383, 0.0115), (0.0405, 0.0861, 0.0915), (-0.0236, -0.0185, -0.0259),
     (-0.0245, 0.025, 0.118), (0.1008, 0.0755, -0.0421), (-0.0515, 0.0201, 0.0011), (0.0428, -0.0012, -0.0036),
     (0.0817, 0.0765, 0.0749), (-0.1264, -0.0522, -0.1103), (-0.028, -0.0881, -0.0499), (-0.1262, -0.0982, -0.0778),
-), (-0.0329, -0.0718, -0.0851))
+), (-0.0329, -0.0718, -0.0851), tae="taef1")
 
 # Flux.2: 32-ch VAE; a token is a 2x2 patch of it, unpacked before the table applies
 FLUX2 = LatentFormat('Flux2', (

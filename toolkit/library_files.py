@@ -22,7 +22,7 @@ from toolkit import companions, model_trees
 
 DTYPES = {"BF16": "bf16", "F16": "f16", "F32": "f32", "F64": "f64", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2"}
 KINDS = {model_trees.CHECKPOINT: "checkpoint", model_trees.DENOISER: "single_file",
-         model_trees.COMPONENT: "component", model_trees.LORA: "lora"}
+         model_trees.COMPONENT: "component", model_trees.LORA: "lora", model_trees.VAE_APPROX: "vae_approx"}
 
 
 def _dtype(counts: dict) -> str | None:
@@ -30,8 +30,26 @@ def _dtype(counts: dict) -> str | None:
     return DTYPES[max(floats, key=floats.get)] if floats else None
 
 
+def vae_approx_entry(path: str, root: str) -> dict:
+    """A file of a vae_approx/ folder: a tiny preview autoencoder (TAESD and kin), with the latent
+    channels its decoder takes and the archs whose previews it decodes; an encoder file is listed as one."""
+    from toolkit.models.registry import ARCHS
+    from toolkit.models.tiny_autoencoder import describe
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    entry = {"name": rel, "source": "folder", "path": os.path.abspath(path), "repo": None, "kind": "vae_approx",
+             "arch": None, "variant": None, "role": "preview_decoder", "bytes": os.path.getsize(path),
+             "complete": True, "missing": [], "model": None, **describe(path)}
+    entry["archs"] = sorted(n for n, s in ARCHS.items() if s.latents.format and entry.get("tae")
+                            and s.latents.format.tae == entry["tae"])
+    if entry.get("error"):
+        entry.update(complete=False, missing=[entry.pop("error")])
+    return entry
+
+
 def file_entry(path: str, root: str, hint: str | None) -> dict:
     """A .safetensors file: what the detector says it is (else the older layout table of toolkit/file_report.py)."""
+    if hint == model_trees.VAE_APPROX:
+        return vae_approx_entry(path, root)
     from toolkit.file_report import inspect_file
     from toolkit.models.registry import ARCHS
     report = inspect_file(path)

@@ -1,25 +1,28 @@
 """The model folders people have, and what each of their sub-folders holds. Plain data and os calls.
 
     tree_of(folder) -> Tree(kind, models)       # "comfyui" | "a1111" | "plain", and the models/ folder
-    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | None
+    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | VAE_APPROX | None
     component_dirs(folder) -> [folders holding text encoder and VAE files]
+    vae_approx_dirs(folders) -> [folders holding tiny preview autoencoders (TAESD and kin)]
     containing_tree(path) -> the tree whose models/ folder holds `path`, else None
 
 - ComfyUI `models/`: checkpoints/ (all-in-one), diffusion_models/ and unet/ (denoisers alone),
-  text_encoders/ and clip/, vae/, loras/.
+  text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1).
 - A1111 / Forge `models/`: Stable-diffusion/ (checkpoints, and Forge's Flux denoisers), Lora/ and
-  LyCORIS/, VAE/, text_encoder/ (Forge).
+  LyCORIS/, VAE/, text_encoder/ (Forge), VAE-approx/ (TAESD decoders).
 A configured folder may be the `models/` folder itself or the install above it (ComfyUI/,
 stable-diffusion-webui/); anything else is a plain folder of diffusers folders and single files.
 """
 import os
 from dataclasses import dataclass
 
-CHECKPOINT, DENOISER, COMPONENT, LORA = "checkpoint", "denoiser", "component", "lora"
+CHECKPOINT, DENOISER, COMPONENT, LORA, VAE_APPROX = "checkpoint", "denoiser", "component", "lora", "vae_approx"
 COMFYUI = {"checkpoints": CHECKPOINT, "diffusion_models": DENOISER, "unet": DENOISER, "text_encoders": COMPONENT,
-           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA}
-A1111 = {"stable-diffusion": CHECKPOINT, "lora": LORA, "lycoris": LORA, "vae": COMPONENT, "text_encoder": COMPONENT}
-TREES = {"comfyui": COMFYUI, "a1111": A1111}
+           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX}
+A1111 = {"stable-diffusion": CHECKPOINT, "lora": LORA, "lycoris": LORA, "vae": COMPONENT, "text_encoder": COMPONENT,
+         "vae-approx": VAE_APPROX}
+PLAIN = {"vae_approx": VAE_APPROX}      # a plain folder's one named sub-folder: tiny preview decoders
+TREES = {"comfyui": COMFYUI, "a1111": A1111, "plain": PLAIN}
 # the sub-folders that tell a tree apart (`vae/` is in both)
 MARKERS = {"comfyui": ("checkpoints", "diffusion_models", "unet", "text_encoders", "clip", "loras"),
            "a1111": ("stable-diffusion", "lora", "lycoris", "text_encoder")}
@@ -66,7 +69,7 @@ def tree_of(folder: str) -> Tree:
 
 
 def hint(tree: Tree, name: str) -> str | None:
-    """What a top sub-folder of `tree` holds (None: anything; a plain folder says nothing)."""
+    """What a top sub-folder of `tree` holds (None: anything; a plain folder names only vae_approx/)."""
     return TREES.get(tree.kind, {}).get(name.lower())
 
 
@@ -78,6 +81,18 @@ def component_dirs(folder: str) -> list:
         return []
     subs = _subdirs(tree.models)
     return [os.path.join(tree.models, real) for low, real in sorted(subs.items()) if table.get(low) == COMPONENT]
+
+
+def vae_approx_dirs(folders) -> list:
+    """The folders of `folders`' trees that hold tiny preview decoders: ComfyUI's vae_approx/, A1111's
+    VAE-approx/, and a plain folder's own vae_approx/ sub-folder."""
+    out = []
+    for folder in folders:
+        tree = tree_of(folder)
+        subs = _subdirs(tree.models)
+        table = TREES.get(tree.kind, PLAIN)
+        out += [os.path.join(tree.models, real) for low, real in sorted(subs.items()) if table.get(low) == VAE_APPROX]
+    return out
 
 
 def containing_tree(path: str) -> Tree | None:

@@ -197,7 +197,7 @@ class Engine:
         self.faults = faults
         self.worker_options = {"device": device, "keep_resident_gb": s.keep_resident_gb, "faults": faults,
                                "cond_cache_mb": s.cond_cache_mb, "prefetch": s.prefetch,
-                               "model_folders": tuple(self.model_folders),
+                               "model_folders": tuple(self.model_folders), "preview_decoder": s.preview_decoder,
                                "model_roots": tuple(self.model_roots) if self.model_roots is not None else None}
         self.policy = EnginePolicy(self)
         self.worker_kind = s.worker
@@ -241,7 +241,7 @@ class Engine:
         mc, gen = req.model, req.sample
         try:      # the start frame before the queue: a request that cannot be streamed is never queued
             req.publish({"type": "start", "model": mc.to_dict(), "sample": gen.to_dict(),
-                         "modality": mc.spec.modality, "preview": mc.spec.latents.preview()})
+                         "modality": mc.spec.modality, "preview": self.preview_of(mc.spec)})
         except FrameError as e:
             raise ConfigError("sample", f"too large to stream: {e}") from None
         with self._cv:
@@ -321,6 +321,14 @@ class Engine:
             return f"arch {name!r} has no public weights: name a profile for it"
         return (f"{name!r}: its weights ({source}) are not in the local hub cache; download them "
                 f"(hf download {source}) or name a profile")
+
+    def preview_of(self, spec) -> dict:
+        """An arch's `preview` block (start frames, GET /models): its latent layout and RGB table, the tiny
+        autoencoder that fits it (`tae`), and `decoder`, what makes this engine's preview images: that
+        autoencoder where a model folder has its file (engine.preview_decoder auto), else "projection"."""
+        from toolkit.models import tiny_autoencoder
+        found = tiny_autoencoder.decoder_for(spec.latents.format, self.model_folders, self.settings.preview_decoder)
+        return {**spec.latents.preview(), "decoder": found.tae if found else tiny_autoencoder.PROJECTION}
 
     def default_sample(self, *, profile: str | None = None, arch: str | None = None,
                        variant: str | None = None) -> dict:

@@ -8,6 +8,7 @@ from extensions_built_in.inference_engine.admission import Limits
 from extensions_built_in.inference_engine.queue_policy import POLICIES
 from toolkit.config_modules import DTYPES
 from toolkit.errors import ConfigError
+from toolkit.models.tiny_autoencoder import SETTINGS as PREVIEW_DECODERS
 from toolkit.settings import Settings, base_type, bound_of, setting, type_hints
 
 
@@ -39,6 +40,9 @@ class EngineSettings(Settings):
     metrics_open: bool = setting(False, doc="GET /metrics without the token (a scraper)")
     model_folders: list = setting(default_factory=list, doc="folders GET /library lists and models load from")
     comfyui_path: str | None = setting(None, doc="a ComfyUI install: its models/ is a model folder")
+    preview_decoder: str = setting("auto", choices=PREVIEW_DECODERS,
+                                   doc="auto: a tiny autoencoder in a model folder's vae_approx/ decodes the "
+                                       "live preview where one fits; projection: the latent->RGB table always")
 
     @classmethod
     def from_dict(cls, d, where: str = "engine") -> "EngineSettings":

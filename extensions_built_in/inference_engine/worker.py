@@ -94,7 +94,8 @@ class WorkerCore:
     `emit(message)` sends each output; `cancel(request_id)` may be called from any thread."""
 
     def __init__(self, emit, *, device: str = "cpu", keep_resident_gb: float = 0, faults: Faults | None = None,
-                 pool=None, cond_cache_mb: float = 256, prefetch: bool = True, model_folders=(), model_roots=None):
+                 pool=None, cond_cache_mb: float = 256, prefetch: bool = True, model_folders=(), model_roots=None,
+                 preview_decoder: str = "auto"):
         from extensions_built_in.inference_engine.prefetch import Prefetcher
         from toolkit.models.v2.cond_cache import ConditioningCache
         from toolkit.models.v2.pool import ComponentPool
@@ -108,6 +109,7 @@ class WorkerCore:
         # engine.model_folders: a model named by one file takes its companion files from there
         self.model_folders = tuple(model_folders or ())
         self.model_roots = tuple(model_roots) if model_roots is not None else None   # engine.model_roots
+        self.preview_decoder = preview_decoder        # engine.preview_decoder: auto | projection
         self.prefetcher = Prefetcher(self.pool, device, enabled=prefetch, folders=self.model_folders,
                                      roots=self.model_roots)
         self.holder = None
@@ -214,7 +216,8 @@ class WorkerCore:
         copier = latent_copy.copier_for(self.device)
         # on CUDA a frame leaves the device without stalling it, delivered a step later (in order)
         streams = {w.request_id: latent_copy.FrameStream(self._latent_delivery(w.request_id), copier) for w in works}
-        previews = {w.request_id: self._previews(w.request_id, w.stream, spec, head) for w in works}
+        tae, decoder = holder.preview_decoder or (None, None)
+        previews = {w.request_id: self._previews(w.request_id, w.stream, spec, head, decoder, tae) for w in works}
         batch = f" (a batch of {len(works)})" if len(works) > 1 else ""
 
         def on_step(i, n, timestep, latents, x0):
@@ -326,7 +329,19 @@ class WorkerCore:
         holder.library_folders, holder.library_roots = self.model_folders, self.model_roots
         with self.pool.building():
             holder.load_model()
+            holder.preview_decoder = self._load_preview_decoder(holder, on_status)
         return holder
+
+    def _load_preview_decoder(self, holder, status):
+        """(tae, AutoencoderTiny) for the holder's latent space where a model folder has its file and
+        engine.preview_decoder is auto, loaded beside the model (a pool component); else None."""
+        from toolkit.models import tiny_autoencoder
+
+        found = tiny_autoencoder.decoder_for(holder.spec.latents.format, self.model_folders, self.preview_decoder)
+        if found is None:
+            return None
+        decoder = tiny_autoencoder.load(found, device=self.device, dtype=holder.dtype, status=status)
+        return (found.tae, decoder) if decoder is not None else None
 
     def _status_fn(self, rid: str | None, prefix: str):
         def status(message, stage="status"):
@@ -349,13 +364,14 @@ class WorkerCore:
                               latent_frames.payload_bytes(frame)))
         return deliver
 
-    def _previews(self, rid: str, opts, spec, gen):
-        """The request's preview images (toolkit/models/preview_image.py), or None when not asked for."""
+    def _previews(self, rid: str, opts, spec, gen, decoder=None, tae=None):
+        """The request's preview images (toolkit/models/preview_image.py), or None when not asked for;
+        `decoder`: the holder's tiny autoencoder (named `tae`), else they are projected."""
         from toolkit.models import preview_image
 
         return preview_image.for_request(lambda header, payload: self.emit(m.Frame(rid, header, payload)),
                                          spec.latents, opts, width=gen.width, height=gen.height,
-                                         num_frames=gen.num_frames, device=self.device)
+                                         num_frames=gen.num_frames, device=self.device, decoder=decoder, tae=tae)
 
     def _info_idle(self):
         mc = self.active_config

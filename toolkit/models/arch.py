@@ -158,8 +158,8 @@ class Latents:
         return (num_frames - 1) // self.temporal + 1
 
     def preview(self) -> dict:
-        """The start frame's `preview` block: frame layout and (when known) the RGB table."""
-        table = self.format.public() if self.format else {"rgb_factors": None, "rgb_bias": None}
+        """The start frame's `preview` block: frame layout, the RGB table and the tiny autoencoder (when known)."""
+        table = self.format.public() if self.format else {"rgb_factors": None, "rgb_bias": None, "tae": None}
         return {"family": self.format.comfy_class if self.format else None, "layout": self.frame_layout, **table}
 
 

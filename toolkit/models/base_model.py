@@ -47,6 +47,7 @@ class BaseModel:
         self.cond_cache = None                  # the worker's ConditioningCache (toolkit/models/v2/cond_cache.py)
         self.library_folders = ()               # engine.model_folders: where a file's companions are found
         self.library_roots = None               # engine.model_roots (None: anywhere): the file's own tree only inside
+        self.preview_decoder = None             # (tae, AutoencoderTiny): the worker's, for preview images
 
     # -- status -------------------------------------------------------------------------------
     def print_and_status_update(self, message: str, stage: str = "status"):

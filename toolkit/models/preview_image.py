@@ -1,22 +1,30 @@
 """Small decoded preview images while a request samples (`stream.preview_image: "jpeg"`).
 
-The method is the latent->RGB projection the `latent` frames' clients use (docs/engine_api.md,
-"Preview projection"), done here on the device: a matmul of the latent channels with the arch's
-table (`Latents.format`, toolkit/latent_formats.py) plus its bias, `(rgb + 1) / 2` to bytes, then a
-bilinear resize to the picture's aspect with at most PREVIEW_MAX_SIDE pixels on the long side. An arch
-without a table shows its first three channels, each normalised by its own min/max. Video shows its
-first frame; audio (BLC) makes no preview image. No tiny autoencoder (TAESD and kin) is used: none is
-configured or shipped here, so the projection is the one method.
+Two methods, each frame saying which (`decoder`):
+- a tiny autoencoder (TAESD, TAESDXL, TAESD3, TAEF1: toolkit/models/tiny_autoencoder.py) where the
+  person has the one for the model's latent space and engine.preview_decoder is auto: the worker loads
+  it with the model and it decodes the image latent (8x its size), resized to at most TAE_MAX_SIDE;
+- else the latent->RGB projection the `latent` frames' clients use (docs/engine_api.md, "Preview
+  projection"), done here on the device: a matmul of the latent channels with the arch's table
+  (`Latents.format`, toolkit/latent_formats.py) plus its bias, `(rgb + 1) / 2` to bytes, then a
+  bilinear resize to the picture's aspect with at most PREVIEW_MAX_SIDE pixels on the long side. An arch
+  without a table shows its first three channels, each normalised by its own min/max.
+Video shows its first frame, projected (no video TAE has a diffusers class); audio (BLC) makes none.
+A decoder that fails on a step is dropped for the rest of the request (logged once), the projection on.
 
 The small RGB tensor leaves the device through latent_copy.FrameStream (on CUDA without a per-step
 sync, like the latent frames) and is JPEG-encoded on the host when it arrives.
 """
 import io
+import logging
 
 from toolkit.models import latent_copy
 from toolkit.models import latents as latent_frames
+from toolkit.models import tiny_autoencoder
 
-PREVIEW_MAX_SIDE = 256
+log = logging.getLogger(__name__)
+PREVIEW_MAX_SIDE = 256          # the projection: 1/8 scale, upscaled
+TAE_MAX_SIDE = 512              # a tiny autoencoder's full-size picture, downscaled (ComfyUI's default)
 JPEG_QUALITY = 80
 FORMATS = ("jpeg",)
 
@@ -72,17 +80,22 @@ def encode_jpeg(rgb_hwc) -> bytes:
 class PreviewImages:
     """One request's preview frames: `step(i, n, latents, x0)` on its every_n_steps (and the last step)
     makes one from the request's first row, `flush()` delivers what is still copying, `discard()` drops it.
-    `emit(header, payload)` sends a frame of the request."""
+    `emit(header, payload)` sends a frame of the request; `decoder`: the resident tiny autoencoder for
+    its latent space (None: the projection), named `tae`."""
 
-    def __init__(self, emit, spec, opts, *, width: int, height: int, num_frames: int = 1, copier=None):
+    def __init__(self, emit, spec, opts, *, width: int, height: int, num_frames: int = 1, copier=None,
+                 decoder=None, tae: str | None = None):
         self.emit, self.spec, self.opts = emit, spec, opts
         self.width, self.height, self.num_frames = width, height, num_frames
-        self.size = preview_size(width, height)
+        self.decoder, self.tae = decoder, tae
         self.frames = latent_copy.FrameStream(self._deliver, copier or latent_copy.SyncCopier())
         self.tables = None
 
+    def _size(self, decoded: bool) -> tuple[int, int]:
+        return preview_size(self.width, self.height, TAE_MAX_SIDE if decoded else PREVIEW_MAX_SIDE)
+
     def _deliver(self, header, rgb):
-        w, h = self.size
+        h, w = int(rgb.shape[0]), int(rgb.shape[1])
         self.emit({**header, "format": "jpeg", "width": w, "height": h}, encode_jpeg(rgb))
 
     def step(self, i: int, n: int, latents, x0):
@@ -97,11 +110,22 @@ class PreviewImages:
             x = frame[0]
         else:
             return                      # audio: no picture
+        header = {"type": "preview", "step": i + 1, "total": n}
+        if layout == "BCHW" and tiny_autoencoder.fits(self.decoder, x.shape[0]):
+            try:
+                rgb = tiny_autoencoder.decode_rgb(self.decoder, x, *self._size(True))
+            except Exception as e:     # never worth the request (out of memory included): the projection goes on
+                log.warning("preview decoder %s failed, projecting this request's previews: %s: %s",
+                            self.tae, type(e).__name__, e)
+                self.decoder = None
+            else:
+                self.frames.push({**header, "decoder": self.tae}, rgb)
+                return
         fmt = self.spec.format
         if self.tables is None and fmt is not None and len(fmt.rgb_factors) == x.shape[0]:
             self.tables = device_table(fmt, x.device)
-        w, h = self.size
-        self.frames.push({"type": "preview", "step": i + 1, "total": n}, project_rgb(x, fmt, w, h, self.tables))
+        w, h = self._size(False)
+        self.frames.push({**header, "decoder": tiny_autoencoder.PROJECTION}, project_rgb(x, fmt, w, h, self.tables))
 
     def flush(self):
         self.frames.flush()
@@ -110,9 +134,10 @@ class PreviewImages:
         self.frames.discard()
 
 
-def for_request(emit, spec, opts, *, width: int, height: int, num_frames: int = 1, device="cpu"):
+def for_request(emit, spec, opts, *, width: int, height: int, num_frames: int = 1, device="cpu", decoder=None,
+                tae: str | None = None):
     """The request's PreviewImages, or None when it asked for none (`stream.preview_image`)."""
     if opts.preview_image not in FORMATS:
         return None
     return PreviewImages(emit, spec, opts, width=width, height=height, num_frames=num_frames,
-                         copier=latent_copy.copier_for(device))
+                         copier=latent_copy.copier_for(device), decoder=decoder, tae=tae)

@@ -30,6 +30,7 @@ def models(request: HttpRequest):
     for spec in ARCHS.values():
         row = spec.public()
         row["output_exts"] = list(OUTPUT_EXTS[spec.modality])
+        row["preview"] = engine.preview_of(spec)     # which decoder makes its preview images here
         # the most images one request may ask for: engine.limits.max_batch where the arch batches
         row["max_batch"] = engine.limits.max_batch if row.get("batch") else 1
         # each sample field's type, bounds and choices here, engine.limits included: a form copies no rule

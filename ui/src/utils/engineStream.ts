@@ -353,6 +353,10 @@ export interface PreviewSpec {
   layout?: string | null;
   rgb_factors?: number[][] | null;
   rgb_bias?: number[] | null;
+  /** the tiny autoencoder that fits this latent space (taesd, taef1…), whether or not the engine has it */
+  tae?: string | null;
+  /** what makes the engine's preview images: that autoencoder where its file is there, else "projection" */
+  decoder?: string | null;
 }
 
 export interface PreviewImage {
@@ -361,7 +365,7 @@ export interface PreviewImage {
   /** RGBA, width*height*4 bytes each: one per video frame, else one. */
   frames: Uint8ClampedArray[];
   /** How the pixels were made. */
-  mode: 'rgb_factors' | 'channels' | 'heatmap';
+  mode: 'rgb_factors' | 'channels' | 'heatmap' | 'decoded';
 }
 
 const LAYOUT_RANK: Record<LatentLayout, number> = { BCHW: 4, BCFHW: 5, BLC: 3 };

@@ -1,6 +1,7 @@
 'use client';
-// The live preview: the projected latent on a canvas. Video latents get a frame scrubber
-// and auto-play; audio latents are a channel x time heatmap.
+// The live preview on a canvas: the engine's decoded preview image (a tiny autoencoder's), or the
+// latent projected here. Video latents get a frame scrubber and auto-play; audio latents are a
+// channel x time heatmap.
 import { useEffect, useRef, useState } from 'react';
 import type { PreviewImage } from '@/utils/engineStream';
 
@@ -53,6 +54,7 @@ export default function LatentCanvas({ image, step, modality, phase = 'idle' }: 
   }, [image, shown, step]);
 
   const heat = image?.mode === 'heatmap';
+  const label = heat ? 'Audio latent: channels by time' : image?.mode === 'decoded' ? 'Preview image (decoded by the engine)' : 'Latent preview';
   return (
     <div className="latent">
       <canvas
@@ -60,9 +62,10 @@ export default function LatentCanvas({ image, step, modality, phase = 'idle' }: 
         width={64}
         height={64}
         data-testid="preview-canvas"
+        data-mode={image?.mode}
         className={!image ? 'empty' : heat ? 'heatmap' : 'picture'}
         style={image && !heat ? { aspectRatio: `${image.width} / ${image.height}` } : undefined}
-        aria-label={heat ? 'Audio latent: channels by time' : 'Latent preview'}
+        aria-label={label}
       />
       {!image && (
         <div className={`canvas-empty small ${phase === 'error' || phase === 'lost' ? 'failed' : 'muted'}`} data-testid="canvas-empty" data-phase={phase}>

@@ -94,7 +94,9 @@ export function applyFrame(v: GenView, h: FrameHeader, latent?: { image: Preview
       return { ...v, step, total: Number(h.total), elapsed, firstProgress: v.firstProgress ?? { step, elapsed } };
     }
     case 'latent':
+    case 'preview': // the engine's decoded image (decoded by the caller, possibly after a newer one)
       if (!latent?.image) return { ...v, previewNote: latent?.note ?? v.previewNote };
+      if (h.type === 'preview' && Number(h.step) < (v.latentStep ?? 0)) return v;
       return { ...v, image: latent.image, latentStep: Number(h.step), previewNote: latent.note };
     case 'result':
       return { ...v, results: [...v.results, h as unknown as ResultInfo] };

@@ -6,6 +6,7 @@
 import { lorasRequest, picksFromSettings } from './loras';
 import { archTakes, referenceSlots, taskInfo } from './tasks';
 import { IMAGE_INPUTS, type ArchInfo, type ModelForm, type ProfileInfo, type SampleForm } from './types';
+import { previewStream } from './previewProjection';
 
 export const DEFAULT_QTYPE = 'qfloat8';
 const COMMON_KEYS = ['width', 'height', 'num_inference_steps', 'guidance_scale', 'num_frames', 'fps', 'duration', 'output_ext'] as const;
@@ -184,7 +185,7 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
     model: requestModel(arch, model),
     sample: requestSample(arch, sample),
     request_id: requestId,
-    stream: { latents: 'raw', every_n_steps: 1, max_frames: stream.maxFrames, preview: 'x0', detach: stream.detach },
+    stream: { ...previewStream(arch.preview), every_n_steps: 1, max_frames: stream.maxFrames, preview: 'x0', detach: stream.detach },
   };
 }
 

@@ -4,7 +4,7 @@
 import { apiFetch, describeError } from '@/utils/api';
 import { FrameStreamError, readFrames, type Frame, type PreviewImage, type PreviewSpec } from '@/utils/engineStream';
 import { applyFrame, stepText, withStatusLine } from './generationView';
-import { projectForPreview } from './previewProjection';
+import { decodePreviewFrame, projectForPreview } from './previewProjection';
 import { toCollect, type QueueSnapshot } from './queueView';
 import { explainEngineStop, galleryItem, sleep, type Ctx, type RequestBook } from './requestBook';
 import { noteTiming } from './resultTimings';
@@ -22,6 +22,9 @@ function handleFrame(book: RequestBook, ctx: Ctx, frame: Frame) {
     if (book.shown === ctx) void explainQueue(book, ctx);
   } else if (h.type === 'latent') {
     if (book.shown === ctx) latent = projectForPreview(frame, ctx.preview);
+  } else if (h.type === 'preview') {
+    if (book.shown === ctx) void showDecoded(book, ctx, frame, decodePreviewFrame);
+    return;
   } else if (h.type === 'result') {
     const item = galleryItem(ctx, h as unknown as ResultInfo);
     if (!ctx.delivered.has(item.key)) {
@@ -34,6 +37,17 @@ function handleFrame(book: RequestBook, ctx: Ctx, frame: Frame) {
     return ctx.engineStopped ? explainEngineStop(next) : next;
   });
   if (h.type === 'end') book.finish(ctx);
+}
+
+/** A `preview` frame drawn once the browser has decoded its JPEG (a newer one already shown wins). */
+export async function showDecoded(book: RequestBook, ctx: Ctx, frame: Frame, decode: (f: Frame) => Promise<PreviewImage>) {
+  let shown: { image: PreviewImage | null; note: string | null };
+  try {
+    shown = { image: await decode(frame), note: null };
+  } catch (err) {
+    shown = { image: null, note: `This preview image cannot be shown: ${(err as Error).message}` };
+  }
+  book.update(ctx, (v) => applyFrame(v, frame.header, shown));
 }
 
 /** Queued: if another request holds the engine, say so (from GET /queue). */
