@@ -11,9 +11,10 @@ Where models are looked for:
   text_encoders/, clip/, vae/, loras/), an A1111/Forge `models/` tree (Stable-diffusion/, Lora/,
   LyCORIS/, VAE/, text_encoder/), either given as its `models/` folder or the install above it
   (toolkit/model_trees.py), or plain folders of diffusers folders and single files;
-- the engine's profiles (toolkit/profiles.py).
+- the engine's profiles (toolkit/profiles.py);
+- the model the engine holds loaded, and the tiny models (`tiny:<arch>`): toolkit/library_builtin.py.
 
-An Entry: {name, source: hub|folder|profile, path (folder/file; null for a profile), repo (hub only),
+An Entry: {name, source: loaded|tiny|hub|folder|profile, path (folder/file; null for a profile), repo (hub only),
 kind: pipeline|checkpoint (all-in-one)|single_file (a denoiser alone)|component|lora, tree (a folder's:
 comfyui|a1111|plain), arch (null when not detected), variant, role (a single file's component role),
 format (e.g. "bf16 diffusers", "comfy_scaled_fp8"), dtype, bytes (on disk, each file once), complete,
@@ -176,6 +177,17 @@ def _snapshot(repo_dir: str) -> str | None:
     return max(revs, key=os.path.getmtime) if revs else None
 
 
+def _listed_but_absent(repo_dir: str, snap: str) -> list:
+    """The files the snapshot's tree listing (`trees/<commit>.json`, written by snapshot_download) names
+    that the snapshot lacks: a download cut short between files. [] without a listing."""
+    try:
+        with open(os.path.join(repo_dir, "trees", os.path.basename(snap) + ".json"), encoding="utf-8") as f:
+            files = json.load(f).get("files") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return sorted(f for f in files if not os.path.exists(os.path.join(snap, *f.split("/"))))
+
+
 def scan_hub(cache: str) -> list:
     out = []
     try:
@@ -203,6 +215,10 @@ def scan_hub(cache: str) -> list:
             e["complete"] = False
             e["missing"] = e["missing"] + [f"{len(partial)} unfinished download(s) (.incomplete blobs)"]
             e["bytes"] += sum(os.path.getsize(os.path.join(blobs, f)) for f in partial)
+        absent = _listed_but_absent(repo_dir, snap)
+        if absent:
+            e.update(complete=False, model=None)
+            e["missing"] = e["missing"] + [f"{len(absent)} file(s) not downloaded yet ({', '.join(absent[:3])})"]
         out.append(e)
     return out
 
@@ -397,8 +413,10 @@ def title(entry: dict) -> str:
     return name.split("/", 1)[1] if entry.get("tree") in ("comfyui", "a1111") and "/" in name else name
 
 
-def scan(folders=(), profiles=None, hub_cache: str | None = None) -> dict:
-    """`hub_cache=False`: the model folders (and profiles) alone, no hub cache or default repos listed."""
+def scan(folders=(), profiles=None, hub_cache: str | None = None, loaded=None, tiny_root: str | None = None) -> dict:
+    """`hub_cache=False`: the model folders (and profiles) alone, no hub cache, tiny models or default repos
+    listed. `loaded`: the ModelConfig the engine holds, listed first (source "loaded")."""
+    from toolkit import library_builtin
     if hub_cache is None:
         from huggingface_hub import constants
         hub_cache = constants.HF_HUB_CACHE
@@ -416,4 +434,8 @@ def scan(folders=(), profiles=None, hub_cache: str | None = None) -> dict:
     for e in found:
         e.pop("_root", None)
     _attach_extras(entries)
-    return {"entries": entries, "archs": archs}
+    # added after the completion: a tiny model's random weights never complete a real file
+    builtin = [library_builtin.loaded_entry(loaded)] if loaded is not None else []
+    if hub_cache is not False:
+        builtin.extend(library_builtin.tiny_entries(tiny_root))
+    return {"entries": builtin + entries, "archs": archs}

@@ -7,6 +7,8 @@
 - `generation`: a request's life: POST /generate, GET /stream/{request_id}, POST /cancel/{request_id}
 - `queue`: GET /queue, POST /queue/{request_id}/move, POST /unload
 - `files`: files in: POST /assets, POST /settings
+- `downloads`: downloads a person asks for: POST /downloads, GET /downloads, DELETE /downloads/{id},
+  POST /downloads/{id}/resume
 - `outputs`: GET /outputs/{relpath}, which the compat port serves too (compat/__init__.py), each port
   behind its own token check
 
