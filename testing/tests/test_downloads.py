@@ -113,6 +113,12 @@ def test_bad_bodies_name_their_field(srv, body, field):
     assert r.json()["field"].split(".")[-1] == field, r.json()
 
 
+def test_the_listing_says_where_a_url_may_go(srv):
+    doc = srv.http.get("/downloads").json()
+    assert doc["model_folders"] == [str(srv.base / "comfy")]
+    assert doc["kinds"] == ["checkpoint", "diffusion_model", "text_encoder", "vae", "lora"]
+
+
 def test_unknown_ids_are_404(srv):
     for r in (srv.http.delete("/downloads/nope"), srv.http.post("/downloads/nope/resume")):
         assert r.status_code == 404 and r.json()["field"] == "id"

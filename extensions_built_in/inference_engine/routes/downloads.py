@@ -40,8 +40,11 @@ def start(body: DownloadBody, request: HttpRequest):
 
 @router.get("/downloads", responses=errors())
 def listing(request: HttpRequest):
-    """Every download asked for since the engine started: status, bytes done / total / left, error."""
-    return {"downloads": _downloads(request).list()}
+    """Every download asked for since the engine started (status, bytes done / total / left, error), and
+    where a URL's file may go: the model folders (`dest`) and the kinds (`kind`) a form offers."""
+    from toolkit.model_trees import DOWNLOAD_KINDS
+    downloads = _downloads(request)
+    return {"downloads": downloads.list(), "model_folders": downloads.model_folders, "kinds": list(DOWNLOAD_KINDS)}
 
 
 @router.delete("/downloads/{did}", responses=errors(404))
