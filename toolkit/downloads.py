@@ -152,6 +152,8 @@ class Downloads:
             where = model_trees.download_dir(folder, kind)
         name = _text(body, "filename") or unquote(os.path.basename(u.path))
         name = _safe_name(name, "filename" if body.get("filename") else "url")
+        if os.path.exists(os.path.join(where, name)):
+            raise ConfigError("filename", f"{name} is in {where} already (give another filename)")
         return Download(uuid.uuid4().hex[:12], "url", url, None, os.path.join(where, name))
 
     def list(self) -> list:

@@ -61,6 +61,7 @@ def main(argv=None) -> int:
         emit(total=sum(f.file_size for f in plan if f.will_download))
         emit(path=snapshot_download(**kw, tqdm_class=byte_counter(), max_workers=4))
     except Exception as e:          # noqa: BLE001 - any failure is the download's one-line error
+        e = e.__cause__ or e        # the dry run's DryRunError wraps the hub's answer (not found, gated)
         emit(error=f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
         return 1
     return 0

@@ -177,15 +177,27 @@ def _snapshot(repo_dir: str) -> str | None:
     return max(revs, key=os.path.getmtime) if revs else None
 
 
-def _listed_but_absent(repo_dir: str, snap: str) -> list:
-    """The files the snapshot's tree listing (`trees/<commit>.json`, written by snapshot_download) names
-    that the snapshot lacks: a download cut short between files. [] without a listing."""
+WEIGHT_EXTS = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt")
+
+
+def _weightless_components(repo_dir: str, snap: str, index: dict | None) -> list:
+    """The components of `index` whose folder holds none of the weight files the snapshot's tree listing
+    (`trees/<commit>.json`, written by snapshot_download) names for it: a download cut short between
+    files. Files left out on purpose (an allow pattern taking the .safetensors, not the .bin) leave some
+    weights, so they do not count. [] without a listing."""
     try:
         with open(os.path.join(repo_dir, "trees", os.path.basename(snap) + ".json"), encoding="utf-8") as f:
             files = json.load(f).get("files") or {}
     except (OSError, ValueError, AttributeError):
         return []
-    return sorted(f for f in files if not os.path.exists(os.path.join(snap, *f.split("/"))))
+    out = []
+    for key, value in (index or {}).items():
+        if key.startswith("_") or not (isinstance(value, list) and value and value[0]):
+            continue
+        listed = [f for f in files if f.startswith(key + "/") and f.endswith(WEIGHT_EXTS)]
+        if listed and not any(os.path.exists(os.path.join(snap, *f.split("/"))) for f in listed):
+            out.append(key)
+    return out
 
 
 def scan_hub(cache: str) -> list:
@@ -215,10 +227,10 @@ def scan_hub(cache: str) -> list:
             e["complete"] = False
             e["missing"] = e["missing"] + [f"{len(partial)} unfinished download(s) (.incomplete blobs)"]
             e["bytes"] += sum(os.path.getsize(os.path.join(blobs, f)) for f in partial)
-        absent = _listed_but_absent(repo_dir, snap)
+        absent = [c for c in _weightless_components(repo_dir, snap, index) if c not in e["missing"]]
         if absent:
             e.update(complete=False, model=None)
-            e["missing"] = e["missing"] + [f"{len(absent)} file(s) not downloaded yet ({', '.join(absent[:3])})"]
+            e["missing"] = e["missing"] + [f"{c}: its weights are not downloaded yet" for c in absent]
         out.append(e)
     return out
 

@@ -171,7 +171,7 @@ def test_a_hub_download_cancelled_then_resumed(srv):
     assert not [f for f in os.listdir(blobs) if f.endswith(".incomplete")], os.listdir(blobs)
     entry = next(e for e in srv.http.get("/library").json()["entries"] if e.get("repo") == repo)
     assert (entry["complete"], entry["model"]) == (False, None), entry      # never listed as usable half-done
-    assert f"unet/{UNET}" in entry["missing"][-1]
+    assert entry["missing"] == ["unet: its weights are not downloaded yet"]
     srv.hub.log.clear()
     r = srv.http.post(f"/downloads/{did}/resume")
     assert r.status_code == 200 and r.json()["status"] == "running"
@@ -234,6 +234,20 @@ def test_a_url_cancelled_then_resumed_from_its_part_file(srv):
     gone = srv.http.delete(f"/downloads/{did}")
     assert gone.json()["forgotten"] is True and did not in [x["id"] for x in srv.http.get("/downloads").json()["downloads"]]
     assert os.path.exists(srv.base / "comfy" / "mine" / "again.safetensors")
+
+
+def test_an_unknown_repo_fails_saying_why(srv):
+    d = srv.wait(srv.http.post("/downloads", json={"repo_id": "fake-org/nope"}).json()["id"], done)
+    assert d["status"] == "failed" and "RepositoryNotFound" in d["error"], d
+
+
+def test_a_url_never_overwrites_a_file(srv):
+    (srv.base / "comfy" / "vae").mkdir(exist_ok=True)
+    (srv.base / "comfy" / "vae" / "mine.safetensors").write_bytes(b"x")
+    r = srv.http.post("/downloads", json={"url": f"{srv.web.url}/files/model.safetensors", "kind": "vae",
+                                          "filename": "mine.safetensors"})
+    assert r.status_code == 422 and r.json()["field"] == "filename", r.text
+    assert (srv.base / "comfy" / "vae" / "mine.safetensors").read_bytes() == b"x"
 
 
 def test_a_failed_url_says_why(srv):
