@@ -42,6 +42,7 @@ class Served:
         self.web = FakeHub(str(base / "hub_root")).start()     # another host: any web server
         monkeypatch.setenv("HF_ENDPOINT", self.hub.url)
         monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")      # the engine's offline rule (toolkit/offline.py) stays on
         monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(base / "cache"))
         (base / "comfy" / "checkpoints").mkdir(parents=True)
         (base / "comfy" / "loras").mkdir()
@@ -254,6 +255,18 @@ def test_a_failed_url_says_why(srv):
     did = srv.http.post("/downloads", json={"url": f"{srv.hub.url}/files/missing.safetensors"}).json()["id"]
     d = srv.wait(did, done)
     assert d["status"] == "failed" and "HTTP 404" in d["error"], d
+
+
+def test_where_a_url_file_goes_by_kind(tmp_path):
+    from toolkit.model_trees import download_dir
+    a1111 = tmp_path / "webui" / "models"
+    (a1111 / "Stable-diffusion").mkdir(parents=True)
+    (a1111 / "lora").mkdir()
+    assert download_dir(str(tmp_path / "webui"), "checkpoint") == str(a1111 / "Stable-diffusion")
+    assert download_dir(str(tmp_path / "webui"), "lora") == str(a1111 / "lora")        # the folder's own case
+    assert download_dir(str(tmp_path / "webui"), "vae") == str(a1111 / "VAE")          # made on download
+    (tmp_path / "plain").mkdir()
+    assert download_dir(str(tmp_path / "plain"), "vae") == str(tmp_path / "plain")
 
 
 def test_the_download_modules_never_import_torch():

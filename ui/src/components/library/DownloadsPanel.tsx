@@ -59,7 +59,7 @@ function DownloadBox({ folders, kinds, start }: { folders: string[]; kinds: stri
           </select>
           <select value={kind} onChange={(e) => setKind(e.target.value)} data-testid="download-kind" aria-label="What it is">
             <option value="">checkpoint (default)</option>
-            {kinds.map((k) => (
+            {kinds.filter((k) => k !== 'checkpoint').map((k) => (
               <option key={k} value={k}>
                 {k.replace('_', ' ')}
               </option>
