@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -223,7 +224,8 @@ class Downloads:
         d.bytes_done, d.bytes_total = 0, None
         blobs = os.path.join(d.dest, "models--" + d.source.replace("/", "--"), "blobs")
         before = _partials(blobs)
-        d.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        errors = tempfile.TemporaryFile("w+")     # not a pipe: a chatty stderr never blocks the process
+        d.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL,
                                   env=env, cwd=_ROOT, text=True)
         if d.cancel.is_set():
             d.proc.kill()
@@ -241,7 +243,9 @@ class Downloads:
             elif "error" in msg:
                 d.error = msg["error"]
         rc = d.proc.wait()
-        err = d.proc.stderr.read()
+        errors.seek(0)
+        err = errors.read()
+        errors.close()
         if d.cancel.is_set():
             # a killed process leaves its per-process `<etag>.<id>.incomplete` files, which no later run
             # reuses (huggingface_hub names them per process): removed, so the cache is not left partial
