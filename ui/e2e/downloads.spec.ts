@@ -5,11 +5,19 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { expect, test } from '@playwright/test';
+import { expect, test, type Page } from '@playwright/test';
 import { E2E_DIR } from './env';
 import { shot, startEngineOnPage, stopEnginesAfterFailure } from './helpers';
 
-test.afterEach(stopEnginesAfterFailure);
+const JOBS = ['inference_engine_models', 'inference_engine_downloads'];
+
+// this spec's engine jobs are removed when it ends: the Generate page opens on the first job of its
+// device, and the specs after this one expect theirs
+test.afterEach(async ({ request }, testInfo) => {
+  await stopEnginesAfterFailure({ request }, testInfo);
+  const jobs = (await (await request.get('/api/jobs?job_type=inference')).json()).jobs as { id: string; name: string }[];
+  for (const j of jobs.filter((x) => JOBS.includes(x.name))) expect((await request.delete(`/api/jobs/${j.id}`)).ok()).toBe(true);
+});
 
 const HUB = `http://127.0.0.1:${process.env.AITK_E2E_HUB_PORT}`;
 const REPO = 'e2e-org/sd1-tiny';
@@ -17,8 +25,14 @@ const UNET = 'unet/diffusion_pytorch_model.safetensors';
 const ROOT = path.join(__dirname, '..', '..');
 const PYTHON = process.env.AITK_PYTHON || path.join(ROOT, '.venv', 'bin', 'python');
 
+/** Stop the engine from the Generate page and wait until it is down: the next spec starts from no running engine. */
+async function stopEngine(page: Page) {
+  await page.getByTestId('engine-stop').click();
+  await expect(page.getByTestId('engine-strip')).toHaveAttribute('data-state', /^(stopped|none)$/, { timeout: 90_000 });
+}
+
 test('Library: the tiny models with Use, and the filter over every list', async ({ page }) => {
-  const { job } = await startEngineOnPage(page, 'inference_engine_models');
+  const { job } = await startEngineOnPage(page, JOBS[0]);
   await page.goto(`/library?job=${job.id}`);
   const tiny = page.locator('[data-testid=library-group-tiny] [data-testid=library-entry][data-name="tiny:zimage"]');
   await expect(tiny).toHaveCount(1, { timeout: 30_000 });
@@ -37,7 +51,7 @@ test('Library: the tiny models with Use, and the filter over every list', async 
   await expect(page).toHaveURL(/\/generate\?/);
   await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
   await expect(page.getByTestId('name-or-path')).toHaveValue('tiny:zimage');
-  await page.getByTestId('engine-stop').click();
+  await stopEngine(page);
 });
 
 test('Library: a hub repo downloaded from the fake hub, with progress, cancel and resume, then used', async ({ page, request }) => {
@@ -51,7 +65,7 @@ test('Library: a hub repo downloaded from the fake hub, with progress, cancel an
   // the unet's body stops after 1000 bytes until released: the download is seen running, part done
   expect((await request.post(`${HUB}/_control?hold=${encodeURIComponent(`${UNET}:1000`)}`)).ok()).toBe(true);
 
-  const { job } = await startEngineOnPage(page, 'inference_engine_downloads');
+  const { job } = await startEngineOnPage(page, JOBS[1]);
   await page.goto(`/library?job=${job.id}`);
   await page.getByTestId('download-source').fill(REPO);
   await page.getByTestId('download-start').click();
@@ -83,5 +97,5 @@ test('Library: a hub repo downloaded from the fake hub, with progress, cancel an
   await expect(page).toHaveURL(/\/generate\?/);
   await expect(page.getByTestId('arch-select')).toHaveValue('sd1');
   await expect(page.getByTestId('name-or-path')).toHaveValue(REPO);
-  await page.getByTestId('engine-stop').click();
+  await stopEngine(page);
 });
