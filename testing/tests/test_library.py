@@ -229,3 +229,27 @@ def test_engine_model_folders_config(tmp_path):
         with pytest.raises(ConfigError) as e:
             make(model_folders=bad)
         assert e.value.key == "engine.model_folders"
+
+
+def test_a_hub_repo_cut_short_between_files_is_incomplete(tiny, tmp_path):
+    """A component whose weights its tree listing names but none are here (a download stopped between
+    files) makes the repo incomplete; weights left out by a pattern (the .bin beside the .safetensors) do not."""
+    from toolkit import library
+    repo_dir = tmp_path / "hub" / f"models--{SD1_REPO.replace('/', '--')}"
+    snap = repo_dir / "snapshots" / ("1" * 40)
+    shutil.copytree(tiny("sd1"), snap)                  # a copy: a file of it is removed below
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text(snap.name)
+    files = {str(p.relative_to(snap)).replace(os.sep, "/"): {"size": 1} for p in snap.rglob("*") if p.is_file()}
+    files["unet/diffusion_pytorch_model.bin"] = {"size": 1}          # listed, left out on purpose
+    (repo_dir / "trees").mkdir()
+    (repo_dir / "trees" / f"{snap.name}.json").write_text(json.dumps({"format_version": 1, "files": files}))
+
+    def hub_entry():
+        (e,) = [x for x in library.scan(hub_cache=str(tmp_path / "hub"))["entries"] if x["source"] == "hub"]
+        return e
+    e = hub_entry()
+    assert e["complete"] is True and e["model"] is not None, e
+    os.remove(snap / "unet" / "diffusion_pytorch_model.safetensors")
+    e = hub_entry()
+    assert (e["complete"], e["model"], e["missing"]) == (False, None, ["unet: its weights are not downloaded yet"])

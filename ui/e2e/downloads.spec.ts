@@ -42,6 +42,13 @@ test('Library: the tiny models with Use, and the filter over every list', async 
   await page.getByTestId('library-filter').fill('FLUX.1-dev');
   await expect(page.getByTestId('library-entry')).toHaveCount(0);
   await expect(page.getByTestId('library-download')).toHaveCount(1);
+  // its Download button asks the engine (the fake hub has no such repo: the row says what the hub said)
+  await page.getByTestId('library-download').getByTestId('library-download-start').click();
+  const flux = page.locator('[data-testid=download-row][data-source="black-forest-labs/FLUX.1-dev"]');
+  await expect(flux).toHaveAttribute('data-status', 'failed', { timeout: 60_000 });
+  await expect(flux.getByTestId('download-progress')).toContainText('RepositoryNotFound');
+  await flux.getByTestId('download-dismiss').click();
+  await expect(flux).toHaveCount(0);
   await page.getByTestId('library-filter').fill('no-such-model');
   await expect(page.getByTestId('library-download')).toHaveCount(0);
   await expect(page.getByTestId('library-empty')).toHaveText('No model matches "no-such-model".');
