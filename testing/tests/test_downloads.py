@@ -233,7 +233,8 @@ def test_a_url_cancelled_then_resumed_from_its_part_file(srv):
     assert [x["range"] for x in srv.hub.log if x["method"] == "GET"][-1] == "bytes=5000-"
     # a finished download leaves the list when deleted; its file stays
     gone = srv.http.delete(f"/downloads/{did}")
-    assert gone.json()["forgotten"] is True and did not in [x["id"] for x in srv.http.get("/downloads").json()["downloads"]]
+    listed = [x["id"] for x in srv.http.get("/downloads").json()["downloads"]]
+    assert gone.json()["forgotten"] is True and did not in listed
     assert os.path.exists(srv.base / "comfy" / "mine" / "again.safetensors")
 
 

@@ -15,7 +15,8 @@ class DownloadBody(BaseModel):
     repo_id: str | None = Field(None, description="a hub repo id (owner/name): snapshot_download into the hub cache")
     revision: str | None = Field(None, description="the repo's branch, tag or commit (default main)")
     url: str | None = Field(None, description="a direct http(s) URL of one file")
-    dest: str | None = Field(None, description='"hub" for a repo; for a url, one of engine.model_folders (default the first)')
+    dest: str | None = Field(None, description='"hub" for a repo; for a url, one of engine.model_folders '
+                                               '(default the first)')
     kind: str | None = Field(None, description="a url's file: checkpoint | diffusion_model | text_encoder | vae | lora "
                                                "(the tree's sub-folder for it)")
     subdir: str | None = Field(None, description="a url's file: this sub-folder of dest instead")
