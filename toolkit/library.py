@@ -11,9 +11,10 @@ Where models are looked for:
   text_encoders/, clip/, vae/, loras/), an A1111/Forge `models/` tree (Stable-diffusion/, Lora/,
   LyCORIS/, VAE/, text_encoder/), either given as its `models/` folder or the install above it
   (toolkit/model_trees.py), or plain folders of diffusers folders and single files;
-- the engine's profiles (toolkit/profiles.py).
+- the engine's profiles (toolkit/profiles.py);
+- the model the engine holds loaded, and the tiny models (`tiny:<arch>`): toolkit/library_builtin.py.
 
-An Entry: {name, source: hub|folder|profile, path (folder/file; null for a profile), repo (hub only),
+An Entry: {name, source: loaded|tiny|hub|folder|profile, path (folder/file; null for a profile), repo (hub only),
 kind: pipeline|checkpoint (all-in-one)|single_file (a denoiser alone)|component|lora, tree (a folder's:
 comfyui|a1111|plain), arch (null when not detected), variant, role (a single file's component role),
 format (e.g. "bf16 diffusers", "comfy_scaled_fp8"), dtype, bytes (on disk, each file once), complete,
@@ -176,6 +177,29 @@ def _snapshot(repo_dir: str) -> str | None:
     return max(revs, key=os.path.getmtime) if revs else None
 
 
+WEIGHT_EXTS = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt")
+
+
+def _weightless_components(repo_dir: str, snap: str, index: dict | None) -> list:
+    """The components of `index` whose folder holds none of the weight files the snapshot's tree listing
+    (`trees/<commit>.json`, written by snapshot_download) names for it: a download cut short between
+    files. Files left out on purpose (an allow pattern taking the .safetensors, not the .bin) leave some
+    weights, so they do not count. [] without a listing."""
+    try:
+        with open(os.path.join(repo_dir, "trees", os.path.basename(snap) + ".json"), encoding="utf-8") as f:
+            files = json.load(f).get("files") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    out = []
+    for key, value in (index or {}).items():
+        if key.startswith("_") or not (isinstance(value, list) and value and value[0]):
+            continue
+        listed = [f for f in files if f.startswith(key + "/") and f.endswith(WEIGHT_EXTS)]
+        if listed and not any(os.path.exists(os.path.join(snap, *f.split("/"))) for f in listed):
+            out.append(key)
+    return out
+
+
 def scan_hub(cache: str) -> list:
     out = []
     try:
@@ -203,6 +227,10 @@ def scan_hub(cache: str) -> list:
             e["complete"] = False
             e["missing"] = e["missing"] + [f"{len(partial)} unfinished download(s) (.incomplete blobs)"]
             e["bytes"] += sum(os.path.getsize(os.path.join(blobs, f)) for f in partial)
+        absent = [c for c in _weightless_components(repo_dir, snap, index) if c not in e["missing"]]
+        if absent:
+            e.update(complete=False, model=None)
+            e["missing"] = e["missing"] + [f"{c}: its weights are not downloaded yet" for c in absent]
         out.append(e)
     return out
 
@@ -397,8 +425,10 @@ def title(entry: dict) -> str:
     return name.split("/", 1)[1] if entry.get("tree") in ("comfyui", "a1111") and "/" in name else name
 
 
-def scan(folders=(), profiles=None, hub_cache: str | None = None) -> dict:
-    """`hub_cache=False`: the model folders (and profiles) alone, no hub cache or default repos listed."""
+def scan(folders=(), profiles=None, hub_cache: str | None = None, loaded=None, tiny_root: str | None = None) -> dict:
+    """`hub_cache=False`: the model folders (and profiles) alone, no hub cache, tiny models or default repos
+    listed. `loaded`: the ModelConfig the engine holds, listed first (source "loaded")."""
+    from toolkit import library_builtin
     if hub_cache is None:
         from huggingface_hub import constants
         hub_cache = constants.HF_HUB_CACHE
@@ -416,4 +446,8 @@ def scan(folders=(), profiles=None, hub_cache: str | None = None) -> dict:
     for e in found:
         e.pop("_root", None)
     _attach_extras(entries)
-    return {"entries": entries, "archs": archs}
+    # added after the completion: a tiny model's random weights never complete a real file
+    builtin = [library_builtin.loaded_entry(loaded)] if loaded is not None else []
+    if hub_cache is not False:
+        builtin.extend(library_builtin.tiny_entries(tiny_root))
+    return {"entries": builtin + entries, "archs": archs}

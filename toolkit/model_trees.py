@@ -5,6 +5,7 @@
     component_dirs(folder) -> [folders holding text encoder and VAE files]
     vae_approx_dirs(folders) -> [folders holding tiny preview autoencoders (TAESD and kin)]
     containing_tree(path) -> the tree whose models/ folder holds `path`, else None
+    download_dir(folder, kind) -> where a downloaded file of that kind goes (toolkit/downloads.py)
 
 - ComfyUI `models/`: checkpoints/ (all-in-one), diffusion_models/ and unet/ (denoisers alone),
   text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1).
@@ -107,3 +108,22 @@ def containing_tree(path: str) -> Tree | None:
             return tree
         here = parent
     return None
+
+
+# -- where a downloaded file goes -----------------------------------------------------------------------
+# what a person downloads -> the sub-folder of each tree it goes in (a plain folder: the folder itself)
+DOWNLOAD_KINDS = ("checkpoint", "diffusion_model", "text_encoder", "vae", "lora")
+DOWNLOAD_DIRS = {"comfyui": {"checkpoint": "checkpoints", "diffusion_model": "diffusion_models",
+                             "text_encoder": "text_encoders", "vae": "vae", "lora": "loras"},
+                 "a1111": {"checkpoint": "Stable-diffusion", "diffusion_model": "Stable-diffusion",
+                           "text_encoder": "text_encoder", "vae": "VAE", "lora": "Lora"}}
+
+
+def download_dir(folder: str, kind: str) -> str:
+    """The folder a downloaded file of `kind` goes in: the tree's sub-folder for it (an existing one of
+    any case, else the usual name), or `folder` itself when it is a plain folder."""
+    tree = tree_of(folder)
+    name = DOWNLOAD_DIRS.get(tree.kind, {}).get(kind)
+    if name is None:
+        return tree.models
+    return os.path.join(tree.models, _subdirs(tree.models).get(name.lower(), name))

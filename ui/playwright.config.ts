@@ -10,9 +10,13 @@ process.env.AITK_E2E_DIR ||= fs.mkdtempSync(path.join(os.tmpdir(), 'aitk-e2e-'))
 process.env.AITK_E2E_PORT ||= '8695';
 process.env.AITK_E2E_AUTH_PORT ||= '8696';
 process.env.AITK_E2E_AUTH_TOKEN ||= 'e2e-secret-token';
+// the fake hub (testing/fake_hub.py) downloads.spec.ts fetches from: the port after the auth UI's
+process.env.AITK_E2E_HUB_PORT ||= String(Number(process.env.AITK_E2E_PORT) + 2);
 const dir = process.env.AITK_E2E_DIR;
 const port = process.env.AITK_E2E_PORT;
 const authPort = process.env.AITK_E2E_AUTH_PORT;
+const hubPort = process.env.AITK_E2E_HUB_PORT;
+const repoRoot = path.join(__dirname, '..');
 
 export default defineConfig({
   testDir: 'e2e',
@@ -44,6 +48,14 @@ export default defineConfig({
   },
   webServer: [
     {
+      // a local server in the hub's layout; the engines the UI starts download from it (HF_ENDPOINT below)
+      command: `"${process.env.AITK_PYTHON || path.join(repoRoot, '.venv', 'bin', 'python')}" -m testing.fake_hub --root "${path.join(dir, 'fake-hub')}" --port ${hubPort}`,
+      cwd: repoRoot,
+      url: `http://127.0.0.1:${hubPort}/_control/held`,
+      timeout: 60_000,
+      reuseExistingServer: false,
+    },
+    {
       command: 'node scripts/start.mjs',
       url: `http://127.0.0.1:${port}/api/jobs`,
       timeout: 60_000,
@@ -57,6 +69,10 @@ export default defineConfig({
         AITK_DB_PATH: path.join(dir, 'aitk_db.db'),
         AITK_TRAINING_FOLDER: path.join(dir, 'output'),
         NEXT_TELEMETRY_DISABLED: '1',
+        // reach the engines through the worker's environment: downloads from the fake hub, into a hub
+        // cache of this run's own (the machine's is never written)
+        HF_ENDPOINT: `http://127.0.0.1:${hubPort}`,
+        HF_HUB_CACHE: path.join(dir, 'hub-cache'),
       },
     },
     {

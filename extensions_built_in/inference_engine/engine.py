@@ -8,6 +8,7 @@ honour a cancel or a stop within `grace_seconds`, or that dies, is killed and re
 it was running ends with an error saying so, and the queue goes on on the fresh worker.
 """
 import collections
+import functools
 import os
 import re
 import sys
@@ -527,6 +528,8 @@ class Engine:
     def stop(self):
         """Cancel everything; run_forever returns within STOP_SECONDS whatever the worker does."""
         self._stopping.set()
+        if "downloads" in self.__dict__:
+            self.downloads.stop()          # a hub download's process ends with the engine
         with self._cv:
             pending = list(self._queue)
             self._queue.clear()
@@ -615,9 +618,16 @@ class Engine:
         return loras.listing(self.lora_folder, arch, metadata)
 
     def library(self) -> dict:
-        """Every model on this machine: hub cache, model folders, profiles (toolkit/library.py)."""
+        """Every model usable here: the loaded one, the tiny ones, hub cache, model folders, profiles
+        (toolkit/library.py)."""
         from toolkit import library
-        return library.scan(self.model_folders, self.profiles)
+        return library.scan(self.model_folders, self.profiles, loaded=self.active_config)
+
+    @functools.cached_property
+    def downloads(self):
+        """The downloads people asked for (POST /downloads): toolkit/downloads.py."""
+        from toolkit.downloads import Downloads
+        return Downloads(self.model_folders)
 
     def library_models(self) -> dict:
         """The model folders' checkpoints and denoiser files that load as they are (companions found), by

@@ -204,7 +204,7 @@ def test_a_prompt_lora_whose_file_is_refused_names_prompt(served, content):
 
 
 def test_the_library_does_not_follow_links_out_or_around(served):
-    entries = served.client.get("/library").json()["entries"]
+    entries = [e for e in served.client.get("/library").json()["entries"] if e["source"] == "folder"]
     paths = [e["path"] for e in entries]
     assert len(paths) == len(set(paths)) == 1, paths       # m.safetensors once: no loop, no link out
     assert paths[0].endswith(os.path.join("loras", "m.safetensors"))

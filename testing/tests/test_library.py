@@ -159,8 +159,32 @@ def test_a_missing_component_removes_the_model(tiny, tmp_path):
     assert z["complete"] is False and z["missing"] == ["vae"]
 
 
+def test_the_tiny_models_are_listed_usable(lib, tiny):
+    from toolkit.models.tiny import tiny_archs
+    rows = [e for e in lib["entries"] if e["source"] == "tiny"]
+    assert [e["name"] for e in rows] == [f"tiny:{a}" for a in tiny_archs()]
+    z = by(lib, source="tiny", arch="zimage")
+    assert (z["kind"], z["complete"], z["model"]) == ("pipeline", True, {"arch": "zimage", "name_or_path": "tiny:zimage"})
+    assert z["built"] is True and z["bytes"] == folder_bytes(tiny("zimage"))     # built by the session's fixture
+    # a tiny model's random weights never complete a real file (the GGUF/denoiser extras look-up)
+    assert all(e["model"].get("extras_name_or_path", "").find("tiny") < 0 for e in lib["entries"]
+               if e["source"] == "folder" and e["model"])
+
+
+def test_the_loaded_model_is_listed_first(srv):
+    r = srv.http.post("/generate", json={"model": {"arch": "zimage", "name_or_path": "tiny:zimage"}, "wait": True,
+                                         "sample": {"prompt": "a fox", "width": 64, "height": 64,
+                                                    "num_inference_steps": 2}})
+    assert r.status_code == 200, r.text
+    first = srv.http.get("/library").json()["entries"][0]
+    assert (first["source"], first["name"], first["arch"]) == ("loaded", "tiny:zimage", "zimage")
+    assert first["model"] == {"arch": "zimage", "name_or_path": "tiny:zimage"}
+    from toolkit import library
+    assert [e for e in library.scan(hub_cache=False)["entries"] if e["source"] in ("tiny", "loaded")] == []
+
+
 def test_every_offered_model_generates(lib, srv):
-    offered = [e for e in lib["entries"] if e["model"] is not None and e["complete"]]
+    offered = [e for e in lib["entries"] if e["model"] is not None and e["complete"] and e["source"] != "tiny"]
     assert {(e["source"], e["arch"]) for e in offered} == {("hub", "zimage"), ("folder", "krea2"),
                                                             ("folder", "sd1"), ("profile", "zimage")}
     for e in offered:
@@ -205,3 +229,27 @@ def test_engine_model_folders_config(tmp_path):
         with pytest.raises(ConfigError) as e:
             make(model_folders=bad)
         assert e.value.key == "engine.model_folders"
+
+
+def test_a_hub_repo_cut_short_between_files_is_incomplete(tiny, tmp_path):
+    """A component whose weights its tree listing names but none are here (a download stopped between
+    files) makes the repo incomplete; weights left out by a pattern (the .bin beside the .safetensors) do not."""
+    from toolkit import library
+    repo_dir = tmp_path / "hub" / f"models--{SD1_REPO.replace('/', '--')}"
+    snap = repo_dir / "snapshots" / ("1" * 40)
+    shutil.copytree(tiny("sd1"), snap)                  # a copy: a file of it is removed below
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text(snap.name)
+    files = {str(p.relative_to(snap)).replace(os.sep, "/"): {"size": 1} for p in snap.rglob("*") if p.is_file()}
+    files["unet/diffusion_pytorch_model.bin"] = {"size": 1}          # listed, left out on purpose
+    (repo_dir / "trees").mkdir()
+    (repo_dir / "trees" / f"{snap.name}.json").write_text(json.dumps({"format_version": 1, "files": files}))
+
+    def hub_entry():
+        (e,) = [x for x in library.scan(hub_cache=str(tmp_path / "hub"))["entries"] if x["source"] == "hub"]
+        return e
+    e = hub_entry()
+    assert e["complete"] is True and e["model"] is not None, e
+    os.remove(snap / "unet" / "diffusion_pytorch_model.safetensors")
+    e = hub_entry()
+    assert (e["complete"], e["model"], e["missing"]) == (False, None, ["unet: its weights are not downloaded yet"])

@@ -54,7 +54,9 @@ test('Library: a tiny model from engine.model_folders, used on the Generate page
   await expect(row).toHaveCount(0);
   await page.getByTestId('library-filter').fill('sd1 tiny');
   await expect(row).toHaveCount(1);
-  // a default repo not on this machine has its download command, one row per variant
+  // a default repo not on this machine has its download command, one row per variant (the filter
+  // applies to that list too: cleared first)
+  await page.getByTestId('library-filter').fill('');
   await expect(page.locator('[data-testid=library-download][data-arch=flux][data-variant=dev]')).toContainText('hf download black-forest-labs/FLUX.1-dev');
   await expect(page.locator('[data-testid=library-download][data-arch=flux][data-variant=schnell]')).toContainText('hf download black-forest-labs/FLUX.1-schnell');
   fs.mkdirSync(SCREENSHOTS, { recursive: true });

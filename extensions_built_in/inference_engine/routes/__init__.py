@@ -8,6 +8,8 @@
 - `queue`: GET /queue, POST /queue/{request_id}/move, POST /unload
 - `files`: files in: POST /assets, POST /settings
 - `results`: GET /results, the results feed (every request that ended, whoever asked)
+- `downloads`: downloads a person asks for: POST /downloads, GET /downloads, DELETE /downloads/{id},
+  POST /downloads/{id}/resume
 - `outputs`: GET /outputs/{relpath}, which the compat port serves too (compat/__init__.py), each port
   behind its own token check
 

@@ -1,13 +1,17 @@
 'use client';
-// /library: the models on the engine's machine (GET /library through the proxy), grouped by
-// source, with arch, format, size and completeness (a checkpoint's parts, the companion files a model
-// file will use, what is missing); "Use" opens /generate with that model; each arch whose default repo
-// is missing gets its `hf download` command.
+// /library: the models usable on the engine's machine (GET /library through the proxy): the loaded one,
+// the tiny ones, the hub cache, the model folders, the profiles, grouped by source, with arch, format,
+// size and completeness (a checkpoint's parts, the companion files a model file will use, what is
+// missing); "Use" opens /generate with that model. The filter applies to every list. Downloads (a repo
+// id or a URL, and each default repo not here) with their progress: DownloadsPanel.
 import Link from 'next/link';
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import { apiFetch, apiJson, describeError } from '@/utils/api';
 import type { Job } from '@/components/jobs/types';
-import { filterEntries, formatBytes, generateHref, groupBySource, missingDefaults, type ArchPresence, type LibraryEntry, type LibraryResponse, type LibrarySource } from './library';
+import DownloadsPanel from './DownloadsPanel';
+import type { DownloadRow } from './downloads';
+import { emptyMessage, filterArchs, filterEntries, formatBytes, generateHref, groupBySource, missingDefaults, type ArchPresence, type LibraryEntry, type LibraryResponse, type LibrarySource } from './library';
+import { useDownloads } from './useDownloads';
 
 /** The running engine the page lists (the one asked for, else the first), and its GET /library. */
 function useLibraryListing(preferredJobId: string | null) {
@@ -51,9 +55,10 @@ function useLibraryListing(preferredJobId: string | null) {
 export default function LibraryPage({ preferredJobId }: { preferredJobId: string | null }) {
   const { jobs, job, lib, error, loading, load } = useLibraryListing(preferredJobId);
   const jobId = job?.id ?? null;
+  const downloads = useDownloads(jobId, load);
   const [query, setQuery] = useState('');
   const groups = useMemo(() => groupBySource(filterEntries(lib?.entries ?? [], query)), [lib, query]);
-  const missing = useMemo(() => missingDefaults(lib?.archs ?? []), [lib]);
+  const missing = useMemo(() => filterArchs(missingDefaults(lib?.archs ?? []), query), [lib, query]);
 
   return (
     <>
@@ -80,11 +85,16 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
           </button>
         </div>
       )}
-      {lib && groups.length === 0 && <div className="muted">No model matches.</div>}
+      {job && <DownloadsPanel state={downloads.state} error={downloads.error} actions={downloads} />}
+      {lib && groups.length === 0 && missing.length === 0 && (
+        <div className="muted" data-testid="library-empty">
+          {emptyMessage(query)}
+        </div>
+      )}
       {groups.map((g) => (
         <LibraryGroup key={g.source} group={g} jobId={jobId} />
       ))}
-      {missing.length > 0 && <MissingDefaults missing={missing} />}
+      {missing.length > 0 && <MissingDefaults missing={missing} rows={downloads.state?.downloads ?? []} start={downloads.start} />}
     </>
   );
 }
@@ -137,7 +147,7 @@ function EntryRow({ e, jobId }: { e: LibraryEntry; jobId: string | null }) {
       </td>
       <td data-label="arch">{e.arch ? `${e.arch}${e.variant ? ` ${e.variant}` : ''}` : <span className="muted">unknown</span>}</td>
       <td data-label="format">{e.format ?? <span className="muted">—</span>}</td>
-      <td data-label="size">{formatBytes(e.bytes)}</td>
+      <td data-label="size">{e.source === 'tiny' && !e.built ? <span className="muted">built on first use</span> : e.source === 'loaded' ? <span className="muted">in memory</span> : formatBytes(e.bytes)}</td>
       <td data-label="complete" title={e.missing.join('\n')}>{e.complete ? 'yes' : <span className="warn-text">no: {e.missing[0] ?? ''}</span>}</td>
       <td>
         {e.model && e.complete ? (
@@ -152,8 +162,9 @@ function EntryRow({ e, jobId }: { e: LibraryEntry; jobId: string | null }) {
   );
 }
 
-/** The archs whose default repo is not on this machine, each with its `hf download` command. */
-function MissingDefaults({ missing }: { missing: ArchPresence[] }) {
+/** The archs whose default repo is not on this machine, each with its `hf download` command and a
+ * Download button (into the hub cache, as that command does). */
+function MissingDefaults({ missing, rows, start }: { missing: ArchPresence[]; rows: DownloadRow[]; start: (body: Record<string, string>) => Promise<boolean> }) {
   return (
     <section className="card" aria-label="Default models not here" data-testid="library-missing-defaults">
       <h2>Default models not on this machine</h2>
@@ -164,6 +175,13 @@ function MissingDefaults({ missing }: { missing: ArchPresence[] }) {
             {a.variant ? ` ${a.variant}` : ''}:
           </span>
           <code>{a.download}</code>
+          <button
+            onClick={() => start({ repo_id: a.repo })}
+            disabled={rows.some((d) => d.source === a.repo && d.status === 'running')}
+            data-testid="library-download-start"
+          >
+            Download
+          </button>
         </div>
       ))}
     </section>

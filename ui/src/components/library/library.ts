@@ -1,7 +1,8 @@
 // The model library (the engine's GET /library): entries grouped by source, a filter, sizes, and the
 // link that opens /generate with an entry's `model` filled in (read back by parseModelParam).
 
-export type LibrarySource = 'hub' | 'folder' | 'profile';
+/** loaded: the model the engine holds now; tiny: `tiny:<arch>`, random weights built offline on first use */
+export type LibrarySource = 'loaded' | 'tiny' | 'hub' | 'folder' | 'profile';
 
 /** A component found in a checkpoint or denoiser file: its layout and the known config it is. */
 export interface LibraryPart {
@@ -37,6 +38,8 @@ export interface LibraryEntry {
   bytes: number;
   complete: boolean;
   missing: string[];
+  /** a tiny model: whether its folder is built already (else it is built on first use) */
+  built?: boolean;
   /** the `model` of a POST /generate for it; null when it cannot load on its own */
   model: Record<string, unknown> | null;
   /** a checkpoint or denoiser file: the components in it, the files it takes from the folders, the roles it lacks */
@@ -63,6 +66,8 @@ export interface LibraryResponse {
 }
 
 export const SOURCES: { source: LibrarySource; label: string }[] = [
+  { source: 'loaded', label: 'Loaded now' },
+  { source: 'tiny', label: 'Tiny test models (random weights: they draw noise)' },
   { source: 'hub', label: 'Hub cache' },
   { source: 'folder', label: 'Model folders' },
   { source: 'profile', label: 'Profiles' },
@@ -70,12 +75,31 @@ export const SOURCES: { source: LibrarySource; label: string }[] = [
 
 /** Entries matching every word of `query` (name, path, repo, arch, kind, format; case-insensitive). */
 export function filterEntries(entries: LibraryEntry[], query: string): LibraryEntry[] {
-  const words = query.toLowerCase().split(/\s+/).filter(Boolean);
-  if (!words.length) return entries;
+  const w = words(query);
+  if (!w.length) return entries;
   return entries.filter((e) => {
-    const text = [e.name, e.path, e.repo, e.arch, e.variant, e.kind, e.role, e.format].filter(Boolean).join(' ').toLowerCase();
-    return words.every((w) => text.includes(w));
+    const text = [e.name, e.path, e.repo, e.arch, e.variant, e.kind, e.role, e.format, e.source].filter(Boolean).join(' ').toLowerCase();
+    return w.every((x) => text.includes(x));
   });
+}
+
+/** The query's words (lower case). */
+function words(query: string): string[] {
+  return query.toLowerCase().split(/\s+/).filter(Boolean);
+}
+
+/** Missing default repos matching every word of `query` (arch, variant, repo). */
+export function filterArchs(archs: ArchPresence[], query: string): ArchPresence[] {
+  const w = words(query);
+  return archs.filter((a) => {
+    const text = [a.arch, a.variant, a.repo].filter(Boolean).join(' ').toLowerCase();
+    return w.every((x) => text.includes(x));
+  });
+}
+
+/** What the page says when no list has a row: nothing listed at all, or nothing matching the filter. */
+export function emptyMessage(query: string): string {
+  return words(query).length ? `No model matches "${query.trim()}".` : 'No models are listed on this machine.';
 }
 
 /** Entries by source, in SOURCES order, sorted by name; empty groups left out. */
@@ -145,7 +169,8 @@ export interface PickerOption {
 export const PICKER_GROUPS: { label: string; test: (e: LibraryEntry) => boolean }[] = [
   { label: 'Checkpoints', test: (e) => e.kind === 'checkpoint' },
   { label: 'Model files (with their text encoders and VAE)', test: (e) => e.kind === 'single_file' },
-  { label: 'Diffusers folders and repos', test: (e) => e.kind === 'pipeline' && e.source !== 'profile' },
+  // the files found here: the tiny and loaded models are named in the form as they are
+  { label: 'Diffusers folders and repos', test: (e) => e.kind === 'pipeline' && (e.source === 'hub' || e.source === 'folder') },
 ];
 
 /** A stable key of an entry (its source and path). */
