@@ -124,7 +124,8 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await expect(page.getByTestId('width')).toHaveValue('64');
     await expect(page.getByTestId('note-width')).toHaveCount(0);
     await fillNumber(page, 'height', 64);
-    await fillNumber(page, 'steps', 8);
+    // 24 steps: latent frames are newest-only, and 8 fast steps could end before the page drew a second one
+    await fillNumber(page, 'steps', 24);
     await fillNumber(page, 'seed', 42);
     // this engine has no LoRA folder: the picker says how to set one; a typed path still goes out
     await expect(page.getByTestId('lora-empty')).toContainText('engine.lora_folder');
@@ -143,7 +144,7 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     const progress = page.getByTestId('progress-text');
     await expect(progress).toHaveAttribute('data-phase', 'done', { timeout: 180_000 });
     await expect(page.getByTestId('gen-message')).toContainText('Done');
-    await expect(progress).toContainText('Step 8/8');
+    await expect(progress).toContainText('Step 24/24');
 
     const samples = await canvasSamples(page);
     const steps = samples.map((s) => s.step);
@@ -225,7 +226,7 @@ test('Generate page: engine start, live preview, gallery, cancel, engine stop', 
     await expect(page.getByTestId('arch-select')).toHaveValue('zimage');
     await expect(page.getByTestId('name-or-path')).toHaveValue('tiny:zimage');
     await expect(page.getByTestId('seed')).toHaveValue('42');
-    await expect(page.getByTestId('steps')).toHaveValue('8');
+    await expect(page.getByTestId('steps')).toHaveValue('24');
     await expect(page.getByTestId('width')).toHaveValue('64');
   });
 

@@ -75,3 +75,13 @@ export async function stopEnginesAfterFailure({ request }: { request: APIRequest
   for (const job of await running()) await request.post(`/api/jobs/${job.id}/stop`);
   await expect.poll(async () => (await running()).length, { timeout: 90_000 }).toBe(0);
 }
+
+/** The end of a spec that made engine jobs and results: stop the jobs, delete them and every history
+ * item, so the specs after it start from a device with no engine job and an empty history. */
+export async function removeJobsAndHistory(page: Page, jobIds: string[]) {
+  for (const id of jobIds) await page.request.post(`/api/jobs/${id}/stop`);
+  const status = async (id: string) => (await (await page.request.get(`/api/jobs/${id}`)).json()).job.status as string;
+  for (const id of jobIds) await expect.poll(() => status(id), { timeout: 90_000 }).not.toMatch(/^(running|queued|stopping)$/);
+  for (const it of await galleryItems(page)) expect((await page.request.delete(`/api/history/${encodeURIComponent(it.key)}`)).ok()).toBe(true);
+  for (const id of jobIds) expect((await page.request.delete(`/api/jobs/${id}`)).ok()).toBe(true);
+}

@@ -5,7 +5,7 @@
 // strip (memory only as reported) and the engines card (what to do on this page).
 import { expect, test, type Page } from '@playwright/test';
 import { encodePng } from '../src/components/generate/maskPng';
-import { fillNumber, galleryItems, shot, startEngineOnPage, stopEnginesAfterFailure } from './helpers';
+import { fillNumber, galleryItems, removeJobsAndHistory, shot, startEngineOnPage, stopEnginesAfterFailure } from './helpers';
 
 test.afterEach(stopEnginesAfterFailure);
 
@@ -167,4 +167,5 @@ test('mask painter: a non-image .png refused at the drop; undo/redo, invert and 
     expect(grey[0], 'far from the strokes stays black').toBe(0);
   });
   expect(job.name).toBe(JOB);
+  await removeJobsAndHistory(page, [job.id, (await other.json()).job.id]);
 });
