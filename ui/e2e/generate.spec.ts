@@ -10,7 +10,7 @@ import path from 'node:path';
 import { expect, test, type Page } from '@playwright/test';
 import { encodePng } from '../src/components/generate/maskPng';
 import { E2E_DIR, TRAINING_FOLDER } from './env';
-import { ENGINE_START_MS, fillNumber, galleryItems, shot, startEngineOnPage, type HistoryItem as StoredItem, widerThanWindow, stopEnginesAfterFailure } from './helpers';
+import { dropFile, ENGINE_START_MS, fillNumber, setRange, galleryItems, shot, startEngineOnPage, type HistoryItem as StoredItem, widerThanWindow, stopEnginesAfterFailure } from './helpers';
 
 test.afterEach(stopEnginesAfterFailure);
 
@@ -448,31 +448,6 @@ async function pixelsOf(page: Page, url: string): Promise<{ w: number; h: number
 
 const fileOf = (item: StoredItem) => `/api/files/${item.jobName}/outputs/${item.result.relpath.split('/').map(encodeURIComponent).join('/')}`;
 const assetOf = (assetPath: unknown) => `/api/files/${INPUTS_JOB}/assets/${encodeURIComponent(String(assetPath).split('/').pop() as string)}`;
-
-/** Drop a file on an element as a person would: dragenter, dragover, drop, with the file in a DataTransfer. */
-async function dropFile(page: Page, selector: string, bytes: Buffer, name: string) {
-  const dt = await page.evaluateHandle(
-    ({ data, fileName }) => {
-      const transfer = new DataTransfer();
-      transfer.items.add(new File([new Uint8Array(data)], fileName, { type: 'image/png' }));
-      return transfer;
-    },
-    { data: Array.from(bytes), fileName: name },
-  );
-  const target = page.locator(selector).first();
-  await target.dispatchEvent('dragenter', { dataTransfer: dt });
-  await target.dispatchEvent('dragover', { dataTransfer: dt });
-  await target.dispatchEvent('drop', { dataTransfer: dt });
-}
-
-/** Move a range input as a person would (fill() refuses ranges): the value set, then an input event. */
-async function setRange(page: Page, testId: string, value: number) {
-  await page.getByTestId(testId).evaluate((el, v) => {
-    const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value')?.set as (this: HTMLInputElement, v: string) => void;
-    setter.call(el as HTMLInputElement, String(v));
-    el.dispatchEvent(new Event('input', { bubbles: true }));
-  }, value);
-}
 
 /** Distance from a pixel centre to the segment a-b. */
 function segmentDistance(px: number, py: number, a: [number, number], b: [number, number]): number {

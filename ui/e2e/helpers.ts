@@ -85,3 +85,28 @@ export async function removeJobsAndHistory(page: Page, jobIds: string[]) {
   for (const it of await galleryItems(page)) expect((await page.request.delete(`/api/history/${encodeURIComponent(it.key)}`)).ok()).toBe(true);
   for (const id of jobIds) expect((await page.request.delete(`/api/jobs/${id}`)).ok()).toBe(true);
 }
+
+/** Drop a file on an element as a person would: dragenter, dragover, drop, with the file in a DataTransfer. */
+export async function dropFile(page: Page, selector: string, bytes: Buffer, name: string) {
+  const dt = await page.evaluateHandle(
+    ({ data, fileName }) => {
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([new Uint8Array(data)], fileName, { type: 'image/png' }));
+      return transfer;
+    },
+    { data: Array.from(bytes), fileName: name },
+  );
+  const target = page.locator(selector).first();
+  await target.dispatchEvent('dragenter', { dataTransfer: dt });
+  await target.dispatchEvent('dragover', { dataTransfer: dt });
+  await target.dispatchEvent('drop', { dataTransfer: dt });
+}
+
+/** Move a range input as a person would (fill() refuses ranges): the value set, then an input event. */
+export async function setRange(page: Page, testId: string, value: number) {
+  await page.getByTestId(testId).evaluate((el, v) => {
+    const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value')?.set as (this: HTMLInputElement, v: string) => void;
+    setter.call(el as HTMLInputElement, String(v));
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+  }, value);
+}

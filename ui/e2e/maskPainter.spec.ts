@@ -5,7 +5,7 @@
 // strip (memory only as reported) and the engines card (what to do on this page).
 import { expect, test, type Page } from '@playwright/test';
 import { encodePng } from '../src/components/generate/maskPng';
-import { fillNumber, galleryItems, removeJobsAndHistory, shot, startEngineOnPage, stopEnginesAfterFailure } from './helpers';
+import { dropFile, fillNumber, galleryItems, removeJobsAndHistory, setRange, shot, startEngineOnPage, stopEnginesAfterFailure } from './helpers';
 
 test.afterEach(stopEnginesAfterFailure);
 
@@ -16,28 +16,6 @@ async function inputPng(): Promise<number[]> {
   const data = new Uint8Array(W * W * 3);
   for (let y = 0; y < W; y++) for (let x = 0; x < W; x++) data.set([x * 4, y * 4, 128], (y * W + x) * 3);
   return Array.from(await encodePng(W, W, 3, data));
-}
-
-/** Drop bytes as a file named `name` (typed image/png, as a browser types a .png) on the input slot. */
-async function dropOnInput(page: Page, bytes: number[], name: string) {
-  const dt = await page.evaluateHandle(
-    ({ data, fileName }) => {
-      const transfer = new DataTransfer();
-      transfer.items.add(new File([new Uint8Array(data)], fileName, { type: 'image/png' }));
-      return transfer;
-    },
-    { data: bytes, fileName: name },
-  );
-  const target = page.getByTestId('init-drop');
-  for (const type of ['dragenter', 'dragover', 'drop']) await target.dispatchEvent(type, { dataTransfer: dt });
-}
-
-async function setRange(page: Page, testId: string, value: number) {
-  await page.getByTestId(testId).evaluate((el, v) => {
-    const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value')?.set as (this: HTMLInputElement, v: string) => void;
-    setter.call(el as HTMLInputElement, String(v));
-    el.dispatchEvent(new Event('input', { bubbles: true }));
-  }, value);
 }
 
 /** The painted pixels of the mask canvas (alpha at or over 128) in the left half and the right half. */
@@ -86,13 +64,13 @@ test('mask painter: a non-image .png refused at the drop; undo/redo, invert and 
   await fillNumber(page, 'steps', 2);
 
   await test.step('item 10: text named bad.png is refused where it is dropped, naming it; nothing is uploaded', async () => {
-    await dropOnInput(page, Array.from(Buffer.from('this is not an image\n')), 'bad.png');
+    await dropFile(page, '[data-testid=init-drop]', Buffer.from('this is not an image\n'), 'bad.png');
     await expect(page.getByTestId('init-drop-error')).toHaveText('bad.png is not a PNG/JPEG/WebP image.');
     await expect(page.getByTestId('init-drop')).toHaveAttribute('data-asset', '');
     await expect(page.getByTestId('mask-painter')).toHaveCount(0);
     await shot(page, 'mask-01-bad-png');
     // a real PNG is taken, and the refusal goes
-    await dropOnInput(page, await inputPng(), 'input.png');
+    await dropFile(page, '[data-testid=init-drop]', Buffer.from(await inputPng()), 'input.png');
     await expect(page.getByTestId('init-drop')).toHaveAttribute('data-asset', /_input\.png$/);
     await expect(page.getByTestId('init-drop-error')).toHaveCount(0);
   });
