@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test } from '@playwright/test';
 import { E2E_DIR } from './env';
-import { fillNumber, shot, startEngineOnPage, stopEnginesAfterFailure } from './helpers';
+import { fillNumber, removeJobsAndHistory, shot, startEngineOnPage, stopEnginesAfterFailure } from './helpers';
 
 test.afterEach(stopEnginesAfterFailure);
 
@@ -53,5 +53,5 @@ test('a TAESD file in vae_approx/ decodes the live preview', async ({ page }) =>
   await shot(page, 'taesd-preview');
   await page.getByTestId('cancel-button').click();
   await expect(page.getByTestId('progress-text')).toHaveAttribute('data-phase', 'cancelled', { timeout: 60_000 });
-  await page.request.post(`/api/jobs/${job.id}/stop`);
+  await removeJobsAndHistory(page, [job.id]);
 });
