@@ -5,8 +5,9 @@
 Its own process because huggingface_hub reads HF_HUB_OFFLINE once, at import, for the whole process:
 the engine's processes stay offline for every model load, and this one, started only when a person
 asks for a download, is told explicitly to go online (toolkit/downloads.py sets its environment;
-HF_TOKEN and HF_ENDPOINT pass through). Killing it is the cancel: the partial file stays as the
-cache's `.incomplete` blob, and the next run continues it with a Range request.
+HF_TOKEN and HF_ENDPOINT pass through). Killing it is the cancel: the files it finished stay in the
+cache, and the one it was writing starts over on the next run (huggingface_hub names its `.incomplete`
+blobs per process, so toolkit/downloads.py removes the one a killed run leaves).
 
 Writes one JSON object a line on stdout: {"total": bytes to fetch}, {"done": bytes fetched so far},
 then {"path": the snapshot folder} or {"error": one line}.
