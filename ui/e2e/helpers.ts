@@ -38,6 +38,7 @@ export async function galleryItems(page: Page, query = ''): Promise<HistoryItem[
 
 /** A CPU engine job of its own (`engine`: its engine settings), opened on /generate and started from the page. */
 export async function startEngineOnPage(page: Page, name: string, engine: Record<string, unknown> = {}) {
+  await stopRunningEngines(page.request); // one cpu device: an engine an earlier spec left up would keep this one queued
   const created = await page.request.post('/api/jobs', {
     data: { name, gpu_ids: 'cpu', job_type: 'inference', job_config: { job: 'extension', config: { process: [{ type: 'InferenceEngine', engine }] } } },
   });
@@ -68,6 +69,11 @@ export async function widerThanWindow(page: Page): Promise<string[]> {
  * next test starts from a stopped engine instead of waiting on a Start button that is not there. */
 export async function stopEnginesAfterFailure({ request }: { request: APIRequestContext }, testInfo: TestInfo) {
   if (testInfo.status === testInfo.expectedStatus) return;
+  await stopRunningEngines(request);
+}
+
+/** Stop every engine job still running (or queued), and wait until they are down. */
+export async function stopRunningEngines(request: APIRequestContext) {
   const running = async () =>
     ((await (await request.get('/api/jobs?job_type=inference')).json()).jobs as { id: string; status: string }[]).filter((j) =>
       ['running', 'queued', 'stopping'].includes(j.status),
