@@ -39,7 +39,8 @@ def _tiny(b):
     tokenizer = kit.t5_tokenizer(512)
     with b.seeded("text_encoder", "t5"):                 # T5-XXL as Flux and SD3 build it
         text_encoder = kit.t5_encoder(tokenizer)
-    with b.seeded("vae"):                                # sd-vae-ft-ema: SD 1.x's VAE
+    # sd-vae-ft-ema: SD 1.x's layout and scale, its own weights (not shared with sd1's VAE)
+    with b.seeded("vae", "sd_vae_ft_ema"):
         vae = kit.kl_vae(4, scaling_factor=0.18215, quant_conv=True)
     with b.seeded("transformer"):
         # sample_size 8 (not 128): no resolution/aspect-ratio conditions, which the Alpha pipeline
