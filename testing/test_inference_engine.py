@@ -58,6 +58,7 @@ CROSS_PAIRS = {
     ("flux", "chroma"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer", "vae": "vae"},
     ("flux", "flux_kontext"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae")},
     ("sd1", "sd2"): {"vae": "vae"},             # SD 2.x ships SD 1.x's VAE
+    ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
 }
 
 

@@ -25,8 +25,8 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import write_checkpoint, write_component
 from toolkit.tokenizers import VOCABULARIES
 
-DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "qwen_image",
-             "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan22_5b", "wan22_a14b", "zimage")
+DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "pixart",
+             "qwen_image", "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan22_5b", "wan22_a14b", "zimage")
 # where another arch takes the same denoiser file first, the request says which
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
 # ComfyUI's file names for each kind (the names its model pages and workflows use)
@@ -35,7 +35,8 @@ COMFY_NAMES = {"clip_l": "clip_l", "clip_g": "clip_g", "t5_xxl": "t5xxl_fp16", "
                "qwen3_4b_8b": "qwen_3_4b",
                "gemma2_2b": "gemma_2_2b", "llava_llama3_8b": "llava_llama3_fp16", "kl_vae_16ch": "ae",
                "wan21_vae": "wan_2.1_vae", "wan22_vae": "wan2.2_vae", "ltx_vae": "ltxv_vae",
-               "hunyuan_video_vae": "hunyuan_video_vae_bf16", "flux2_vae": "flux2-vae", "oobleck_vae": "oobleck"}
+               "hunyuan_video_vae": "hunyuan_video_vae_bf16", "flux2_vae": "flux2-vae", "oobleck_vae": "oobleck",
+               "ldm_kl_vae": "vae-ft-ema-560000-ema-pruned"}
 SUBFOLDER = {"text_encoder": "text_encoders", "vae": "vae"}
 # what the arch's release ships inside its checkpoint (ComfyUI's checkpoints/stable-audio-open-1.0.safetensors)
 IN_CHECKPOINT = {"stable_audio": ("vae",)}

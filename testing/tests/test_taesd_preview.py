@@ -246,7 +246,7 @@ def test_the_library_lists_vae_approx_files(tmp_path):
     tiny_tae(4).save_pretrained(str(plain / "vae_approx" / "taesd"))       # a plain folder's, a diffusers folder
     (entry,) = library.scan_folder(str(plain))
     assert entry["kind"] == "vae_approx" and entry["tae"] == "taesd" and entry["latent_channels"] == 4
-    assert entry["archs"] == ["sd1", "sd2"] and entry["complete"]
+    assert entry["archs"] == ["pixart", "sd1", "sd2"] and entry["complete"]      # PixArt: SD 1.5's latents
 
 
 def test_the_setting_is_checked_by_name():
