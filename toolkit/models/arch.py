@@ -371,6 +371,12 @@ class ArchSpec:
         return all("ctrl_img" in t.needs for t in self.tasks)
 
     @property
+    def needed_inputs(self) -> tuple:
+        """The inputs every request needs, where no task runs without one: its default task's (an
+        edit-only arch's reference, an image-to-video-only arch's first frame); () otherwise."""
+        return self.tasks[0].needs if all(t.needs for t in self.tasks) else ()
+
+    @property
     def default_variant(self) -> str | None:
         return next(iter(self.variants), None)
 
