@@ -5,18 +5,21 @@ keys, the CLIP ViT-H/14 image encoder's penultimate hidden states of `init_img`;
 
 480P and 720P are two checkpoints of the same shapes (variants, each its own repo); the model cards
 run 81 frames at 16 fps, 50 steps, guidance 5. The pipeline repeats the image embedding once per
-prompt, not per video, so a batch runs one video per pass (`batch_arg` None).
+prompt, not per video (a batch of one prompt fails in the cross-attention): the holder repeats it
+per video.
 
 Its files: the original Wan layout (ComfyUI's `diffusion_models/wan2.1_i2v_480p_14B_fp16.safetensors`),
 read with the configs below (36 input channels and `img_emb` tell it from the T2V rows)."""
+import functools
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, PROCESSOR, TEXT_ENCODER, ArchSpec, Component, Latents, SampleDefaults,
-                                 Task, Tiny, Variant)
+from toolkit.models.arch import (IMAGE_ENCODER, PROCESSOR, ArchSpec, Component, Latents, SampleDefaults, Task, Tiny,
+                                 Variant)
 from toolkit.models.archs.wan21 import (COMPONENTS, GGUF, LORA, TINY_WAN, WAN_14B, WAN_DECODE_FEATURES, tiny_umt5,
                                         tiny_wan_transformer, transformer_facts, transformer_signature,
                                         unipc_flow_config, unipc_flow_scheduler, with_transformer_config)
+from toolkit.models.base_model import BaseModel
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.tiny import kit
 
@@ -37,9 +40,24 @@ _COMPONENTS = with_transformer_config(COMPONENTS, "toolkit.models.archs.wan21_i2
                                       "Wan 2.1 I2V transformer")
 COMPONENTS_I2V = _COMPONENTS[:-1] + (
     Component("image_processor", "transformers:CLIPImageProcessor", PROCESSOR),
-    Component("image_encoder", "transformers:CLIPVisionModel", TEXT_ENCODER),
+    Component("image_encoder", "transformers:CLIPVisionModel", IMAGE_ENCODER),
     _COMPONENTS[-1],
 )
+
+
+class Wan21I2VModel(BaseModel):
+    def call_patches(self, gen, pipe) -> list:
+        """A batch of one prompt: the image embedding once per video (the pipeline repeats it per prompt)."""
+        n = gen.batch_size
+        if n <= 1:
+            return []
+
+        def per_video(original):
+            @functools.wraps(original)
+            def encode_image(*args, **kwargs):
+                return original(*args, **kwargs).repeat(n, 1, 1)
+            return encode_image
+        return [(pipe, "encode_image", per_video)]
 
 
 def tiny_clip_vision(b):
@@ -66,7 +84,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="wan21_i2v", modality="video", default_name_or_path="Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
-    pipeline="WanImageToVideoPipeline", components=COMPONENTS_I2V,
+    pipeline="WanImageToVideoPipeline", holder=Wan21I2VModel, components=COMPONENTS_I2V,
     tasks=(Task("i2v", "WanImageToVideoPipeline"),),
     pipeline_init_kwargs={"transformer_2": None}, output_type="np",
     # model card (480P): 832x480, 81 frames at 16 fps; the pipeline's 50 steps, guidance 5.0
@@ -82,6 +100,6 @@ SPEC = ArchSpec(
     description="Wan 2.1 I2V 14B image-to-video (CLIP image conditioning)", gguf=GGUF,
     scheduler_config={"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
                       "use_flow_sigmas": True},
-    batch_arg=None,
+    batch_arg="num_videos_per_prompt",
     lora=replace(LORA, markers=()),     # a Wan LoRA file is listed as wan21's
 )
