@@ -54,6 +54,8 @@ CONFIG_ONLY_ROLES = {"scheduler"}        # no weights: may load per model folder
 CROSS_PAIRS = {
     ("wan21", "wan22_5b"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
     ("wan21", "wan22_a14b"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("wan21", "wan21_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("wan22_a14b", "wan22_a14b_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("qwen_image", "qwen_image_edit"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("flux", "chroma"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer", "vae": "vae"},
     ("flux", "flux_kontext"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae")},
@@ -176,16 +178,20 @@ def sample_for(arch: str, **over) -> dict:
 
 
 def with_inputs(client, arch: str, sample: dict, folder: str) -> dict:
-    """`sample` plus the input image an arch needs (uploaded through POST /assets, as clients do)."""
+    """`sample` plus the input images an arch needs (uploaded through POST /assets, as clients do)."""
     from toolkit.models.registry import get_arch
-    if not get_arch(arch).needs_ctrl_img or sample.get("ctrl_img"):
+    missing = [name for name in get_arch(arch).needed_inputs if not sample.get(name)]
+    if not missing:
         return sample
     from testing.fixtures import input_image
-    path = input_image(os.path.join(folder, "input.png"), sample.get("width") or 64, sample.get("height") or 64)
-    with open(path, "rb") as f:
-        r = client.post("/assets", params={"name": "input.png"}, content=f.read())
-    check(r.status_code == 200, f"POST /assets answered {r.status_code}: {r.text[:200]}")
-    return {**sample, "ctrl_img": r.json()["path"]}
+    out = dict(sample)
+    for name in missing:
+        path = input_image(os.path.join(folder, f"{name}.png"), sample.get("width") or 64, sample.get("height") or 64)
+        with open(path, "rb") as f:
+            r = client.post("/assets", params={"name": f"{name}.png"}, content=f.read())
+        check(r.status_code == 200, f"POST /assets answered {r.status_code}: {r.text[:200]}")
+        out[name] = r.json()["path"]
+    return out
 
 
 def modality_of(arch: str) -> str:

@@ -28,8 +28,8 @@ def run(holder, tmp_path):
     """(the last step's latents, the output as an array) of the arch's tiny sample at seed 7."""
     spec = holder.spec
     sample = {**spec.tiny.sample, "prompt": "a red fox in the snow", "seed": 7}
-    if spec.needs_ctrl_img:
-        sample["ctrl_img"] = input_image(tmp_path / "input.png", 64, 64)
+    for name in spec.needed_inputs:
+        sample[name] = input_image(tmp_path / f"{name}.png", 64, 64)
     gen = GenerateImageConfig.from_dict(sample, holder.model_config)
     seen = []
     out = holder.generate_single(gen, on_step=lambda i, n, t, lat, x0: seen.append(lat.detach().clone()))

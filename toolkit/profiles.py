@@ -208,8 +208,8 @@ def _sample_table(d: dict, where: str, arch: str | None) -> dict:
     allowed = set(GenerateImageConfig.COMMON) | ({e for e in ARCHS[arch].sample_extras} if arch else
                                                  {e for a in ARCHS.values() for e in a.sample_extras})
     check_keys(out, allowed, where)
-    if arch:   # validate the values with the arch's rules (an edit-only arch's reference comes with each request)
-        probe = {"ctrl_img": "ctrl_img", **out} if ARCHS[arch].needs_ctrl_img else out
+    if arch:   # validate the values with the arch's rules (an input every task needs comes with each request)
+        probe = {**{name: name for name in ARCHS[arch].needed_inputs}, **out}
         GenerateImageConfig.from_dict(probe, arch, where)
     return out
 

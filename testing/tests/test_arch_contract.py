@@ -53,8 +53,8 @@ MAX_TINY_BYTES = 16_000_000
 def _sample(arch: str, tmp_path, **over) -> dict:
     spec = ARCHS[arch]
     s = {**spec.tiny.sample, "prompt": "a small test prompt", "seed": 1234, "output_ext": FILE_EXT[spec.modality]}
-    if spec.needs_ctrl_img:
-        s["ctrl_img"] = input_image(tmp_path / "input.png", s.get("width") or 64, s.get("height") or 64)
+    for name in spec.needed_inputs:
+        s[name] = input_image(tmp_path / f"{name}.png", s.get("width") or 64, s.get("height") or 64)
     s.update(over)
     return s
 
@@ -97,7 +97,7 @@ def test_row(arch):
         mc = ModelConfig.from_dict({"arch": arch, "name_or_path": "x/y", "variant": variant})
         needs = spec.tasks_for(variant)[0].needs        # a variant that only refines needs its image
         GenerateImageConfig.from_dict({name: "x.png" for name in needs}, mc)
-    GenerateImageConfig.from_dict({**({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}), **spec.tiny.sample}, arch)
+    GenerateImageConfig.from_dict({**{name: "x.png" for name in spec.needed_inputs}, **spec.tiny.sample}, arch)
     json.dumps(spec.public())
     # the tasks: the first runs `pipeline`; each task's class takes the arch's components, the arguments its
     # inputs become, and its default strength is the pipeline's own

@@ -25,8 +25,8 @@ N = 3
 def _sample(arch, tmp_path, **over) -> dict:
     spec = ARCHS[arch]
     s = {**spec.tiny.sample, "prompt": "a small test prompt", "seed": 1234, "output_ext": FILE_EXT[spec.modality]}
-    if spec.needs_ctrl_img:
-        s["ctrl_img"] = input_image(tmp_path / "input.png", s.get("width") or 64, s.get("height") or 64)
+    for name in spec.needed_inputs:
+        s[name] = input_image(tmp_path / f"{name}.png", s.get("width") or 64, s.get("height") or 64)
     s.update(over)
     return s
 

@@ -24,8 +24,8 @@ STREAM = {"latents": "none", "every_n_steps": 1, "max_frames": 4, "preview": "x0
 def _gen(arch, tmp_path, mc, **over):
     spec = ARCHS[arch]
     s = {**spec.tiny.sample, "prompt": "a small test prompt", "negative_prompt": "blurry", "seed": 7, **over}
-    if spec.needs_ctrl_img:
-        s["ctrl_img"] = input_image(tmp_path / "ref.png", s.get("width") or 64, s.get("height") or 64)
+    for name in spec.needed_inputs:
+        s[name] = input_image(tmp_path / f"{name}.png", s.get("width") or 64, s.get("height") or 64)
     return GenerateImageConfig.from_dict(s, mc)
 
 

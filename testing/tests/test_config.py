@@ -35,7 +35,7 @@ def test_model_config_errors_name_the_field(d, key):
 
 def test_sample_defaults_come_from_registry():
     for arch, spec in ARCHS.items():
-        gen = GenerateImageConfig.from_dict({"prompt": "x", **({"ctrl_img": "in.png"} if spec.needs_ctrl_img else {})},
+        gen = GenerateImageConfig.from_dict({"prompt": "x", **{name: "in.png" for name in spec.needed_inputs}},
                                             arch)
         d = spec.sample_defaults()
         assert gen.num_inference_steps == d["num_inference_steps"]

@@ -49,8 +49,8 @@ def _holder(arch, name_or_path, **model):
 def _run(holder, arch, tmp_path):
     spec = ARCHS[arch]
     sample = {**spec.tiny.sample, "prompt": "a red fox in the snow", "seed": 7}
-    if spec.needs_ctrl_img:
-        sample["ctrl_img"] = input_image(tmp_path / "input.png", sample.get("width", 64), sample.get("height", 64))
+    for name in spec.needed_inputs:
+        sample[name] = input_image(tmp_path / f"{name}.png", sample.get("width", 64), sample.get("height", 64))
     seen = []
     out = holder.generate_single(GenerateImageConfig.from_dict(sample, arch),
                                  on_step=lambda i, n, t, lat, x0: seen.append(lat.detach().float().clone()))

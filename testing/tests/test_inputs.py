@@ -140,6 +140,8 @@ def test_data_urls():
     ("sdxl", {"init_img": "a.png", "strength": 0.5}, "img2img", 0.5),
     ("sd1", {"init_img": "a.png", "task": "img2img"}, "img2img", 0.8),
     ("wan22_5b", {"init_img": "a.png"}, "i2v", None),
+    ("wan21_i2v", {"init_img": "a.png"}, "i2v", None),
+    ("wan22_a14b_i2v", {"init_img": "a.png"}, "i2v", None),
     ("qwen_image_edit", {"ctrl_img": "a.png", "ctrl_img_1": "b.png"}, "edit", None),
     ("flux2_klein", {}, "txt2img", None),
     ("flux2_klein", {"ctrl_img": "a.png", "ctrl_img_3": "d.png"}, "edit", None),
@@ -164,6 +166,9 @@ def test_task_is_inferred_from_the_inputs(arch, sample, task, strength):
     ("sd1", {"init_img": "a.png", "strength": 1.5}, "sample.strength"),
     ("sdxl", {"init_img": "a.png", "num_inference_steps": 3}, "sample.strength"),   # 0.3 of 3: no step
     ("qwen_image_edit", {}, "sample.ctrl_img"),                      # edit-only: needs its reference
+    ("wan21_i2v", {}, "sample.init_img"),                            # i2v-only: needs its first frame
+    ("wan22_a14b_i2v", {"task": "txt2img"}, "sample.task"),
+    ("wan21_i2v", {"init_img": "a.png", "ctrl_img": "b.png"}, "sample.ctrl_img"),
     ("qwen_image_edit", {"ctrl_img": "a.png", "ctrl_img_3": "d.png"}, "sample.ctrl_img_3"),
     ("flux_kontext", {"ctrl_img": "a.png", "ctrl_img_1": "b.png"}, "sample.ctrl_img_1"),
     ("flux2_klein", {"task": "txt2img", "ctrl_img": "a.png"}, "sample.ctrl_img"),
@@ -184,6 +189,16 @@ def test_models_serves_tasks_with_their_inputs():
     assert edit["needs_ctrl_img"] and edit["tasks"] == [
         {"name": "edit", "needs": ["ctrl_img"], "takes": ["ctrl_img_1", "ctrl_img_2"], "strength": None}]
     assert not klein["needs_ctrl_img"] and [t["name"] for t in klein["tasks"]] == ["txt2img", "edit"]
+    i2v = ARCHS["wan21_i2v"].public()
+    assert not i2v["needs_ctrl_img"] and i2v["tasks"] == [{"name": "i2v", "needs": ["init_img"], "takes": [],
+                                                           "strength": None}]
+
+
+def test_needed_inputs_are_those_no_task_runs_without():
+    from toolkit.models.registry import ARCHS
+    assert ARCHS["wan21_i2v"].needed_inputs == ARCHS["wan22_a14b_i2v"].needed_inputs == ("init_img",)
+    assert ARCHS["qwen_image_edit"].needed_inputs == ("ctrl_img",)
+    assert ARCHS["sd1"].needed_inputs == ARCHS["wan22_5b"].needed_inputs == ARCHS["flux2_klein"].needed_inputs == ()
 
 
 # -- a task switch on a resident model -----------------------------------------------------------------

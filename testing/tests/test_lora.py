@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from extensions_built_in.inference_engine.worker import WorkerCore
-from testing.fixtures import make_tiny_lora
+from testing.fixtures import input_image, make_tiny_lora
 from toolkit.config_modules import GenerateImageConfig, LoraRef, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models.base_model import get_model_class
@@ -80,7 +80,7 @@ def test_two_loras_equal_the_bare_pipeline_with_set_adapters(arch, tiny, tmp_pat
     assert not np.array_equal(got, np.asarray(base))          # the LoRAs do change the picture
 
 
-MIXED = [a for a in ("sd1", "sdxl", "flux", "zimage", "wan21", "qwen_image", "krea2")]
+MIXED = [a for a in ("sd1", "sdxl", "flux", "zimage", "wan21", "wan21_i2v", "qwen_image", "krea2")]
 
 
 @pytest.mark.parametrize("arch", MIXED)
@@ -99,6 +99,7 @@ def test_mixed_formats_equal_the_bare_pipeline(arch, tiny, tmp_path):
              for i, fmt in enumerate(row.formats)]
     scales = [0.8, -0.5, 0.6][:len(files)]
     video = {"num_frames": 5} if ARCHS[arch].modality == "video" else {}
+    video.update({name: input_image(tmp_path / f"{name}.png") for name in ARCHS[arch].needed_inputs})
     eng = WorkerCore(lambda msg: None)
     holder = eng._ensure_holder(_mc(folder, [{"path": f, "scale": s} for f, s in zip(files, scales)], arch), None)
     assert eng.pool.adapter_loads == len(files)

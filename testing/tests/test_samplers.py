@@ -26,8 +26,8 @@ EXCLUDED = [(a, name) for a in ARCHS for name in ARCHS[a].samplers_excluded]
 def _sample(arch, tmp_path, **over) -> dict:
     spec = ARCHS[arch]
     s = {**spec.tiny.sample, "prompt": "a small test prompt", "seed": 1234, "output_ext": FILE_EXT[spec.modality]}
-    if spec.needs_ctrl_img:
-        s["ctrl_img"] = input_image(tmp_path / "input.png", s.get("width") or 64, s.get("height") or 64)
+    for name in spec.needed_inputs:
+        s[name] = input_image(tmp_path / f"{name}.png", s.get("width") or 64, s.get("height") or 64)
     s.update(over)
     return s
 
@@ -154,7 +154,7 @@ def test_models_row_lists_the_arch_samplers(arch):
     assert set(spec.samplers_excluded) <= {s.name for s in samplers.FAMILIES.get(
         samplers.family_of(spec.scheduler_config), ())}, "an exclusion the family does not offer"
     for s in row["samplers"]:
-        GenerateImageConfig.from_dict({**({"ctrl_img": "x.png"} if spec.needs_ctrl_img else {}), **spec.tiny.sample,
+        GenerateImageConfig.from_dict({**{name: "x.png" for name in spec.needed_inputs}, **spec.tiny.sample,
                                        "sampler": s["name"]}, arch)
 
 

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field, replace
 from toolkit.latent_formats import LatentFormat
 
 # component kinds: which load policy applies (quantize/offload) and what a pool entry is
-DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR = (
-    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor")
+DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR, IMAGE_ENCODER = (
+    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor", "image_encoder")
 MODALITIES = ("image", "video", "audio")
 
 
@@ -111,7 +111,7 @@ class SingleFile:
 class Component:
     role: str                  # the pipeline's __init__ argument
     cls: str                   # library class (model_index.json may name a subclass of it)
-    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO | PROCESSOR
+    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO | PROCESSOR | IMAGE_ENCODER
     subfolder: str | None = None
     optional: bool = False     # the pipeline takes None when the model has no such component
     reader: Reader | None = None
@@ -369,6 +369,12 @@ class ArchSpec:
     def needs_ctrl_img(self) -> bool:
         """Every task needs a reference image (an edit-only arch): a request without one is refused."""
         return all("ctrl_img" in t.needs for t in self.tasks)
+
+    @property
+    def needed_inputs(self) -> tuple:
+        """The inputs every request needs, where no task runs without one: its default task's (an
+        edit-only arch's reference, an image-to-video-only arch's first frame); () otherwise."""
+        return self.tasks[0].needs if all(t.needs for t in self.tasks) else ()
 
     @property
     def default_variant(self) -> str | None:

@@ -17,7 +17,8 @@ from dataclasses import replace
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models import step_cache
-from toolkit.models.arch import AUDIO, DENOISER, PROCESSOR, TEXT_ENCODER, TOKENIZER, VAE, Component, load_class
+from toolkit.models.arch import (AUDIO, DENOISER, IMAGE_ENCODER, PROCESSOR, TEXT_ENCODER, TOKENIZER, VAE, Component,
+                                 load_class)
 from toolkit.models.patches import patched
 from toolkit.models.registry import get_arch
 from toolkit.models.step_hook import wrap_scheduler_step
@@ -65,7 +66,7 @@ class BaseModel:
                               "layer" if mc.layer_offloading else offload)
         if spec.kind == TEXT_ENCODER:
             return LoadPolicy(self.dtype, self.device, mc.qtype_te if mc.quantize_te else None, offload)
-        if spec.kind in (VAE, AUDIO):
+        if spec.kind in (VAE, AUDIO, IMAGE_ENCODER):     # an image encoder (CLIP vision) is small: never quantized
             return LoadPolicy(self.dtype, self.device, None, offload)
         return LoadPolicy(self.dtype, self.device)
 

@@ -83,7 +83,12 @@ def with_transformer_config(components: tuple, config: str, label: str) -> tuple
     return components[:-1] + (replace(components[-1], single_file=replace(WAN_FILE, config=config, label=label)),)
 
 # diffusers name -> original (Wan/ComfyUI) name, applied in order: the inverse of diffusers' rename table
-TO_ORIGINAL = (("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+TO_ORIGINAL = (("condition_embedder.image_embedder.norm1", "img_emb.proj.0"),       # I2V's image projection
+               ("condition_embedder.image_embedder.ff.net.0.proj", "img_emb.proj.1"),
+               ("condition_embedder.image_embedder.ff.net.2", "img_emb.proj.3"),
+               ("condition_embedder.image_embedder.norm2", "img_emb.proj.4"),
+               (".add_k_proj.", ".k_img."), (".add_v_proj.", ".v_img."), (".norm_added_k.", ".norm_k_img."),
+               ("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
                ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
                ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
                ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
