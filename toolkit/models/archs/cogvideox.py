@@ -19,6 +19,9 @@ SCHEDULER_CONFIG = dict(num_train_timesteps=1000, beta_start=0.00085, beta_end=0
                         steps_offset=0, timestep_spacing="trailing", trained_betas=None)
 SCHEDULER_FILE = dict(_class_name="CogVideoXDPMScheduler", **SCHEDULER_CONFIG)
 MAX_TEXT_TOKENS = 226            # the pipeline's max_sequence_length and the transformer's max_text_seq_length
+# the cosine-ramped guidance its DPM solver was tuned with (THUDM's cli_demo sets it); off by default, as the
+# pipeline and the model card run it
+SAMPLE_EXTRAS = {"use_dynamic_cfg": Extra("bool")}
 
 
 class CogVideoXModel(BaseModel):
@@ -84,9 +87,7 @@ SPEC = ArchSpec(
     defaults=SampleDefaults(720, 480, 50, 6.0, num_frames=49, fps=8, output_ext="mp4"),
     size_divisor=16,                  # 8x VAE x 2x2 DiT patches
     latents=Latents("BFCHW", 16, spatial=8, temporal=4, format=None),   # ComfyUI has no CogVideoX table
-    # the cosine-ramped guidance its DPM solver was tuned with (THUDM's cli_demo sets it); off by default, as
-    # the pipeline and the model card run it
-    sample_extras={"use_dynamic_cfg": Extra("bool")},
+    sample_extras=SAMPLE_EXTRAS,
     scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 6.0,
                       "fps": 8}),
