@@ -61,6 +61,8 @@ CROSS_PAIRS = {
     ("flux", "flux_kontext"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae")},
     ("sd1", "sd2"): {"vae": "vae"},             # SD 2.x ships SD 1.x's VAE
     ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
+    # CogVideoX-5b-I2V ships -5b's T5 and VAE
+    ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
 }
 
 

@@ -101,10 +101,11 @@ def test_a_cancel_between_items_keeps_no_file_of_the_batch(tiny, tmp_path):
 @pytest.mark.parametrize("arch", SINGLE)
 def test_archs_whose_pipeline_makes_one_refuse_a_batch(arch):
     spec = ARCHS[arch]
+    sample = {**{name: "x.png" for name in spec.needed_inputs}, **spec.tiny.sample}     # an i2v-only arch's image
     with pytest.raises(ConfigError) as e:
-        GenerateImageConfig.from_dict({**spec.tiny.sample, "batch_size": 2}, arch)
+        GenerateImageConfig.from_dict({**sample, "batch_size": 2}, arch)
     assert e.value.key == "sample.batch_size" and "batch_size must be 1" in e.value.message
-    GenerateImageConfig.from_dict({**spec.tiny.sample, "batch_size": 1}, arch)
+    GenerateImageConfig.from_dict({**sample, "batch_size": 1}, arch)
 
 
 def test_batch_size_must_be_a_positive_integer():

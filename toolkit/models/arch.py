@@ -139,8 +139,9 @@ class Component:
 class Latents:
     """What `scheduler.step` returns and how a `latent` frame carries it.
 
-    layout: BCHW | BCFHW (video) | packed (B, tokens, C*patch*patch) | packed_video (B, F*H*W tokens, C)
-            | BLC (audio, B, T, C) | BCT (audio, B, C, T). Frames are BCHW, BCFHW or BLC."""
+    layout: BCHW | BCFHW (video) | BFCHW (video, frames first: CogVideoX) | packed (B, tokens, C*patch*patch)
+            | packed_video (B, F*H*W tokens, C) | BLC (audio, B, T, C) | BCT (audio, B, C, T). Frames are BCHW,
+            BCFHW or BLC."""
     layout: str
     channels: int              # latent channels of the frame
     spatial: int = 8           # pixels per latent pixel
@@ -151,7 +152,7 @@ class Latents:
 
     @property
     def frame_layout(self) -> str:
-        return {"BCHW": "BCHW", "packed": "BCHW", "BCFHW": "BCFHW", "packed_video": "BCFHW",
+        return {"BCHW": "BCHW", "packed": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW",
                 "BLC": "BLC", "BCT": "BLC"}[self.layout]
 
     def latent_frames(self, num_frames: int) -> int:

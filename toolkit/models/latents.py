@@ -45,7 +45,7 @@ def frame_on_device(latents: torch.Tensor, spec: Latents, *, height: int, width:
         x = unpack_tokens(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
     elif spec.layout == "packed_video":
         x = unpack_video_tokens(x, spec.latent_frames(num_frames), height // spec.spatial, width // spec.spatial)
-    elif spec.layout == "BCT":
+    elif spec.layout in ("BCT", "BFCHW"):       # channels second, as the frame layouts have them
         x = x.transpose(1, 2)
     if spec.frame_layout == "BCFHW" and max_frames and x.shape[2] > max_frames:
         idx = torch.linspace(0, x.shape[2] - 1, max_frames).round().long().to(x.device)
