@@ -74,7 +74,7 @@ class Request:
     """A queued request's record: the GenerationRequest it runs (`work`), its state and its frames."""
     work: GenerationRequest
     status: str = "queued"            # queued | running | ok | error | cancelled
-    created_at: float = field(default_factory=time.time)
+    created_at: float = field(default_factory=time.time)   # set again as it joins the queue (submit)
     started_at: float | None = None
     finished_at: float | None = None
     cancel_at: float | None = None    # monotonic time the running request was asked to stop
@@ -253,6 +253,8 @@ class Engine:
                                 f"(engine.limits.max_queued); retry once some have run")
             self.requests[request_id] = req
             ahead = len(self._queue) + (self.current is not None)
+            # queued-at, taken under the queue's lock: two clients' created_at then order as the queue does
+            req.created_at = time.time()
             self._queue.append(req)
             self._cv.notify_all()
         for warning in gen.warnings:
