@@ -9,14 +9,16 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 from toolkit.errors import ConfigError, check_keys, check_values
 from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting, type_hints
-from toolkit.models.arch import IMAGE_INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
+from toolkit.models.arch import IMAGE_INPUTS, INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
 from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
 
 RESIZE_MODES = ("resize", "crop", "fill")      # A1111's resize_mode 0, 1, 2: just resize, crop and resize, resize and fill
 INPUT_ROLES = {"init_img": "the image to start from", "mask_img": "the inpaint mask: white = repaint",
                "ctrl_img": "the reference image to edit", "ctrl_img_1": "a further reference image",
-               "ctrl_img_2": "a further reference image", "ctrl_img_3": "a further reference image"}
+               "ctrl_img_2": "a further reference image", "ctrl_img_3": "a further reference image",
+               "init_video": "the video to start from or follow (a control video)",
+               "mask_video": "the video's mask: white = generate", "init_audio": "the audio to start from"}
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2")
 
@@ -209,7 +211,9 @@ MAX_SIZE = 16384          # width and height: past every arch's RoPE and VAE til
 MAX_SECONDS = 600         # audio: ten minutes, past every audio arch's training clips
 # the fields a modality has: another modality's value is taken as given and never used
 MODALITY_FIELDS = {"width": ("image", "video"), "height": ("image", "video"), "num_frames": ("video",),
-                   "fps": ("video",), "duration": ("audio",)}
+                   "fps": ("video",), "duration": ("audio",), "mask_start": ("audio",), "mask_end": ("audio",)}
+# fields only a task reads (GET /models serves them where the arch has the task; another task refuses them)
+TASK_FIELDS = {"mask_start": "audio_inpaint", "mask_end": "audio_inpaint"}
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,13 @@ class GenerateImageConfig(Settings):
     ctrl_img_3: str | None = None
     init_img: str | None = None      # the image img2img and inpaint start from (i2v: the first frame)
     mask_img: str | None = None      # inpaint mask: white = repaint
+    init_video: str | None = None    # v2v: the source or control video (its first num_frames frames)
+    mask_video: str | None = None    # v2v: where to generate (white) in init_video
+    init_audio: str | None = None    # a2a, audio_inpaint: the audio to vary or fill in
+    mask_start: float | None = setting(None, min=0, max=MAX_SECONDS, doc="audio_inpaint: the region to "
+                                       "generate anew starts here (seconds)")
+    mask_end: float | None = setting(None, min=0, max=MAX_SECONDS, exclusive_min=True,
+                                     doc="audio_inpaint: the region ends here (seconds)")
     task: str | None = setting(None, choices=(None, *TASKS), doc="None: inferred from the inputs")
     strength: float | None = setting(None, min=0, max=1, exclusive_min=True,
                                      doc="img2img/inpaint: how much of the init image is re-noised")
@@ -245,8 +256,10 @@ class GenerateImageConfig(Settings):
 
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
               "num_frames", "fps", "duration", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3", "init_img",
-              "mask_img", "task", "strength", "resize_mode", "sampler", "batch_size", "output_ext", "cache")
+              "mask_img", "init_video", "mask_video", "init_audio", "mask_start", "mask_end", "task", "strength",
+              "resize_mode", "sampler", "batch_size", "output_ext", "cache")
     IMAGE_INPUTS = IMAGE_INPUTS
+    INPUTS = INPUTS
 
     @classmethod
     def from_dict(cls, d, arch, where: str = "sample", variant: str | None = None) -> "GenerateImageConfig":
@@ -294,7 +307,9 @@ class GenerateImageConfig(Settings):
         for name in cls.COMMON:
             if spec.modality not in MODALITY_FIELDS.get(name, (spec.modality,)):
                 continue
-            if name == "negative_prompt" and not spec.uses_negative_prompt or name in IMAGE_INPUTS and name not in taken:
+            if name == "negative_prompt" and not spec.uses_negative_prompt or name in INPUTS and name not in taken:
+                continue
+            if name in TASK_FIELDS and TASK_FIELDS[name] not in {t.name for t in spec.tasks_for(variant)}:
                 continue
             out[name] = {k: v for k, v in described[name].items() if k != "default"}   # the arch's: its `sample`
         reach = spec.max_side_for(variant)
@@ -398,7 +413,7 @@ def _resolve_task(v: dict, spec: ArchSpec, where: str, variant: str | None = Non
     arch's) that needs no input, else its first) and `strength` (the task's default when unset).
     An input the task does not take, a missing one, or a task the variant does not serve is
     refused, naming the field."""
-    given = [name for name in IMAGE_INPUTS if v.get(name)]
+    given = [name for name in INPUTS if v.get(name)]
     tasks = spec.tasks_for(variant)
     served = ", ".join(t.name for t in tasks)
     who = f"arch {spec.name}" + (f" ({variant})" if variant and tasks != spec.tasks else "")
@@ -411,6 +426,10 @@ def _resolve_task(v: dict, spec: ArchSpec, where: str, variant: str | None = Non
             cause, name = "mask_img", "inpaint"
         elif v.get("init_img"):
             cause, name = "init_img", "i2v" if spec.modality == "video" else "img2img"
+        elif v.get("init_video"):
+            cause, name = "init_video", "v2v"
+        elif v.get("init_audio"):
+            cause, name = "init_audio", "audio_inpaint" if v.get("mask_start") is not None else "a2a"
         elif any(v.get(r) for r in REFERENCES):
             cause, name = next(r for r in REFERENCES if v.get(r)), "edit"
         else:
@@ -427,6 +446,11 @@ def _resolve_task(v: dict, spec: ArchSpec, where: str, variant: str | None = Non
         if not v.get(name):
             raise ConfigError(f"{where}.{name}", f"task {task.name} of arch {spec.name} needs {name} "
                               f"({INPUT_ROLES[name]})")
+    for name, needed_by in TASK_FIELDS.items():
+        if v.get(name) is not None and task.name != needed_by:
+            raise ConfigError(f"{where}.{name}", f"task {task.name} takes no {name} (only {needed_by} does)")
+    if task.name == "audio_inpaint":
+        _check_region(v, where)
     if task.strength is None and v.get("strength") is not None:
         raise ConfigError(f"{where}.strength", f"task {task.name} takes no strength (only "
                           f"{' and '.join(STRENGTH_TASKS)} re-noise an input image)")
@@ -439,6 +463,19 @@ def _resolve_task(v: dict, spec: ArchSpec, where: str, variant: str | None = Non
         # ones rounding up): under one step SD's run none, and some of them fail on the empty schedule
         raise ConfigError(f"{where}.strength", f"strength {v['strength']:g} of {steps} steps is "
                           f"less than one step: raise strength or num_inference_steps")
+
+
+def _check_region(v: dict, where: str):
+    """audio_inpaint's region: both ends, in order, inside the clip the request makes."""
+    start, end = v.get("mask_start"), v.get("mask_end")
+    for name, value in (("mask_start", start), ("mask_end", end)):
+        if value is None:
+            raise ConfigError(f"{where}.{name}", "task audio_inpaint needs mask_start and mask_end: the seconds "
+                              "of init_audio to generate anew")
+    if end <= start:
+        raise ConfigError(f"{where}.mask_end", f"{end:g} s is not after mask_start ({start:g} s)")
+    if v.get("duration") and start >= v["duration"]:
+        raise ConfigError(f"{where}.mask_start", f"{start:g} s is past the clip's end (duration {v['duration']:g} s)")
 
 
 _BOUNDS = {f.name: bound_of(f) for f in fields(GenerateImageConfig)}

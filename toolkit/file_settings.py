@@ -98,13 +98,13 @@ def public_model(mc) -> dict:
 
 
 def public_sample(gen, seed: int | None = None) -> dict:
-    """The resolved sample (defaults filled) with the seed used; image inputs by basename, which for the
+    """The resolved sample (defaults filled) with the seed used; inputs by basename, which for the
     engine is the name POST /assets gave them. `seed`: this file's seed when one request made several."""
     d = gen.to_dict()
     if seed is not None:
         d["seed"] = int(seed)
         d["batch_size"] = 1                     # this file is one image: its own seed reproduces it
-    for key in gen.IMAGE_INPUTS:
+    for key in gen.INPUTS:
         if d.get(key):
             d[key] = os.path.basename(d[key])
     return d

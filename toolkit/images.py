@@ -37,7 +37,7 @@ import warnings
 # 8192 x 8192: above any camera's frame up to 64 MP, 4x the engine's largest output (max_pixels)
 MAX_INPUT_PIXELS = 8192 * 8192
 FORMATS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "BMP": "bmp", "GIF": "gif", "TIFF": "tiff"}
-DATA_URL = re.compile(r"^data:image/([a-z0-9.+-]+);base64,", re.IGNORECASE)
+DATA_URL = re.compile(r"^data:(image|video|audio)/([a-z0-9.+-]+);base64,", re.IGNORECASE)
 MAX_DATA_URL_BYTES = 64 << 20        # the decoded size, as POST /assets takes
 
 _pil_ready = False
@@ -57,13 +57,14 @@ def is_data_url(value) -> bool:
     return isinstance(value, str) and bool(DATA_URL.match(value))
 
 
-def decode_data_url(url: str, field: str) -> tuple[bytes, str]:
-    """(bytes, extension) of a `data:image/...;base64,` URL; ConfigError(field) when it is not one."""
+def decode_data_url(url: str, field: str, kind: str = "image") -> tuple[bytes, str]:
+    """(bytes, extension) of a `data:<kind>/...;base64,` URL (kind: image, or an input video's or
+    audio's); ConfigError(field) when it is not one."""
     from toolkit.errors import ConfigError
 
     m = DATA_URL.match(url)
-    if not m:
-        raise ConfigError(field, "a data URL must read data:image/<type>;base64,<data>")
+    if not m or m.group(1).lower() != kind:
+        raise ConfigError(field, f"a data URL must read data:{kind}/<type>;base64,<data>")
     body = url[m.end():]
     if len(body) > (MAX_DATA_URL_BYTES + 2) // 3 * 4:
         raise ConfigError(field, f"the data URL holds more than {MAX_DATA_URL_BYTES} bytes")
@@ -73,7 +74,8 @@ def decode_data_url(url: str, field: str) -> tuple[bytes, str]:
         raise ConfigError(field, "the data URL is not valid base64") from None
     if not data:
         raise ConfigError(field, "the data URL is empty")
-    subtype = {"jpeg": "jpg"}.get(m.group(1).lower(), m.group(1).lower())
+    subtype = {"jpeg": "jpg", "mpeg": "mp3", "x-wav": "wav", "quicktime": "mov"}.get(m.group(2).lower(),
+                                                                                   m.group(2).lower())
     return data, subtype if subtype.isalnum() else "img"      # a file name's extension: letters and digits only
 
 

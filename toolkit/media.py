@@ -11,7 +11,7 @@ the rename, so a file is never seen without it.
     png        tEXt/iTXt chunks `parameters` and `aitk` (what A1111 writes; Pillow's add_text)
     jpg, webp  EXIF UserComment = `parameters` ("UNICODE\0" + UTF-16BE, as A1111 writes it with piexif),
                XMP <aitk:settings> = `aitk`; in JPEG each goes only where it fits its 64 KiB segment
-    mp4        container tag `comment` = `aitk` (the ©cmt atom)
+    mp4        container tag `comment` = `aitk` (the ©cmt atom); a soundtrack (LTX-2's) as an AAC stream
     wav        LIST/INFO ICMT chunk = `aitk`
     flac       Vorbis comment (ffmpeg's `comment`, written as DESCRIPTION=) = `aitk`
     mp3        ID3v2.4 COMM frame = `aitk`
@@ -251,7 +251,8 @@ def save_image(image, path, ext=None, *, quality=95, metadata=None) -> dict:
 # ----------------------------------------------------------------------------- videos
 
 
-def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bool, metadata: dict) -> None:
+def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bool, metadata: dict,
+               audio: np.ndarray | None = None, sample_rate: int | None = None) -> None:
     import av
 
     # Fraction keeps NTSC-style rates exact (29.97002997 -> 30000/1001).
@@ -268,11 +269,33 @@ def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bo
         stream.options = {"crf": "0" if lossless else str(crf), "x264-params": "mbtree=0"}
         # Frame/slice threading makes x264 output depend on scheduling; one thread is deterministic.
         stream.codec_context.thread_count = 1
+        sound = _aac_stream(container, audio, sample_rate) if audio is not None else None
         for i, arr in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(arr, format="rgb24")
             frame.pts = i
             container.mux(stream.encode(frame))
         container.mux(stream.encode())  # flush
+        if sound is not None:
+            sound_stream, sound_frame = sound
+            container.mux(sound_stream.encode(sound_frame))     # PyAV re-chunks it into AAC's frame size
+            container.mux(sound_stream.encode())
+
+
+def _aac_stream(container, audio: np.ndarray, sample_rate: int):
+    """(stream, frame): an AAC stream in `container` for float audio (C, T), and the one frame holding it."""
+    import av
+
+    if not sample_rate or sample_rate <= 0:
+        raise ValueError(f"a soundtrack needs a positive sample_rate, got {sample_rate!r}")
+    layout = {1: "mono", 2: "stereo"}.get(audio.shape[0], f"{audio.shape[0]}c")
+    stream = container.add_stream("aac", rate=int(sample_rate))
+    stream.layout = layout
+    stream.bit_rate = 192000
+    stream.codec_context.thread_count = 1
+    frame = av.AudioFrame.from_ndarray(audio.astype(np.float32), format="fltp", layout=layout)
+    frame.sample_rate = int(sample_rate)
+    frame.pts = 0
+    return stream, frame
 
 
 def _write_webp_anim(frames: np.ndarray, tmp: Path, fps: float, lossless: bool, metadata: dict) -> None:
@@ -281,13 +304,20 @@ def _write_webp_anim(frames: np.ndarray, tmp: Path, fps: float, lossless: bool, 
                    duration=1000 / fps, loop=0, lossless=lossless, **_exif_xmp(metadata, None))
 
 
-def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False, metadata=None) -> dict:
-    """Write frames as H.264 mp4 (PyAV/libx264) or animated webp (Pillow), with ``metadata``.
+def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False, metadata=None, audio=None,
+               sample_rate=None) -> dict:
+    """Write frames as H.264 mp4 (PyAV/libx264) or animated webp (Pillow), with ``metadata``;
+    ``audio`` (float in [-1, 1], as save_audio takes it) at ``sample_rate`` goes in as an AAC track
+    (mp4 only: webp has no sound).
 
     mp4 needs even dimensions for yuv420p, so odd width/height are padded by one
     edge-replicated row/column; the reported width/height are the padded ones.
     """
     path, ext = _resolve(path, ext, VIDEO_EXTS)
+    if audio is not None:
+        if ext != "mp4":
+            raise ValueError(f"{ext} video has no sound track: write mp4 for a video with audio")
+        audio = _to_audio(audio)
     metadata = _check_metadata(metadata)
     if not fps or fps <= 0:
         raise ValueError(f"fps must be positive, got {fps!r}")
@@ -299,13 +329,16 @@ def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False, me
         frames = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), mode="edge")
     with atomic_path(path) as tmp:
         if ext == "mp4":
-            _write_mp4(frames, tmp, fps, crf, lossless, metadata)
+            _write_mp4(frames, tmp, fps, crf, lossless, metadata, audio, sample_rate)
         else:
             _write_webp_anim(frames, tmp, fps, lossless, metadata)
     n = len(frames)
-    return {"path": str(path), "kind": "video", "ext": ext, "bytes": path.stat().st_size,
-            "width": frames.shape[2], "height": frames.shape[1], "num_frames": n,
-            "fps": float(fps), "duration": n / fps}
+    record = {"path": str(path), "kind": "video", "ext": ext, "bytes": path.stat().st_size,
+              "width": frames.shape[2], "height": frames.shape[1], "num_frames": n,
+              "fps": float(fps), "duration": n / fps, "audio": audio is not None}
+    if audio is not None:
+        record.update(sample_rate=int(sample_rate), channels=audio.shape[0])
+    return record
 
 
 # ----------------------------------------------------------------------------- audio

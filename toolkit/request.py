@@ -7,8 +7,10 @@ Precedence: request/CLI > [generation] > profile > variant > arch.
 import re
 from dataclasses import dataclass, field, replace
 
+from toolkit import input_media
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError, check_values
+from toolkit.models.arch import INPUT_KINDS
 from toolkit.profiles import EMPTY
 from toolkit.settings import Settings, setting
 
@@ -52,7 +54,7 @@ class Policy:
     """What a server adds to a request's validation, in three steps; the default adds nothing (the
     Generate job and the CLI run what their own user asked for). The engine's (engine.py
     EnginePolicy): the folders local paths may lie in, LoRA paths relative to its LoRA folder,
-    its limits and memory pre-flight, and input images as its assets."""
+    its limits and memory pre-flight, and inputs (images, videos, audio) as its assets."""
 
     def model(self, model):
         """The request's `model` before it is read (paths resolved, paths outside the roots refused)."""
@@ -61,8 +63,8 @@ class Policy:
     def check(self, mc: ModelConfig, gen: GenerateImageConfig):
         """The resolved request against what this server allows (ConfigError naming the field)."""
 
-    def input(self, value: str, where: str) -> str:
-        """An input image's value as the file the worker reads."""
+    def input(self, value: str, where: str, kind: str = "image") -> str:
+        """An input's value (an image, video or audio: `kind`) as the file the worker reads."""
         return value
 
 
@@ -73,8 +75,8 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
                     request_id: str | None = None, dry_run: bool = False) -> GenerationRequest:
     """`model` is a ModelConfig dict, `{profile: NAME, ...overrides}`, or a profile name; `sample` the
     sample keys; `stream` the stream options. `dry_run`: what the request would be (the form's
-    check, POST /resolve): the seed is left as given, and input images are only present (any
-    non-empty string), neither read nor stored."""
+    check, POST /resolve): the seed is left as given, and inputs are only present (any non-empty
+    string), neither read nor stored."""
     for value, where in ((model, "model"), (sample, "sample"), (stream, "stream")):
         check_values(value, where)      # before any path, log line or file sees a string
     if request_id is not None and (not isinstance(request_id, str) or not REQUEST_ID.match(request_id)):
@@ -86,9 +88,10 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
     policy.check(mc, gen)
     opts = StreamOptions.from_dict(stream, "stream")
     if not dry_run:
-        inputs = {name: policy.input(getattr(gen, name), f"sample.{name}")      # last: a data URL is stored
-                  for name in GenerateImageConfig.IMAGE_INPUTS if getattr(gen, name)}
+        inputs = {name: policy.input(getattr(gen, name), f"sample.{name}", INPUT_KINDS[name])   # last: a data
+                  for name in GenerateImageConfig.INPUTS if getattr(gen, name)}                 # URL is stored
         gen = replace(gen, **inputs).seeded()
+        input_media.check_fits(gen)
     return GenerationRequest(mc, gen, opts, request_id)
 
 

@@ -21,7 +21,7 @@ def batch_key(model, sample) -> str | None:
     spec = model.spec
     if spec.modality != "image" or not spec.batch_arg:
         return None
-    if any(getattr(sample, name) for name in GenerateImageConfig.IMAGE_INPUTS):
+    if any(getattr(sample, name) for name in GenerateImageConfig.INPUTS):
         return None
     shared = {k: v for k, v in sample.to_dict().items() if k not in PER_MEMBER}
     shared["negative_prompt_set"] = sample.negative_prompt is not None   # unset is the pipeline's default, not ""

@@ -31,7 +31,7 @@ from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
 from extensions_built_in.inference_engine.engine_settings import EngineSettings
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
-from toolkit import images
+from toolkit import images, input_media
 from toolkit.errors import ConfigError
 from toolkit.file_settings import display_name
 from toolkit.local_weights import weights_here
@@ -378,20 +378,20 @@ class Engine:
         """An upload's share of engine.limits.max_asset_bytes (a context manager; see admission.py)."""
         return self.assets.upload()
 
-    def resolve_asset(self, value: str, field: str = "sample.ctrl_img") -> str:
-        """An input image's file, checked: `value` is an asset id (the `path` POST /assets returned), a
-        path under the assets folder, or a `data:image/...;base64,` URL (stored here as an asset, within
-        engine.limits.max_asset_bytes). Anything else, wherever it points, is refused with one message
-        (the API does not say which files exist elsewhere); so is a file that is no image, a truncated
-        one, or one past toolkit.images.MAX_INPUT_PIXELS by its header (before it is decoded).
-        ConfigError names `field`."""
+    def resolve_asset(self, value: str, field: str = "sample.ctrl_img", kind: str = "image") -> str:
+        """An input's file, checked as a `kind` (image, video, audio): `value` is an asset id (the `path`
+        POST /assets returned), a path under the assets folder, or a `data:<kind>/...;base64,` URL
+        (stored here as an asset, within engine.limits.max_asset_bytes). Anything else, wherever it
+        points, is refused with one message (the API does not say which files exist elsewhere); so is
+        a file that is not of its kind, a truncated one, or one past its bounds by its header
+        (toolkit.images, toolkit.input_media: checked before it is decoded). ConfigError names `field`."""
         if not self.assets_folder:
             raise ConfigError(field, "this engine has no assets folder")
         root = os.path.realpath(self.assets_folder)
         if images.is_data_url(value):
-            full = self._store_data_url(value, field)
+            full = self._store_data_url(value, field, kind)
             try:
-                images.check_image(full, field)
+                input_media.check_input(full, field, kind)
             except ConfigError:
                 os.remove(full)             # keep no asset that no request can use
                 raise
@@ -402,12 +402,12 @@ class Engine:
             full = ""
         if not full.startswith(root + os.sep) or not os.path.isfile(full):
             raise ConfigError(field, "must be an asset id from POST /assets, a path under the assets folder, "
-                              "or a data:image/...;base64, URL")
-        images.check_image(full, field)
+                              f"or a data:{kind}/...;base64, URL")
+        input_media.check_input(full, field, kind)
         return full
 
-    def _store_data_url(self, url: str, field: str) -> str:
-        data, ext = images.decode_data_url(url, field)
+    def _store_data_url(self, url: str, field: str, kind: str = "image") -> str:
+        data, ext = images.decode_data_url(url, field, kind)
         with self.asset_upload() as upload:
             if not upload.take(len(data)):
                 raise ConfigError(field, upload.refusal)
@@ -883,8 +883,8 @@ class EnginePolicy(Policy):
         state = self.engine.worker_state
         lim.check_memory(mc, gen, state.memory if state else None)
 
-    def input(self, value, where):
-        return self.engine.resolve_asset(value, where)
+    def input(self, value, where, kind="image"):
+        return self.engine.resolve_asset(value, where, kind)
 
 
 def _time_load(req: Request, stage: str | None):

@@ -18,7 +18,7 @@ FILE_NAME = ".results.jsonl"
 RESULTS_KEPT = 1000         # entries the ring holds (and the file keeps when it is compacted)
 MAX_LIMIT = 1000            # the most entries one read returns
 COMPACT_FACTOR = 2          # a file past COMPACT_FACTOR * kept lines is cut to its newest `kept` at start
-FILE_KEYS = ("relpath", "kind", "ext", "bytes", "seed", "index", "width", "height", "num_frames", "fps", "duration")
+FILE_KEYS = ("relpath", "kind", "ext", "bytes", "seed", "index", "width", "height", "num_frames", "fps", "duration", "audio")
 
 
 def entry_for(req, seq: int, load_seconds: float | None) -> dict:

@@ -416,7 +416,7 @@ def result_record(rec: dict, index: int, out_dir: str) -> dict:
     return {"path": rec["path"], "relpath": relpath, "url": f"/outputs/{relpath}", "kind": rec["kind"],
             "ext": rec["ext"], "bytes": rec["bytes"], "seed": rec["seed"], "index": index,
             "width": rec.get("width"), "height": rec.get("height"), "num_frames": rec.get("num_frames"),
-            "fps": rec.get("fps"), "duration": rec.get("duration")}
+            "fps": rec.get("fps"), "duration": rec.get("duration"), "audio": bool(rec.get("audio"))}
 
 
 def memory_info(device: str) -> dict:

@@ -217,13 +217,20 @@ class FileLayouts:
 
 
 # what a request asks of a model; the inputs each task needs and may take (sample keys: an asset id,
-# a path under the engine's assets folder, or a data: URL)
-TASKS = ("txt2img", "img2img", "inpaint", "edit", "i2v")
+# a path under the engine's assets folder, or a data: URL), and the kind of file each input is
+TASKS = ("txt2img", "img2img", "inpaint", "edit", "i2v", "v2v", "a2a", "audio_inpaint")
 REFERENCES = ("ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3")     # edit: reference images, in order
 IMAGE_INPUTS = ("init_img", "mask_img") + REFERENCES
+VIDEO_INPUTS = ("init_video", "mask_video")   # v2v: the source or control video, its mask (white = generate)
+AUDIO_INPUTS = ("init_audio",)                # a2a, audio_inpaint: the audio to vary or fill in
+INPUT_KINDS = {**dict.fromkeys(IMAGE_INPUTS, "image"), **dict.fromkeys(VIDEO_INPUTS, "video"),
+               **dict.fromkeys(AUDIO_INPUTS, "audio")}
+INPUTS = tuple(INPUT_KINDS)
 TASK_NEEDS = {"txt2img": (), "img2img": ("init_img",), "inpaint": ("init_img", "mask_img"), "edit": ("ctrl_img",),
-              "i2v": ("init_img",)}
-STRENGTH_TASKS = ("img2img", "inpaint")       # the tasks that re-noise an input image by `strength`
+              "i2v": ("init_img",), "v2v": ("init_video",), "a2a": ("init_audio",),
+              "audio_inpaint": ("init_audio",)}
+# the tasks that re-noise their input by `strength` (a2a: Stable Audio 3's init_noise_level)
+STRENGTH_TASKS = ("img2img", "inpaint", "a2a")
 
 
 @dataclass(frozen=True)
@@ -243,8 +250,8 @@ class Task:
         if (self.strength is not None) != (self.name in STRENGTH_TASKS):
             raise ValueError(f"task {self.name}: a default strength is for {' and '.join(STRENGTH_TASKS)} only, "
                              "and they need one")
-        if set(self.takes) - set(IMAGE_INPUTS) or set(self.takes) & set(self.needs):
-            raise ValueError(f"task {self.name}: takes {self.takes} are not further image inputs")
+        if set(self.takes) - set(INPUTS) or set(self.takes) & set(self.needs):
+            raise ValueError(f"task {self.name}: takes {self.takes} are not further inputs")
 
     @property
     def needs(self) -> tuple:
@@ -252,7 +259,7 @@ class Task:
 
     @property
     def inputs(self) -> tuple:
-        """Every image input the task accepts, needed ones first."""
+        """Every input the task accepts, needed ones first."""
         return self.needs + tuple(self.takes)
 
     def public(self) -> dict:

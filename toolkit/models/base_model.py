@@ -334,10 +334,14 @@ class BaseModel:
         return "width" in params and "height" in params
 
     def input_kwargs(self, gen: GenerateImageConfig) -> dict:
-        """The task's input images as the pipeline takes them (toolkit.images.load_image: EXIF
-        orientation, RGB / L, the request's size by resize_mode): `image` (init_img, at the request
-        size; for an edit, the references at their own size, a list when there are several),
-        `mask_image` (white = repaint), and `strength` where the task has one."""
+        """The task's inputs as the pipeline takes them (toolkit.images.load_image: EXIF orientation,
+        RGB / L, the request's size by resize_mode; toolkit.input_media for videos and audio): `image`
+        (init_img, at the request size; for an edit, the references at their own size, a list when
+        there are several), `mask_image` (white = repaint), `video` and `mask` (init_video and
+        mask_video: their first num_frames frames at the request size), `audio` (init_audio at the
+        model's rate, `audio_format`, cut at the request's duration), and `strength` where the task
+        has one. An arch whose pipeline names them otherwise renames them in its holder."""
+        from toolkit import input_media
         from toolkit.images import load_image
 
         task = self.task_of(gen)
@@ -346,6 +350,13 @@ class BaseModel:
             kw["image"] = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
         if gen.mask_img:
             kw["mask_image"] = load_image(gen.mask_img, gen.width, gen.height, gen.resize_mode, mask=True)
+        for name, arg, mask in (("init_video", "video", False), ("mask_video", "mask", True)):
+            if getattr(gen, name):
+                kw[arg] = input_media.load_video(getattr(gen, name), gen.width, gen.height, gen.num_frames,
+                                                 gen.resize_mode, mask=mask)
+        if gen.init_audio:
+            rate, channels = self.audio_format()
+            kw["audio"] = input_media.load_audio(gen.init_audio, rate, channels, gen.duration or None)
         references = [load_image(getattr(gen, name)) for name in task.inputs
                       if name.startswith("ctrl_img") and getattr(gen, name)]
         if references:
@@ -353,6 +364,12 @@ class BaseModel:
         if task.strength is not None:
             kw["strength"] = gen.strength
         return kw
+
+    def audio_format(self) -> tuple[int, int]:
+        """(sample rate, channels) an input audio is brought to: its VAE's (diffusers' audio VAEs
+        name them sampling_rate and audio_channels)."""
+        config = self.pipeline.vae.config
+        return int(config.sampling_rate), int(getattr(config, "audio_channels", 2))
 
     def cond_context(self, pipe):
         """What besides its arguments decides `pipe.encode_prompt`'s outputs (the conditioning cache's

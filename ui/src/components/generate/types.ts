@@ -193,6 +193,8 @@ export interface ResultInfo {
   num_frames: number | null;
   fps: number | null;
   duration: number | null;
+  /** a video with a soundtrack (LTX-2's: an AAC track in the mp4) */
+  audio?: boolean;
 }
 
 export interface ModelForm {
