@@ -263,7 +263,8 @@ class Task:
         return self.needs + tuple(self.takes)
 
     def public(self) -> dict:
-        return {"name": self.name, "needs": list(self.needs), "takes": list(self.takes), "strength": self.strength}
+        return {"name": self.name, "needs": list(self.needs), "takes": list(self.takes), "strength": self.strength,
+                "kinds": {name: INPUT_KINDS[name] for name in self.inputs}}
 
 
 LORA_FORMATS = ("peft", "kohya", "comfyui")

@@ -11,7 +11,7 @@ import ReferenceSlots from './ReferenceSlots';
 import { StrengthField, TaskSelect } from './TaskFields';
 import { INPUT_KEYS, problemPlace, problemText } from './resolveRequest';
 import { RESIZE_LABELS, archTakes, inputsOf, referenceSlots, tasksOf } from './tasks';
-import { IMAGE_INPUTS, type ArchInfo, type ImageInput, type SampleForm } from './types';
+import { INPUT_KIND, SAMPLE_INPUTS, type ArchInfo, type SampleInput, type SampleForm } from './types';
 import type { Resolved } from './useResolve';
 
 interface Props {
@@ -26,9 +26,53 @@ interface Props {
   resolved: Pick<Resolved, 'task' | 'defaultStrength' | 'problem'>;
 }
 
-/** Whether the arch takes any input image (the panel shows only then). */
+/** Whether the arch takes any input (the panel shows only then). */
 export function archTakesInputs(arch: ArchInfo): boolean {
-  return IMAGE_INPUTS.some((k) => archTakes(arch, k)) || referenceSlots(arch).length > 0;
+  return SAMPLE_INPUTS.some((k) => archTakes(arch, k)) || referenceSlots(arch).length > 0;
+}
+
+const MEDIA_LABELS: Partial<Record<SampleInput, string>> = {
+  init_video: 'Input video (its first frames: the source or control video)',
+  mask_video: 'Mask video (optional: white is generated)',
+  init_audio: 'Input audio',
+};
+
+/** The input video, its mask and the input audio, where a task of the arch takes them (v2v, a2a,
+ * audio_inpaint); the audio_inpaint region's seconds where the arch serves that task. */
+function MediaInputs({ arch, sample, job, onChange }: Pick<Props, 'arch' | 'sample' | 'job' | 'onChange'>) {
+  const keys = (['init_video', 'mask_video', 'init_audio'] as const).filter((k) => archTakes(arch, k));
+  const region = (key: 'mask_start' | 'mask_end', text: string) =>
+    arch.fields[key] ? (
+      <label className="field">
+        {text}
+        <input
+          type="number"
+          min={0}
+          step={0.1}
+          value={sample[key] ?? ''}
+          onChange={(e) => onChange({ [key]: e.target.value === '' ? null : Number(e.target.value) })}
+          aria-label={text}
+          data-testid={`${key.replace('_', '-')}`}
+        />
+      </label>
+    ) : null;
+  return (
+    <>
+      {keys.map((key) => (
+        <ImageDrop
+          key={key}
+          kind={INPUT_KIND[key]}
+          label={`${MEDIA_LABELS[key]} (${tasksOf(arch).filter((t) => inputsOf(t).includes(key)).map((t) => t.name).join(', ')})`}
+          testId={`${key.replace('_', '-')}-drop`}
+          assetId={sample.images[key] ?? null}
+          job={job}
+          onChange={(id) => onChange({ images: { ...sample.images, [key]: id } })}
+        />
+      ))}
+      {sample.images.init_audio && region('mask_start', 'Inpaint from (s)')}
+      {sample.images.init_audio && region('mask_end', 'Inpaint to (s)')}
+    </>
+  );
 }
 
 export default function InputsPanel({ arch, sample, job, painterRef, uploadMask, onMaskPaint, onChange, resolved }: Props) {
@@ -37,7 +81,7 @@ export default function InputsPanel({ arch, sample, job, painterRef, uploadMask,
   const place = problem ? problemPlace(problem) : null;
   const mine = problem && place && 'sample' in place && INPUT_KEYS.has(place.sample) ? problemText(problem) : null;
   const images = sample.images;
-  const setImage = (key: ImageInput, id: string | null) => {
+  const setImage = (key: SampleInput, id: string | null) => {
     const next = { ...images, [key]: id };
     if (key === 'init_img') next.mask_img = null; // a mask belongs to its image
     onChange({ images: next });
@@ -90,6 +134,7 @@ export default function InputsPanel({ arch, sample, job, painterRef, uploadMask,
         <StrengthField task={task} defaultStrength={defaultStrength} chosen={sample.strength} spec={arch.fields.strength} onStrength={(v) => onChange({ strength: v })} />
       )}
       <ReferenceSlots arch={arch} slots={slots} images={images} job={job} onImages={(next) => onChange({ images: next })} />
+      <MediaInputs arch={arch} sample={sample} job={job} onChange={onChange} />
       {mine && (
         <ul className="task-notes small" data-testid="task-notes">
           <li>{mine}</li>

@@ -3,11 +3,11 @@
 // slot shows once the previous is filled; clearing one shifts the later ones down.
 import ImageDrop from './ImageDrop';
 import { withoutReference } from './tasks';
-import type { ArchInfo, ImageInput, SampleForm } from './types';
+import type { ArchInfo, SampleInput, SampleForm } from './types';
 
 interface Props {
   arch: ArchInfo;
-  slots: ImageInput[];
+  slots: SampleInput[];
   images: SampleForm['images'];
   job: { id: string; name: string } | null;
   onImages: (images: SampleForm['images']) => void;

@@ -5,7 +5,7 @@
 // included), so this file picks one and never merges them.
 import { lorasRequest, picksFromSettings } from './loras';
 import { archTakes, referenceSlots, taskInfo } from './tasks';
-import { IMAGE_INPUTS, type ArchInfo, type ModelForm, type ProfileInfo, type SampleForm } from './types';
+import { SAMPLE_INPUTS, type ArchInfo, type ModelForm, type ProfileInfo, type SampleForm } from './types';
 import { previewStream } from './previewProjection';
 
 export const DEFAULT_QTYPE = 'qfloat8';
@@ -84,6 +84,8 @@ export function sampleDefaults(defaults: Record<string, unknown>, arch: ArchInfo
     resize_mode: keep.resize_mode ?? (typeof defaults.resize_mode === 'string' ? defaults.resize_mode : 'crop'),
     sampler: keep.sampler ?? (typeof defaults.sampler === 'string' ? defaults.sampler : ''),
     batch_size: keep.batch_size ?? (Number(defaults.batch_size) || 1),
+    mask_start: keep.mask_start ?? null,
+    mask_end: keep.mask_end ?? null,
   };
 }
 
@@ -110,7 +112,7 @@ export function normalizeSample(saved: SampleForm): SampleForm {
 export function imagesFor(arch: ArchInfo, images: SampleForm['images']): SampleForm['images'] {
   if (!arch.tasks) return arch.needs_ctrl_img && images.ctrl_img ? { ctrl_img: images.ctrl_img } : {};
   const out: SampleForm['images'] = {};
-  for (const k of IMAGE_INPUTS) if (images[k] && archTakes(arch, k)) out[k] = images[k];
+  for (const k of SAMPLE_INPUTS) if (images[k] && archTakes(arch, k)) out[k] = images[k];
   return out;
 }
 
@@ -118,7 +120,7 @@ export function imagesFor(arch: ArchInfo, images: SampleForm['images']): SampleF
  * holds, and a mask painted but not uploaded yet as "present". */
 export function presentInputs(sample: Pick<SampleForm, 'images'>, maskPainted = false): SampleForm['images'] {
   const present: SampleForm['images'] = {};
-  for (const k of IMAGE_INPUTS) if (sample.images[k]) present[k] = sample.images[k];
+  for (const k of SAMPLE_INPUTS) if (sample.images[k]) present[k] = sample.images[k];
   if (maskPainted && sample.images.init_img) present.mask_img = present.mask_img ?? 'present';
   return present;
 }
@@ -199,10 +201,14 @@ export function buildGenerateBody(arch: ArchInfo, model: ModelForm, sample: Samp
 export function taskKeys(arch: ArchInfo, sample: SampleForm): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const images = sample.images ?? {};
-  for (const k of IMAGE_INPUTS) if (images[k]) out[k] = images[k];
+  for (const k of SAMPLE_INPUTS) if (images[k]) out[k] = images[k];
   if (sample.task && taskInfo(arch, sample.task)) out.task = sample.task;
   if (sample.strength !== null && Number.isFinite(sample.strength)) out.strength = Number(sample.strength);
-  if (images.init_img) out.resize_mode = sample.resize_mode || 'crop';
+  if (images.init_img || images.init_video) out.resize_mode = sample.resize_mode || 'crop';
+  for (const key of ['mask_start', 'mask_end'] as const) {
+    const v = sample[key];
+    if (images.init_audio && arch.fields?.[key] && v !== null && v !== undefined && Number.isFinite(v)) out[key] = Number(v);
+  }
   return out;
 }
 
@@ -276,7 +282,7 @@ export function sampleFormFromSettings(
   for (const key of [...COMMON_KEYS, ...Object.keys(arch.sample_extras)]) if (sample[key] !== undefined && sample[key] !== null) merged[key] = sample[key];
   const images: SampleForm['images'] = {};
   const warnings: string[] = [];
-  for (const k of IMAGE_INPUTS) {
+  for (const k of SAMPLE_INPUTS) {
     const v = sample[k];
     if (typeof v !== 'string' || !v) continue;
     if (arch.tasks && !archTakes(arch, k)) {
@@ -305,6 +311,8 @@ export function sampleFormFromSettings(
     resize_mode: str(sample.resize_mode, str(defaults.resize_mode, 'crop')),
     sampler,
     batch_size: arch.batch && Number.isInteger(batch) && batch >= 1 ? Math.min(batch, arch.fields?.batch_size?.max ?? batch) : 1,
+    ...(typeof sample.mask_start === 'number' ? { mask_start: sample.mask_start } : {}),
+    ...(typeof sample.mask_end === 'number' ? { mask_end: sample.mask_end } : {}),
   });
   return { sample: form, warnings };
 }

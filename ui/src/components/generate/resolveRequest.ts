@@ -4,7 +4,7 @@
 import { apiFetch } from '@/utils/api';
 import type { FieldNote } from './formChecks';
 import { presentInputs, requestModel, requestSample } from './requestBody';
-import { IMAGE_INPUTS, type ArchInfo, type ModelForm, type SampleForm } from './types';
+import { SAMPLE_INPUTS, type ArchInfo, type ModelForm, type SampleForm } from './types';
 
 /** A refusal (the 422 /generate would give): the field it names ("sample.strength", "model.loras[0].path") and why. */
 export interface ResolveProblem {
@@ -79,7 +79,7 @@ export function problemText(problem: ResolveProblem): string {
 }
 
 /** The sample keys the inputs panel holds: a refusal naming one shows there (InputsPanel.tsx). */
-export const INPUT_KEYS = new Set<string>([...IMAGE_INPUTS, 'task', 'strength', 'resize_mode']);
+export const INPUT_KEYS = new Set<string>([...SAMPLE_INPUTS, 'task', 'strength', 'resize_mode']);
 
 /** The form's notes with the engine's refusal of one of its sample fields among them, unless a note of
  * the form's own already speaks of that field. */

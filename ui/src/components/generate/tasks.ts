@@ -1,6 +1,6 @@
 // Tasks and input images, from the arch's `tasks` in GET /models (never a per-arch table here): which
 // inputs the form offers. Which task a request runs is the engine's answer (POST /resolve, useResolve.ts).
-import { REFERENCE_INPUTS, type ArchInfo, type ImageInput, type SampleForm, type TaskInfo } from './types';
+import { REFERENCE_INPUTS, type ArchInfo, type SampleInput, type SampleForm, type TaskInfo } from './types';
 
 /** Words for `sample.resize_mode`'s choices (GET /models `fields.resize_mode.choices`): how the engine
  * brings init_img and mask_img to the request size (A1111's modes). */
@@ -20,12 +20,12 @@ export function taskInfo(arch: ArchInfo, name: string | null | undefined): TaskI
 export const inputsOf = (task: TaskInfo): string[] => [...task.needs, ...task.takes];
 
 /** Whether any of the arch's tasks takes this input. */
-export function archTakes(arch: ArchInfo, input: ImageInput): boolean {
+export function archTakes(arch: ArchInfo, input: SampleInput): boolean {
   return tasksOf(arch).some((t) => inputsOf(t).includes(input));
 }
 
 /** The reference-image slots an edit arch offers: ctrl_img, then ctrl_img_1..3 as far as its tasks take them. */
-export function referenceSlots(arch: ArchInfo): ImageInput[] {
+export function referenceSlots(arch: ArchInfo): SampleInput[] {
   if (!arch.tasks) return arch.needs_ctrl_img ? ['ctrl_img'] : []; // an older engine: one control image
   return REFERENCE_INPUTS.filter((r) => archTakes(arch, r));
 }
@@ -51,7 +51,7 @@ export function assetUploadName(fileName: string, fallback = 'image.png'): strin
 }
 
 /** The sample's image inputs without the references from `slot` on shifted one down (a slot cleared). */
-export function withoutReference(images: SampleForm['images'], slots: ImageInput[], slot: ImageInput): SampleForm['images'] {
+export function withoutReference(images: SampleForm['images'], slots: SampleInput[], slot: SampleInput): SampleForm['images'] {
   const at = slots.indexOf(slot);
   if (at < 0) return { ...images, [slot]: null };
   const kept = slots.map((s) => images[s] ?? null).filter((_, i) => i !== at);

@@ -74,12 +74,14 @@ export interface SamplerInfo {
 
 /** One task of an arch (GET /models): the engine infers it from the inputs a request sets. */
 export interface TaskInfo {
-  name: 'txt2img' | 'img2img' | 'inpaint' | 'edit' | 'i2v' | string;
-  /** sample keys it needs (init_img, mask_img, ctrl_img) and may also take (ctrl_img_1..3) */
+  name: 'txt2img' | 'img2img' | 'inpaint' | 'edit' | 'i2v' | 'v2v' | 'a2a' | 'audio_inpaint' | string;
+  /** sample keys it needs (init_img, mask_img, ctrl_img, init_video, init_audio) and may also take (ctrl_img_1..3, mask_video) */
   needs: string[];
   takes: string[];
-  /** img2img / inpaint: the default strength */
+  /** img2img / inpaint / a2a: the default strength */
   strength: number | null;
+  /** the kind of file each input is (newer engines) */
+  kinds?: Record<string, 'image' | 'video' | 'audio'>;
 }
 
 /** A named local model from the engine's profiles file (no paths). */
@@ -230,8 +232,12 @@ export interface SampleForm {
   duration: number;
   output_ext: string;
   extras: Record<string, unknown>;
-  /** input images by sample key (init_img, mask_img, ctrl_img, ctrl_img_1..3): the asset id POST /assets returned */
-  images: Partial<Record<ImageInput, string | null>>;
+  /** inputs by sample key (init_img, mask_img, ctrl_img, ctrl_img_1..3, init_video, mask_video, init_audio):
+   * the asset id POST /assets returned */
+  images: Partial<Record<SampleInput, string | null>>;
+  /** audio_inpaint: the seconds of the input audio generated anew (null: not set) */
+  mask_start?: number | null;
+  mask_end?: number | null;
   /** '' = automatic: the engine infers it from the inputs (POST /resolve says which) */
   task: string;
   /** null = the task's own default (POST /resolve says which) */
@@ -242,8 +248,21 @@ export interface SampleForm {
   batch_size: number;
 }
 
-export const IMAGE_INPUTS = ['init_img', 'mask_img', 'ctrl_img', 'ctrl_img_1', 'ctrl_img_2', 'ctrl_img_3'] as const;
-export type ImageInput = (typeof IMAGE_INPUTS)[number];
+/** A request's inputs by sample key: images, then the input video, its mask and the input audio
+ * (v2v, a2a, audio_inpaint), each an asset id. The kind of file each is: INPUT_KIND. */
+export const SAMPLE_INPUTS = ['init_img', 'mask_img', 'ctrl_img', 'ctrl_img_1', 'ctrl_img_2', 'ctrl_img_3', 'init_video', 'mask_video', 'init_audio'] as const;
+export type SampleInput = (typeof SAMPLE_INPUTS)[number];
+export const INPUT_KIND: Record<SampleInput, 'image' | 'video' | 'audio'> = {
+  init_img: 'image',
+  mask_img: 'image',
+  ctrl_img: 'image',
+  ctrl_img_1: 'image',
+  ctrl_img_2: 'image',
+  ctrl_img_3: 'image',
+  init_video: 'video',
+  mask_video: 'video',
+  init_audio: 'audio',
+};
 /** The reference images of an edit task, in the order the engine fills them. */
 export const REFERENCE_INPUTS = ['ctrl_img', 'ctrl_img_1', 'ctrl_img_2', 'ctrl_img_3'] as const;
 

@@ -6,7 +6,7 @@
 // now, asking at once if the last one is stale (Generate uses it).
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { INPUT_KEYS, dryRun, formAnswer, problemPlace, type ResolveAnswer } from './resolveRequest';
-import { IMAGE_INPUTS, type ArchInfo, type ModelForm, type SampleForm } from './types';
+import { SAMPLE_INPUTS, type ArchInfo, type ModelForm, type SampleForm } from './types';
 
 const DEBOUNCE_MS = 250;
 
@@ -17,7 +17,7 @@ export function useResolve(jobId: string | null, enabled: boolean, arch: ArchInf
   const key = ask ? JSON.stringify(ask) : '';
   // what decides the task: the model, the input images, the chosen task
   const modelKey = ask ? JSON.stringify(ask.body.model) : '';
-  const inputsKey = ask ? JSON.stringify([modelKey, ...[...IMAGE_INPUTS, 'task'].map((k) => ask.body.sample[k] ?? null)]) : '';
+  const inputsKey = ask ? JSON.stringify([modelKey, ...[...SAMPLE_INPUTS, 'task'].map((k) => ask.body.sample[k] ?? null)]) : '';
   const [answer, setAnswer] = useState<Tagged | null>(null);
   /** the last answer that named a task */
   const [known, setKnown] = useState<Tagged | null>(null);
