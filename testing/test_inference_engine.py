@@ -55,6 +55,7 @@ CROSS_PAIRS = {
     ("wan21", "wan22_5b"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
     ("wan21", "wan22_a14b"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("wan21", "wan21_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("wan21", "wan_vace"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("wan22_a14b", "wan22_a14b_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("qwen_image", "qwen_image_edit"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("flux", "chroma"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer", "vae": "vae"},

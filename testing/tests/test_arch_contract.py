@@ -29,13 +29,14 @@ import pytest
 import torch
 
 from testing import test_inference_engine as sweep
-from testing.fixtures import input_image, input_mask
+from testing.fixtures import input_audio, input_image, input_mask, input_video
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.file_settings import public_sample, settings_from_metadata
 from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS, read_metadata, save_media
 from toolkit.images import load_image
+from toolkit.input_media import load_video
 from toolkit.models import latents as latent_frames
-from toolkit.models.arch import DENOISER, MODALITIES, TASKS, load_class
+from toolkit.models.arch import DENOISER, IMAGE_INPUTS, MODALITIES, STRENGTH_TASKS, TASKS, load_class
 from toolkit.models.base_model import BaseModel, get_model_class
 from toolkit.models.registry import ARCHS
 from toolkit.models.step_hook import wrap_scheduler_step
@@ -48,6 +49,7 @@ ARCH_NAMES = tuple(ARCHS)
 TASK_CASES = tuple((a, t.name) for a in ARCH_NAMES for t in ARCHS[a].tasks[1:])
 FILE_EXT = {"image": "png", "video": "mp4", "audio": "wav"}
 MAX_TINY_BYTES = 16_000_000
+STRENGTH_ARGS = ("strength", "init_noise_level")      # the pipelines' names for a task's strength
 
 
 def _sample(arch: str, tmp_path, **over) -> dict:
@@ -107,13 +109,18 @@ def test_row(arch):
         init = set(inspect.signature(cls.__init__).parameters)
         assert set(roles) <= init, f"{task.pipeline} takes no {sorted(set(roles) - init)}"
         call = inspect.signature(cls.__call__).parameters
-        wanted = {"image"} if task.inputs else set()
-        wanted |= {"mask_image"} if "mask_img" in task.inputs else set()
-        assert wanted <= set(call), f"{task.name}: {task.pipeline} takes no {sorted(wanted - set(call))}"
+        # the arguments the base holder makes of the inputs (a holder that renames them is checked by its run)
+        if spec.holder is None or spec.holder.input_kwargs is BaseModel.input_kwargs:
+            wanted = {"image"} if set(task.inputs) & set(IMAGE_INPUTS) else set()
+            wanted |= {"mask_image"} if "mask_img" in task.inputs else set()
+            wanted |= {"video"} if "init_video" in task.inputs else set()
+            wanted |= {"audio"} if "init_audio" in task.inputs else set()
+            assert wanted <= set(call), f"{task.name}: {task.pipeline} takes no {sorted(wanted - set(call))}"
+        strength = next((call[a] for a in STRENGTH_ARGS if a in call), None)
         if task.strength is not None:
-            assert task.strength == call["strength"].default, f"{task.name}: default strength is not the pipeline's"
+            assert task.strength == strength.default, f"{task.name}: default strength is not the pipeline's"
         else:
-            assert "strength" not in call or task.name not in ("img2img", "inpaint")
+            assert strength is None or task.name not in STRENGTH_TASKS
     assert spec.public()["tasks"] == [t.public() for t in spec.tasks]
 
 
@@ -247,14 +254,22 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
 def _task_inputs(spec, row, tmp_path) -> dict:
     """Input files for `row`'s inputs, of other sizes than the request (the resize runs): init 16 px
     wider and 8 px lower (crop), the mask at twice the size, references of their own sizes (at least
-    64 px: Flux.2 refuses smaller)."""
+    64 px: Flux.2 refuses smaller); a video longer than the request (its first frames are used), its
+    mask at twice the size; an audio at another rate and channel count than the model's."""
     w, h = spec.tiny.sample.get("width") or 64, spec.tiny.sample.get("height") or 64
+    frames = spec.tiny.sample.get("num_frames") or 1
     out = {}
     for i, name in enumerate(row.inputs):
         if name == "init_img":
             out[name] = input_image(tmp_path / "init.png", w + 16, h - 8)
         elif name == "mask_img":
             out[name] = input_mask(tmp_path / "mask.png", 2 * w, 2 * h)
+        elif name == "init_video":
+            out[name] = input_video(tmp_path / "init.mp4", w + 16, h - 8, frames + 4)
+        elif name == "mask_video":
+            out[name] = input_video(tmp_path / "mask.mp4", 2 * w, 2 * h, frames + 4, mask=True)
+        elif name == "init_audio":
+            out[name] = input_audio(tmp_path / "init.wav", (spec.tiny.sample.get("duration") or 1.0) + 0.5)
         else:
             out[name] = input_image(tmp_path / f"{name}.png", max(w, 64) + 8 * i, max(h, 64) + 16)
     if row.strength is not None:      # the tiny's steps, or enough that one step runs at the default strength
@@ -271,14 +286,24 @@ def _assert_prepared_inputs(kwargs, gen, row):
     if gen.init_img:
         want = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
         assert want.size == (gen.width, gen.height) and same(kwargs["image"], want)
-    elif refs:
-        got = kwargs["image"] if isinstance(kwargs["image"], list) else [kwargs["image"]]
-        assert len(got) == len(refs) and all(same(a, b) for a, b in zip(got, refs))
+    elif refs:          # `image` (a list when several), or where the arch's holder passes them
+        lists = [v if isinstance(v, list) else [v] for v in kwargs.values()]
+        assert any(len(got) == len(refs) and all(hasattr(a, "mode") and same(a, b) for a, b in zip(got, refs))
+                   for got in lists), "no argument holds the references as load_image prepares them"
     if gen.mask_img:
         want = load_image(gen.mask_img, gen.width, gen.height, gen.resize_mode, mask=True)
         assert want.mode == "L" and same(kwargs["mask_image"], want)
-    if row.strength is not None:
-        assert kwargs["strength"] == gen.strength
+    for name, mask in (("init_video", False), ("mask_video", True)):
+        if getattr(gen, name):       # the first num_frames frames at the request size, wherever the arch passes them
+            want = load_video(getattr(gen, name), gen.width, gen.height, gen.num_frames, gen.resize_mode, mask=mask)
+            got = [v for v in kwargs.values() if isinstance(v, list) and len(v) == len(want)
+                   and all(same(a, b) for a, b in zip(v, want))]
+            assert got, f"{name}: no argument holds its first {gen.num_frames} frames at {gen.width}x{gen.height}"
+    if gen.init_audio:
+        got = [v for v in kwargs.values() if isinstance(v, torch.Tensor) and v.ndim == 3 and v.shape[0] == 1]
+        assert got and got[0].shape[2] <= round(gen.duration * 48000) + 1, "no input audio cut at the duration"
+    if row.strength is not None:     # Stable Audio 3's a2a names it init_noise_level
+        assert kwargs.get("strength", kwargs.get("init_noise_level")) == gen.strength
 
 
 def _decoded(path) -> dict:

@@ -26,7 +26,7 @@ from toolkit.models.tiny.checkpoints import original_state, write_component
 # each arch's files; model.arch is given where another arch takes the same file first
 DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "pixart",
              "qwen_image", "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b",
-             "wan22_a14b_i2v", "zimage")
+             "wan22_a14b_i2v", "wan_vace", "zimage")
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
@@ -315,6 +315,8 @@ REAL = (
     ("wan22_5b", "wan2.2-ti2v-5b", "wan22_5b", None, ()),
     ("wan21_i2v", "wan2.1-i2v-14b", "wan21_i2v", None, ()),
     ("wan22_a14b_i2v", "wan2.2-i2v-a14b", "wan22_a14b_i2v", None, ()),
+    ("wan_vace", "wan2.1-vace-1.3b", "wan_vace", None, ()),
+    ("wan_vace", "wan2.1-vace-14b", "wan_vace", None, ()),
     ("ltx", "ltxv-2b", "ltx", None, ()),
     ("ltx", "ltxv-13b", "ltx", None, ()),
     ("hunyuan_video", "hunyuanvideo", "hunyuan_video", None, ()),

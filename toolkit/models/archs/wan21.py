@@ -30,7 +30,15 @@ TRANSFORMER_KNOWN = {"wan2.1-t2v-1.3b": WAN21_1_3B, "wan2.1-t2v-14b": WAN_14B, "
 
 
 def transformer_signature(view) -> dict:
-    """What an original-layout Wan file's shapes tell (the heads they do not: 128 wide in every release)."""
+    """What an original-layout Wan file's shapes tell (the heads they do not: 128 wide in every release);
+    a file with VACE blocks is wan_vace's, not a plain Wan transformer."""
+    if view.has("vace_patch_embedding.weight"):
+        raise FileKindError("VACE blocks (vace_patch_embedding): a Wan VACE transformer, arch wan_vace")
+    return wan_signature(view)
+
+
+def wan_signature(view) -> dict:
+    """The shapes every original-layout Wan transformer has."""
     if not view.has("patch_embedding.weight") or not view.has("head.head.weight"):
         raise FileKindError("no patch_embedding / head.head: not a Wan transformer")
     width, in_channels, *patch = view.shape("patch_embedding.weight")

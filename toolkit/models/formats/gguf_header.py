@@ -51,8 +51,10 @@ def describe(path: str) -> dict:
     qtype = max(pool, key=pool.get) if pool else None
     names = [t.name for t in reader.tensors]
     prefix = next((p for p in PREFIXES if names and all(n.startswith(p) for n in names)), "")
-    cls = next((c for c, (row, _) in readable().items()
-                if row.architecture == arch and (not row.anchor or prefix + row.anchor in names)), None)
+    # a row whose anchor the file carries before a row without one (Wan VACE's files are wan files too)
+    fits = [(not row.anchor, c) for c, (row, _) in readable().items()
+            if row.architecture == arch and (not row.anchor or prefix + row.anchor in names)]
+    cls = min(fits, key=lambda f: f[0])[1] if fits else None
     return {"path": os.path.abspath(path), "size_bytes": os.path.getsize(path), "gguf_architecture": arch,
             "cls": cls, "archs": archs_for_class(cls) if cls else [], "prefix": prefix, "tensor_count": len(names),
             "tensor_types": dict(sorted(counts.items())), "qtype": qtype,
