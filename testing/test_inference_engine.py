@@ -64,6 +64,8 @@ CROSS_PAIRS = {
     ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    # Z-Image Omni runs Z-Image's Qwen3 and VAE (its own transformer and SigLIP2)
+    ("zimage", "zimage_omni"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
 }
 
 

@@ -205,6 +205,16 @@ def test_shared_layouts_are_guessed_and_model_arch_decides(tiny, tmp_path, no_hu
     assert type(holder.pipeline).__name__ == "FluxKontextPipeline"
 
 
+def test_a_chroma_file_carries_the_flag_its_inpaint_pipeline_reads(tiny, tmp_path, no_hub, folder_model):
+    """ChromaInpaintPipeline reads transformer.config.guidance_embeds, which Chroma1-HD's config.json keeps
+    from Flux (ChromaTransformer2DModel takes no such argument): read from a file, the denoiser has it as the
+    folder's has, so the inpaint task runs on a ComfyUI file too."""
+    folder = tiny("chroma")
+    holder = load(model_of_files("chroma", folder, denoiser_files("chroma", folder, tmp_path)))
+    assert holder.loaded["transformer"].config.guidance_embeds is False
+    assert folder_model("chroma").loaded["transformer"].config.guidance_embeds is False
+
+
 def test_a_wan22_a14b_model_takes_its_low_noise_expert_from_its_own_file(tiny, tmp_path, no_hub):
     folder = tiny("wan22_a14b")
     files = denoiser_files("wan22_a14b", folder, tmp_path)

@@ -145,6 +145,8 @@ def test_data_urls():
     ("qwen_image_edit", {"ctrl_img": "a.png", "ctrl_img_1": "b.png"}, "edit", None),
     ("flux2_klein", {}, "txt2img", None),
     ("flux2_klein", {"ctrl_img": "a.png", "ctrl_img_3": "d.png"}, "edit", None),
+    ("flux2_klein", {"init_img": "a.png", "mask_img": "m.png", "ctrl_img": "r.png"}, "inpaint", 0.8),
+    ("chroma", {"init_img": "a.png", "mask_img": "m.png"}, "inpaint", 0.6),
 ])
 def test_task_is_inferred_from_the_inputs(arch, sample, task, strength):
     gen = GenerateImageConfig.from_dict(sample, arch)
@@ -155,7 +157,9 @@ def test_task_is_inferred_from_the_inputs(arch, sample, task, strength):
 
 @pytest.mark.parametrize("arch,sample,field", [
     ("cogview4", {"init_img": "a.png"}, "sample.init_img"),          # no img2img
-    ("chroma", {"init_img": "a.png", "mask_img": "m.png"}, "sample.mask_img"),     # no inpaint
+    ("cogview4", {"init_img": "a.png", "mask_img": "m.png"}, "sample.mask_img"),   # no inpaint
+    ("flux2_klein", {"init_img": "a.png", "mask_img": "m.png", "ctrl_img_1": "b.png"}, "sample.ctrl_img_1"),
+    ("zimage_omni", {"ctrl_img": "a.png"}, "sample.ctrl_img"),        # no edit (diffusers 0.42.1: see its file)
     ("sd1", {"ctrl_img": "a.png"}, "sample.ctrl_img"),               # no edit
     ("wan21", {"init_img": "a.png"}, "sample.init_img"),             # no i2v
     ("sd1", {"mask_img": "m.png"}, "sample.init_img"),               # inpaint needs the image
@@ -188,7 +192,9 @@ def test_models_serves_tasks_with_their_inputs():
     assert sd1["tasks"][2] == {"name": "inpaint", "needs": ["init_img", "mask_img"], "takes": [], "strength": 1.0}
     assert edit["needs_ctrl_img"] and edit["tasks"] == [
         {"name": "edit", "needs": ["ctrl_img"], "takes": ["ctrl_img_1", "ctrl_img_2"], "strength": None}]
-    assert not klein["needs_ctrl_img"] and [t["name"] for t in klein["tasks"]] == ["txt2img", "edit"]
+    assert not klein["needs_ctrl_img"] and [t["name"] for t in klein["tasks"]] == ["txt2img", "edit", "inpaint"]
+    assert klein["tasks"][2] == {"name": "inpaint", "needs": ["init_img", "mask_img"], "takes": ["ctrl_img"],
+                                 "strength": 0.8}
     i2v = ARCHS["wan21_i2v"].public()
     assert not i2v["needs_ctrl_img"] and i2v["tasks"] == [{"name": "i2v", "needs": ["init_img"], "takes": [],
                                                            "strength": None}]
@@ -199,6 +205,22 @@ def test_needed_inputs_are_those_no_task_runs_without():
     assert ARCHS["wan21_i2v"].needed_inputs == ARCHS["wan22_a14b_i2v"].needed_inputs == ("init_img",)
     assert ARCHS["qwen_image_edit"].needed_inputs == ("ctrl_img",)
     assert ARCHS["sd1"].needed_inputs == ARCHS["wan22_5b"].needed_inputs == ARCHS["flux2_klein"].needed_inputs == ()
+
+
+def test_klein_inpaint_passes_its_reference_as_image_reference(tmp_path):
+    """Flux.2 Klein's inpaint: `image` is the init image at the request size, the optional reference
+    (ctrl_img, at its own size) is `image_reference`; without one, no image_reference is passed."""
+    from toolkit.models.base_model import get_model_class
+
+    init, mask = input_image(tmp_path / "init.png", 80, 56), input_mask(tmp_path / "mask.png", 64, 64)
+    ref = input_image(tmp_path / "ref.png", 72, 96)
+    holder = get_model_class("flux2_klein")({"arch": "flux2_klein", "name_or_path": "tiny:flux2_klein"}, device="cpu")
+    sample = {"width": 64, "height": 64, "num_inference_steps": 4, "init_img": init, "mask_img": mask}
+    kw = holder.input_kwargs(GenerateImageConfig.from_dict({**sample, "ctrl_img": ref}, "flux2_klein"))
+    assert kw["image"].size == (64, 64) and kw["mask_image"].size == (64, 64) and kw["strength"] == 0.8
+    assert kw["image_reference"].size == (72, 96)
+    assert np.array_equal(np.asarray(kw["image_reference"]), np.asarray(Image.open(ref).convert("RGB")))
+    assert "image_reference" not in holder.input_kwargs(GenerateImageConfig.from_dict(sample, "flux2_klein"))
 
 
 # -- a task switch on a resident model -----------------------------------------------------------------

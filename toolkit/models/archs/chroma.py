@@ -18,15 +18,18 @@ SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=3.0, use_dynamic_shiftin
                         time_shift_type="exponential")
 SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", **SCHEDULER_CONFIG)
 
-# lodestones/Chroma1-HD transformer/config.json; and the tiny factory's
+# lodestones/Chroma1-HD transformer/config.json; and the tiny factory's. The repo's config keeps Flux's
+# `guidance_embeds: false`, which ChromaTransformer2DModel does not take (diffusers keeps it in the config,
+# with a warning) and ChromaInpaintPipeline reads: a file's config carries it as the repo's does.
 TRANSFORMER_KNOWN = {
     "chroma1-hd": dict(patch_size=1, in_channels=64, out_channels=None, num_layers=19, num_single_layers=38,
                        attention_head_dim=128, num_attention_heads=24, joint_attention_dim=4096,
                        axes_dims_rope=[16, 56, 56], approximator_num_channels=64, approximator_hidden_dim=5120,
-                       approximator_layers=5),
+                       approximator_layers=5, guidance_embeds=False),
     "tiny": dict(patch_size=1, in_channels=64, out_channels=None, num_layers=2, num_single_layers=2,
                  attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32, axes_dims_rope=[4, 6, 6],
-                 approximator_num_channels=64, approximator_hidden_dim=32, approximator_layers=1),
+                 approximator_num_channels=64, approximator_hidden_dim=32, approximator_layers=1,
+                 guidance_embeds=False),
 }
 
 
@@ -88,15 +91,16 @@ def _tiny(b):
             patch_size=1, in_channels=64, num_layers=2, num_single_layers=2, attention_head_dim=16,
             num_attention_heads=2, joint_attention_dim=text_encoder.config.d_model, axes_dims_rope=(4, 6, 6),
             approximator_num_channels=64, approximator_hidden_dim=32, approximator_layers=1).eval()
+        transformer.register_to_config(guidance_embeds=False)      # as the repo's config.json has it
     return dict(tokenizer=tokenizer, text_encoder=text_encoder, vae=vae, transformer=transformer,
                 scheduler=kit.flow_match_scheduler(**SCHEDULER_CONFIG))
 
 
 SPEC = ArchSpec(
     name="chroma", modality="image", default_name_or_path="lodestones/Chroma1-HD", pipeline="ChromaPipeline",
-    # no inpaint: diffusers 0.42.1's ChromaInpaintPipeline reads transformer.config.guidance_embeds,
-    # which ChromaTransformer2DModel has not
-    tasks=(Task("txt2img", "ChromaPipeline"), Task("img2img", "ChromaImg2ImgPipeline", strength=0.9)),
+    # inpaint reads transformer.config.guidance_embeds: the repo's config.json has it (TRANSFORMER_KNOWN)
+    tasks=(Task("txt2img", "ChromaPipeline"), Task("img2img", "ChromaImg2ImgPipeline", strength=0.9),
+           Task("inpaint", "ChromaInpaintPipeline", strength=0.6)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),

@@ -4,6 +4,9 @@ c*4 + dy*2 + dx, as toolkit/models/latents.py unpacks). The distilled models (4 
 guidance; the base models run CFG against an empty prompt. `is_distilled` is the repo's
 model_index.json setting. The common call (no negative prompt: CFG, on base models only, is
 against ""); the edit task passes up to 4 reference images (ctrl_img, ctrl_img_1..3) as `image`.
+Inpaint (Flux2KleinInpaintPipeline) repaints the mask of `init_img`, optionally after one reference
+image (ctrl_img, its `image_reference`); its output has the init image's size, which load_image made
+the request's (past 1024x1024 pixels the pipeline scales the image down to that area first).
 
 Its files: BFL's original layout (ComfyUI's `diffusion_models/flux-2-klein-4b.safetensors`), read with
 the configs below. A file tells 4B from 9B, not a base model from its distilled one (the same
@@ -114,6 +117,15 @@ TRANSFORMER_FILE = SingleFile(
 
 
 class Flux2KleinModel(BaseModel):
+    def input_kwargs(self, gen) -> dict:
+        """Inpaint: `image` stays the init image; the reference (ctrl_img) is the pipeline's `image_reference`."""
+        kw = super().input_kwargs(gen)
+        if self.task_of(gen).name == "inpaint" and gen.ctrl_img:
+            from toolkit.images import load_image
+            kw["image_reference"] = load_image(gen.ctrl_img)
+            kw["image"] = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
+        return kw
+
     def pipeline_config(self) -> dict:
         """A file carries no model_index.json: `is_distilled` is then the variant's (the base ones are not)."""
         config = super().pipeline_config()
@@ -161,9 +173,10 @@ _BASE = {"num_inference_steps": 50, "guidance_scale": 4.0}         # diffusers' 
 SPEC = ArchSpec(
     name="flux2_klein", modality="image", default_name_or_path="black-forest-labs/FLUX.2-klein-4B",
     pipeline="Flux2KleinPipeline", holder=Flux2KleinModel,
-    # one pipeline for both: `image` (up to 4 references) makes it an edit
+    # one pipeline for both: `image` (up to 4 references) makes it an edit; inpaint may take one reference
     tasks=(Task("txt2img", "Flux2KleinPipeline"),
-           Task("edit", "Flux2KleinPipeline", takes=("ctrl_img_1", "ctrl_img_2", "ctrl_img_3"))),
+           Task("edit", "Flux2KleinPipeline", takes=("ctrl_img_1", "ctrl_img_2", "ctrl_img_3")),
+           Task("inpaint", "Flux2KleinInpaintPipeline", takes=("ctrl_img",), strength=0.8)),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen3"),
