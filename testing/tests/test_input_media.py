@@ -170,3 +170,98 @@ def test_data_urls_of_each_kind():
     assert images.decode_data_url(f"data:audio/mpeg;base64,{body}", "f", "audio") == (b"abc", "mp3")
     with pytest.raises(ConfigError, match="data:audio/"):
         images.decode_data_url(f"data:image/png;base64,{body}", "sample.init_audio", "audio")
+
+
+# -- the engine over HTTP: audio and video inputs as assets ---------------------------------------
+TOKEN = "test-token-media"
+
+
+@pytest.fixture(scope="module")
+def eng(tiny, tmp_path_factory):
+    from testing.engine_client import InProcessEngine
+
+    e = InProcessEngine(str(tmp_path_factory.mktemp("engine_media")), token=TOKEN)
+    e.tiny = tiny
+    yield e
+    e.close()
+
+
+def _body(eng, arch, **sample):
+    from toolkit.models.registry import ARCHS
+
+    return {"model": {"arch": arch, "name_or_path": eng.tiny(arch)},
+            "sample": {**ARCHS[arch].tiny.sample, "prompt": "a test", "seed": 7, **sample}}
+
+
+def _upload(eng, name: str, data: bytes) -> str:
+    r = eng.client.post("/assets", params={"name": name}, content=data)
+    assert r.status_code == 200, r.text
+    return r.json()["path"]
+
+
+def _result(frames) -> tuple[dict, dict]:
+    types = [h["type"] for h, _ in frames]
+    assert types[0] == "start" and types[-1] == "end" and frames[-1][0]["status"] == "ok", frames[-2][0]
+    return frames[0][0], next(h for h, _ in frames if h["type"] == "result")
+
+
+def _decoded_audio(data: bytes):
+    import io
+
+    with av.open(io.BytesIO(data)) as c:
+        return np.concatenate([f.to_ndarray() for f in c.decode(c.streams.audio[0])], axis=1)
+
+
+def test_audio_tasks_from_an_upload_and_a_data_url(eng, tmp_path):
+    """stable_audio3's a2a from an uploaded wav (another rate, mono) and its audio_inpaint from a data URL:
+    the start frame says the task, and each file differs from text-to-audio's and from each other."""
+    import base64
+
+    from testing.fixtures import input_audio
+
+    wav = open(input_audio(tmp_path / "in.wav", 1.5, 22050), "rb").read()
+    asset = _upload(eng, "loop.wav", wav)
+    start, a2a = _result(eng.client.stream(_body(eng, "stable_audio3", init_audio=asset, strength=0.7)))
+    assert (start["sample"]["task"], start["sample"]["strength"]) == ("a2a", 0.7)
+    url = "data:audio/wav;base64," + base64.b64encode(wav).decode()
+    start, inp = _result(eng.client.stream(_body(eng, "stable_audio3", init_audio=url, mask_start=0.25, mask_end=0.5)))
+    assert start["sample"]["task"] == "audio_inpaint" and start["sample"]["strength"] is None
+    _s, t2a = _result(eng.client.stream(_body(eng, "stable_audio3")))
+    outs = [_decoded_audio(eng.client.get(r["url"]).content) for r in (a2a, inp, t2a)]
+    assert all(o.shape == outs[0].shape for o in outs)
+    assert not np.array_equal(outs[0], outs[2]) and not np.array_equal(outs[1], outs[2])
+    assert not np.array_equal(outs[0], outs[1])
+
+
+def test_a_video_input_over_http(eng, tmp_path):
+    """wan_vace's v2v from an uploaded video (another codec and size, longer than the request)."""
+    from testing.fixtures import input_video
+
+    asset = _upload(eng, "control.mp4", open(input_video(tmp_path / "c.mp4", 80, 56, 12), "rb").read())
+    start, res = _result(eng.client.stream(_body(eng, "wan_vace", init_video=asset)))
+    assert start["sample"]["task"] == "v2v" and res["num_frames"] == 9 and res["audio"] is False
+
+
+def test_bad_audio_and_video_inputs_are_422_naming_the_field(eng, tmp_path):
+    from testing.fixtures import input_audio, input_image, input_video
+
+    png = _upload(eng, "still.png", open(input_image(tmp_path / "s.png"), "rb").read())
+    wav = _upload(eng, "a.wav", open(input_audio(tmp_path / "a.wav", 1.0), "rb").read())
+    short = _upload(eng, "short.mp4", open(input_video(tmp_path / "short.mp4", 64, 64, 5), "rb").read())
+    junk = _upload(eng, "junk.mp4", b"\x00\x00\x00\x18ftypisom" + b"\x00" * 200)
+    cases = [
+        (_body(eng, "stable_audio3", init_audio=png), "sample.init_audio", "audio"),
+        (_body(eng, "stable_audio3", init_audio=wav, task="audio_inpaint"), "sample.mask_start", "mask_end"),
+        (_body(eng, "stable_audio3", init_audio=wav, mask_start=0.5, mask_end=0.25), "sample.mask_end", "not after"),
+        (_body(eng, "stable_audio3", mask_start=0.5, mask_end=0.75), "sample.mask_start", "audio_inpaint"),
+        (_body(eng, "stable_audio3", init_audio="data:image/png;base64,AAAA"), "sample.init_audio", "data:audio/"),
+        (_body(eng, "wan_vace", init_video=short), "sample.init_video", "has 5 frames; the request makes 9"),
+        (_body(eng, "wan_vace", init_video=junk), "sample.init_video", "video"),
+        (_body(eng, "wan_vace", init_video=wav), "sample.init_video", "no video stream"),
+        (_body(eng, "wan21", init_video=short), "sample.init_video", "v2v"),
+        (_body(eng, "sd1", init_audio=wav), "sample.init_audio", "a2a"),
+    ]
+    for payload, field, words in cases:
+        r = eng.client.post("/generate", json=payload)
+        assert r.status_code == 422 and r.json()["field"] == field and words in r.json()["detail"], (field, r.text)
+    assert eng.client.get("/health").status_code == 200
