@@ -14,6 +14,7 @@ import {
   samplerFromSettings,
   type SettingsAnswer,
 } from '@/components/generate/requestBody';
+import { archTakesInputs } from '@/components/generate/InputsPanel';
 import { dryRun, notesWithProblem, problemPlace, problemText } from '@/components/generate/resolveRequest';
 import { assetDisplayName, assetUploadName, referenceSlots, withoutReference } from '@/components/generate/tasks';
 import type { ArchInfo, SampleForm, SamplerInfo, TaskInfo } from '@/components/generate/types';
@@ -128,6 +129,18 @@ describe('the request: inputs, task, strength, resize mode, sampler, batch', () 
     const v = body(wan22, { images: { init_img: 'f.png' } });
     expect(v).toMatchObject({ init_img: 'f.png', resize_mode: 'crop' });
     expect(v).not.toHaveProperty('strength');
+  });
+
+  it('v2v, a2a and audio_inpaint: the input video with its mask, the input audio, the region only with the audio', () => {
+    const vace = arch('wan_vace', { modality: 'video', tasks: [t('txt2img'), t('v2v', ['init_video'], ['mask_video', 'ctrl_img']), t('edit', ['ctrl_img'])] });
+    expect(archTakesInputs(vace)).toBe(true);
+    expect(body(vace, { images: { init_video: 'v.mp4', mask_video: 'm.mp4', ctrl_img: 'r.png' } })).toMatchObject({ init_video: 'v.mp4', mask_video: 'm.mp4', ctrl_img: 'r.png', resize_mode: 'crop' });
+    const base = arch('stable_audio3', { modality: 'audio', tasks: [t('txt2img'), t('a2a', ['init_audio'], [], 1.0), t('audio_inpaint', ['init_audio'])] });
+    const sa3 = { ...base, fields: { ...base.fields, mask_start: { type: 'float', min: 0, nullable: true }, mask_end: { type: 'float', min: 0, nullable: true } } };
+    expect(body(sa3, { images: { init_audio: 'a.wav' }, mask_start: 1, mask_end: 2.5 })).toMatchObject({ init_audio: 'a.wav', mask_start: 1, mask_end: 2.5 });
+    const plain = body(sa3, { mask_start: 1, mask_end: 2 }); // no audio: no region (it would name a task that takes none)
+    for (const k of ['mask_start', 'mask_end', 'init_audio', 'resize_mode']) expect(plain).not.toHaveProperty(k);
+    expect(body(sa3, { images: { init_audio: 'a.wav' }, strength: 0.5 })).toMatchObject({ init_audio: 'a.wav', strength: 0.5 });
   });
 
   it("inputs no task of the arch takes are sent as they are: the engine's 422 names the field", () => {
