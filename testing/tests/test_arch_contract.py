@@ -107,7 +107,7 @@ def test_row(arch):
         init = set(inspect.signature(cls.__init__).parameters)
         assert set(roles) <= init, f"{task.pipeline} takes no {sorted(set(roles) - init)}"
         call = inspect.signature(cls.__call__).parameters
-        wanted = {"image"} if task.inputs else set()
+        wanted = {task.image_arg} if task.inputs else set()
         wanted |= {"mask_image"} if "mask_img" in task.inputs else set()
         assert wanted <= set(call), f"{task.name}: {task.pipeline} takes no {sorted(wanted - set(call))}"
         if task.strength is not None:
@@ -268,11 +268,12 @@ def _assert_prepared_inputs(kwargs, gen, row):
         return a.size == b.size and a.mode == b.mode and np.array_equal(np.asarray(a), np.asarray(b))
 
     refs = [load_image(getattr(gen, n)) for n in row.inputs if n.startswith("ctrl_img") and getattr(gen, n)]
+    given = kwargs.get(row.image_arg)
     if gen.init_img:
         want = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
-        assert want.size == (gen.width, gen.height) and same(kwargs["image"], want)
+        assert want.size == (gen.width, gen.height) and same(given, want)
     elif refs:
-        got = kwargs["image"] if isinstance(kwargs["image"], list) else [kwargs["image"]]
+        got = given if isinstance(given, list) else [given]
         assert len(got) == len(refs) and all(same(a, b) for a, b in zip(got, refs))
     if gen.mask_img:
         want = load_image(gen.mask_img, gen.width, gen.height, gen.resize_mode, mask=True)

@@ -231,11 +231,13 @@ class Task:
     """One task an arch serves: the diffusers pipeline class that runs it (built from the same
     resident components as the arch's other tasks), the inputs it needs (TASK_NEEDS by its name)
     and may also take (`takes`: an edit's further references), and, for img2img and inpaint, its
-    default `strength`: the pipeline's own `__call__` default (the contract suite checks it)."""
+    default `strength`: the pipeline's own `__call__` default (the contract suite checks it).
+    `image_arg`: the `__call__` argument the image inputs go to (OmniGen's `input_images`)."""
     name: str
     pipeline: str
     takes: tuple = ()
     strength: float | None = None
+    image_arg: str = "image"
 
     def __post_init__(self):
         if self.name not in TASKS:

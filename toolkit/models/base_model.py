@@ -335,21 +335,21 @@ class BaseModel:
 
     def input_kwargs(self, gen: GenerateImageConfig) -> dict:
         """The task's input images as the pipeline takes them (toolkit.images.load_image: EXIF
-        orientation, RGB / L, the request's size by resize_mode): `image` (init_img, at the request
-        size; for an edit, the references at their own size, a list when there are several),
-        `mask_image` (white = repaint), and `strength` where the task has one."""
+        orientation, RGB / L, the request's size by resize_mode): `image` (the task's `image_arg`:
+        init_img, at the request size; for an edit, the references at their own size, a list when there
+        are several), `mask_image` (white = repaint), and `strength` where the task has one."""
         from toolkit.images import load_image
 
         task = self.task_of(gen)
         kw = {}
         if gen.init_img:
-            kw["image"] = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
+            kw[task.image_arg] = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
         if gen.mask_img:
             kw["mask_image"] = load_image(gen.mask_img, gen.width, gen.height, gen.resize_mode, mask=True)
         references = [load_image(getattr(gen, name)) for name in task.inputs
                       if name.startswith("ctrl_img") and getattr(gen, name)]
         if references:
-            kw["image"] = references[0] if len(references) == 1 else references
+            kw[task.image_arg] = references[0] if len(references) == 1 else references
         if task.strength is not None:
             kw["strength"] = gen.strength
         return kw
