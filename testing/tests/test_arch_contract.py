@@ -18,6 +18,7 @@ Per arch:
   - cancel mid-run (deterministically, from the generation thread) writes nothing and leaves the
     holder reusable: the next identical request loads nothing and gives the same bytes.
 """
+import contextlib
 import inspect
 import json
 import math
@@ -36,7 +37,7 @@ from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS, read_metadata, sav
 from toolkit.images import load_image
 from toolkit.models import latents as latent_frames
 from toolkit.models.arch import DENOISER, MODALITIES, TASKS, load_class
-from toolkit.models.base_model import BaseModel, get_model_class
+from toolkit.models.base_model import BaseModel, get_model_class, global_rng_seeded
 from toolkit.models.registry import ARCHS
 from toolkit.models.step_hook import wrap_scheduler_step
 from toolkit.models.tiny import MARKER_NAME, make_shared_pair, make_tiny, own_roles, shared_roles
@@ -168,7 +169,8 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     bare.set_progress_bar_config(disable=True)
     kwargs = holder.pipeline_kwargs(gen)
     assert kwargs["prompt"] == gen.prompt and kwargs["num_inference_steps"] == gen.num_inference_steps
-    out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
+    with _global_rng(spec):
+        out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
     # the same writer with the same settings embedded (the holder's metadata for this request): bit for bit
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
@@ -226,7 +228,7 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     pipe = bare if type(bare) is cls else cls.from_pipe(bare)
     pipe.set_progress_bar_config(disable=True)
     bare_steps = []
-    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)):
+    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)), _global_rng(spec):
         out = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
@@ -242,6 +244,11 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
             assert f1.read() == f2.read(), f"the holder's {task} file differs from the bare {row.pipeline}'s"
     # progress counts the steps the task runs (img2img/inpaint: the schedule's last steps * strength), as its total
     assert [c[0] for c in calls] == list(range(len(bare_steps))) and {c[1] for c in calls} == {len(bare_steps)}
+
+
+def _global_rng(spec):
+    """The bare call seeded as the holder seeds it where its pipeline draws from torch's global RNG."""
+    return global_rng_seeded(1234) if spec.global_rng else contextlib.nullcontext()
 
 
 def _task_inputs(spec, row, tmp_path) -> dict:

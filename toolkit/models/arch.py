@@ -342,6 +342,10 @@ class ArchSpec:
     # why the worker's conditioning cache (toolkit/models/v2/cond_cache.py) cannot serve its default
     # task's prompt encoding; "" = a repeated prompt skips the text encoder (test_cond_cache checks each row)
     uncached_conditioning: str = ""
+    # its pipeline also draws from torch's global RNG, past the generator (OmniGen VAE-samples its input
+    # images with none): the holder seeds it with the request's seed for the call and restores it after
+    # (base_model.global_rng_seeded), so a seed reproduces the output
+    global_rng: bool = False
     # the VAE decoder's features per output pixel at its last stage: the decode term of the memory floor
     # (toolkit/models/base_model.py, estimate_activation_bytes)
     decode_features: int = 128

@@ -470,6 +470,8 @@ class BaseModel:
             cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
             stack.enter_context(wrap_encode_prompt(cache, pipe, cache and self.cond_context(pipe)))
             stack.enter_context(self._stage_wraps(on_status, pipe))
+            if self.spec.global_rng:
+                stack.enter_context(global_rng_seeded(seed))
             # the request's step cache: hooks on the resident denoiser, removed on the way out
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
             out = pipe(**kwargs, generator=generator, output_type=self.output_type)
@@ -570,6 +572,17 @@ class BaseModel:
                     stack.enter_context(patched(obj, name, functools.partial(
                         _announce, on_status=on_status, message=message, stage=stage, after=after)))
             yield
+
+
+@contextlib.contextmanager
+def global_rng_seeded(seed: int):
+    """torch's global RNGs (CPU and every CUDA device) seeded with `seed` inside, as they were after:
+    for a pipeline that draws from them where it takes no generator (ArchSpec.global_rng)."""
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        yield
 
 
 @contextlib.contextmanager
