@@ -64,6 +64,8 @@ CROSS_PAIRS = {
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("sdxl", "omnigen"): {"vae": "vae"},        # OmniGen v1 ships the SDXL VAE
+    ("bria_fibo", "bria_fibo_edit"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("wan22_5b", "bria_fibo"): {"vae": "vae"},  # FIBO decodes with the Wan 2.2 VAE
 }
 
 
