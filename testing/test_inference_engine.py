@@ -66,6 +66,7 @@ CROSS_PAIRS = {
     ("sdxl", "omnigen"): {"vae": "vae"},        # OmniGen v1 ships the SDXL VAE
     ("bria_fibo", "bria_fibo_edit"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("wan22_5b", "bria_fibo"): {"vae": "vae"},  # FIBO decodes with the Wan 2.2 VAE
+    ("flux2_klein", "ernie_image"): {"vae": "vae"},     # ERNIE-Image decodes with the Flux.2 VAE
 }
 
 
