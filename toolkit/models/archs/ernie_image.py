@@ -12,12 +12,21 @@ items would share the first seed's rewrite, so a batch with the PE on is refused
 conditioning cache, a repeated prompt with the same seed and size reuses the rewrite too.
 
 Variants: `base` (baidu/ERNIE-Image: 50 steps, CFG 4) and `turbo` (baidu/ERNIE-Image-Turbo, distilled:
-8 steps, no CFG)."""
+8 steps, no CFG).
+
+Its files: the DiT as ComfyUI's `diffusion_models/` files have it (diffusers' own names under
+`model.diffusion_model.`: diffusers' converter only strips that), read with the configs below (base and
+turbo have one shape: `model.variant` tells them apart), and the Flux.2 VAE file (flux2_klein's kind).
+Its Mistral3 text encoder as ComfyUI ships it is not read yet (no file kind for it): with a denoiser
+file, give the text encoder and tokenizers from a folder or repo (`model.extras_name_or_path`)."""
 from toolkit import latent_formats
 from toolkit.errors import ConfigError
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Extra,
-                                 Latents, SampleDefaults, Tiny, Variant)
+                                 Latents, SampleDefaults, SingleFile, Tiny, Variant)
 from toolkit.models.base_model import BaseModel
+from toolkit.models.formats import vaes
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
 
 # baidu/ERNIE-Image scheduler: flow-match Euler, shift 3 on the pipeline's linear sigmas
@@ -31,6 +40,46 @@ PE_MAX_TOKENS = 12
 MINISTRAL3_ROPE = dict(rope_type="yarn", rope_theta=1000000.0, factor=16.0, original_max_position_embeddings=16384,
                        max_position_embeddings=262144, beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0,
                        llama_4_scaling_beta=0.1)           # the tiny PE's tokenizer model_max_length: the pipeline's max_new_tokens
+
+
+# baidu/ERNIE-Image transformer/config.json (ERNIE-Image-Turbo's has its shapes); the tiny factory's
+_DIT = dict(patch_size=1, in_channels=128, out_channels=128, rope_theta=256, eps=1e-6, qk_layernorm=True)
+TRANSFORMER_KNOWN = {
+    "ernie-image": dict(_DIT, hidden_size=4096, num_attention_heads=32, num_layers=36, ffn_hidden_size=12288,
+                        text_in_dim=3072, rope_axes_dim=[32, 48, 48]),
+    "tiny": dict(_DIT, hidden_size=48, num_attention_heads=3, num_layers=2, ffn_hidden_size=96, text_in_dim=TEXT_HIDDEN,
+                 rope_axes_dim=[4, 6, 6]),
+}
+
+
+def transformer_signature(view) -> dict:
+    """What an ERNIE-Image DiT file's shapes tell (its keys are diffusers' own names)."""
+    if not view.has("layers.0.adaLN_sa_ln.weight") or not view.has("final_linear.weight"):
+        raise FileKindError("no layers.0.adaLN_sa_ln / final_linear: not an ERNIE-Image DiT")
+    return {"hidden_size": view.dim("x_embedder.proj.weight"), "in_channels": view.dim("x_embedder.proj.weight", 1),
+            "out": view.dim("final_linear.weight"), "text_in_dim": view.dim("text_proj.weight", 1),
+            "ffn_hidden_size": view.dim("layers.0.mlp.gate_proj.weight"),
+            "head_dim": view.dim("layers.0.self_attention.norm_q.weight"), "num_layers": view.count(r"layers\.(\d+)\.")}
+
+
+def transformer_facts(c: dict) -> dict:
+    return {"hidden_size": c["hidden_size"], "in_channels": c["in_channels"],
+            "out": c["out_channels"] * c["patch_size"] ** 2, "text_in_dim": c["text_in_dim"],
+            "ffn_hidden_size": c["ffn_hidden_size"], "head_dim": c["hidden_size"] // c["num_attention_heads"],
+            "num_layers": c["num_layers"]}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the ERNIE-Image DiT",
+                      notes={"ernie-image": ("ERNIE-Image-Turbo has the same shapes: model.variant turbo reads it "
+                                             "as the distilled model",)})
+
+
+TRANSFORMER_FILE = SingleFile(
+    "diffusers.loaders.single_file_utils:convert_ernie_image_transformer_checkpoint_to_diffusers",
+    anchors=("layers.0.adaLN_sa_ln.weight", "final_linear.weight", "x_embedder.proj.weight"),
+    config="toolkit.models.archs.ernie_image:transformer_config", kind="ernie_image_dit",
+    label="ERNIE-Image transformer")
 
 
 class ErnieImageModel(BaseModel):
@@ -112,9 +161,7 @@ def _tiny(b):
     with b.seeded("vae", "flux2_vae"):            # the Flux.2 VAE, as flux2_klein builds it
         vae = tiny_flux2_vae()
     with b.seeded("transformer"):
-        transformer = kit.jitter_constants(ErnieImageTransformer2DModel(
-            hidden_size=48, num_attention_heads=3, num_layers=2, ffn_hidden_size=96, in_channels=128,
-            out_channels=128, patch_size=1, text_in_dim=TEXT_HIDDEN, rope_axes_dim=(4, 6, 6)).eval())
+        transformer = kit.jitter_constants(ErnieImageTransformer2DModel(**TRANSFORMER_KNOWN["tiny"]).eval())
     return dict(transformer=transformer, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer,
                 scheduler=kit.flow_match_scheduler(**SCHEDULER_CONFIG), pe=pe, pe_tokenizer=pe_tokenizer)
 
@@ -130,11 +177,11 @@ SPEC = ArchSpec(
     pipeline="ErnieImagePipeline", holder=ErnieImageModel,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
-        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="ernie_image"),
         Component("text_encoder", "transformers:Mistral3Model", TEXT_ENCODER),
-        Component("vae", "AutoencoderKLFlux2", VAE),
-        Component("transformer", "ErnieImageTransformer2DModel", DENOISER),
-        Component("pe_tokenizer", "PreTrainedTokenizerBase", TOKENIZER, optional=True),
+        Component("vae", "AutoencoderKLFlux2", VAE, single_file=vaes.FLUX2_VAE),
+        Component("transformer", "ErnieImageTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
+        Component("pe_tokenizer", "PreTrainedTokenizerBase", TOKENIZER, optional=True, vocab="ernie_image_pe"),
         Component("pe", "transformers:Ministral3ForCausalLM", TEXT_ENCODER, optional=True),
     ),
     variants=VARIANTS,
