@@ -90,9 +90,9 @@ VOCABULARIES = {
     "mistral3": Vocabulary("mistral3", (), (("black-forest-labs/FLUX.2-dev", "tokenizer"),
                                             ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", ""))),
     # ERNIE-Image's Mistral3 text encoder and its prompt enhancer: their repos' own (Comfy-Org's files carry none)
-    "ernie_image": Vocabulary("ernie_image", (), (("baidu/ERNIE-Image", "tokenizer"),
+    "ernie_mistral3": Vocabulary("ernie_mistral3", (), (("baidu/ERNIE-Image", "tokenizer"),
                                                   ("baidu/ERNIE-Image-Turbo", "tokenizer"))),
-    "ernie_image_pe": Vocabulary("ernie_image_pe", (), (("baidu/ERNIE-Image", "pe_tokenizer"),
+    "ernie_ministral3_pe": Vocabulary("ernie_ministral3_pe", (), (("baidu/ERNIE-Image", "pe_tokenizer"),
                                                         ("baidu/ERNIE-Image-Turbo", "pe_tokenizer"))),
     # HunyuanVideo's LLaVA-Llama-3 (Llama 3's 128k BPE and LLaVA's added tokens)
     "llama3": Vocabulary("llama3", ("comfy/text_encoders/llama_tokenizer",),

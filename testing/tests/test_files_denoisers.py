@@ -30,7 +30,7 @@ DIT_ARCHS = ("chroma", "ernie_image", "flux", "flux2_klein", "flux_kontext", "hu
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
-                "llama3", "ernie_image", "ernie_image_pe")
+                "llama3", "ernie_mistral3", "ernie_ministral3_pe")
 
 
 def in_file(arch: str) -> tuple:

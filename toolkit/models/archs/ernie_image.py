@@ -177,11 +177,11 @@ SPEC = ArchSpec(
     pipeline="ErnieImagePipeline", holder=ErnieImageModel,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
-        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="ernie_image"),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="ernie_mistral3"),
         Component("text_encoder", "transformers:Mistral3Model", TEXT_ENCODER),
         Component("vae", "AutoencoderKLFlux2", VAE, single_file=vaes.FLUX2_VAE),
         Component("transformer", "ErnieImageTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
-        Component("pe_tokenizer", "PreTrainedTokenizerBase", TOKENIZER, optional=True, vocab="ernie_image_pe"),
+        Component("pe_tokenizer", "PreTrainedTokenizerBase", TOKENIZER, optional=True, vocab="ernie_ministral3_pe"),
         Component("pe", "transformers:Ministral3ForCausalLM", TEXT_ENCODER, optional=True),
     ),
     variants=VARIANTS,
