@@ -66,6 +66,10 @@ CROSS_PAIRS = {
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     # Z-Image Omni runs Z-Image's Qwen3 and VAE (its own transformer and SigLIP2)
     ("zimage", "zimage_omni"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("sdxl", "omnigen"): {"vae": "vae"},        # OmniGen v1 ships the SDXL VAE
+    ("bria_fibo", "bria_fibo_edit"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("wan22_5b", "bria_fibo"): {"vae": "vae"},  # FIBO decodes with the Wan 2.2 VAE
+    ("flux2_klein", "ernie_image"): {"vae": "vae"},     # ERNIE-Image decodes with the Flux.2 VAE
 }
 
 

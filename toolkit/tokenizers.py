@@ -89,6 +89,11 @@ VOCABULARIES = {
     "gemma3": Vocabulary("gemma3", (), (("google/gemma-3-12b-it", ""), ("Lightricks/LTX-2", "tokenizer"))),
     "mistral3": Vocabulary("mistral3", (), (("black-forest-labs/FLUX.2-dev", "tokenizer"),
                                             ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", ""))),
+    # ERNIE-Image's Mistral3 text encoder and its prompt enhancer: their repos' own (Comfy-Org's files carry none)
+    "ernie_mistral3": Vocabulary("ernie_mistral3", (), (("baidu/ERNIE-Image", "tokenizer"),
+                                                  ("baidu/ERNIE-Image-Turbo", "tokenizer"))),
+    "ernie_ministral3_pe": Vocabulary("ernie_ministral3_pe", (), (("baidu/ERNIE-Image", "pe_tokenizer"),
+                                                        ("baidu/ERNIE-Image-Turbo", "pe_tokenizer"))),
     # HunyuanVideo's LLaVA-Llama-3 (Llama 3's 128k BPE and LLaVA's added tokens)
     "llama3": Vocabulary("llama3", ("comfy/text_encoders/llama_tokenizer",),
                          (("hunyuanvideo-community/HunyuanVideo", "tokenizer"),

@@ -18,6 +18,7 @@ Per arch:
   - cancel mid-run (deterministically, from the generation thread) writes nothing and leaves the
     holder reusable: the next identical request loads nothing and gives the same bytes.
 """
+import contextlib
 import inspect
 import json
 import math
@@ -37,7 +38,7 @@ from toolkit.images import load_image
 from toolkit.input_media import load_video
 from toolkit.models import latents as latent_frames
 from toolkit.models.arch import DENOISER, IMAGE_INPUTS, MODALITIES, STRENGTH_TASKS, TASKS, load_class
-from toolkit.models.base_model import BaseModel, get_model_class
+from toolkit.models.base_model import BaseModel, get_model_class, global_rng_seeded
 from toolkit.models.registry import ARCHS
 from toolkit.models.step_hook import wrap_scheduler_step
 from toolkit.models.tiny import MARKER_NAME, make_shared_pair, make_tiny, own_roles, shared_roles
@@ -111,7 +112,7 @@ def test_row(arch):
         call = inspect.signature(cls.__call__).parameters
         # the arguments the base holder makes of the inputs (a holder that renames them is checked by its run)
         if spec.holder is None or spec.holder.input_kwargs is BaseModel.input_kwargs:
-            wanted = {"image"} if set(task.inputs) & set(IMAGE_INPUTS) else set()
+            wanted = {task.image_arg} if set(task.inputs) & set(IMAGE_INPUTS) else set()
             wanted |= {"mask_image"} if "mask_img" in task.inputs else set()
             wanted |= {"video"} if "init_video" in task.inputs else set()
             wanted |= {"audio"} if "init_audio" in task.inputs else set()
@@ -174,8 +175,10 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     assert type(bare).__name__ == spec.pipeline
     bare.set_progress_bar_config(disable=True)
     kwargs = holder.pipeline_kwargs(gen)
-    assert kwargs["prompt"] == gen.prompt and kwargs["num_inference_steps"] == gen.num_inference_steps
-    out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
+    # the prompt reaches the pipeline (framed where the arch must: Fibo-Edit's JSON edit caption)
+    assert gen.prompt in kwargs["prompt"] and kwargs["num_inference_steps"] == gen.num_inference_steps
+    with _global_rng(spec):
+        out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
     # the same writer with the same settings embedded (the holder's metadata for this request): bit for bit
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
@@ -233,7 +236,7 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     pipe = bare if type(bare) is cls else cls.from_pipe(bare)
     pipe.set_progress_bar_config(disable=True)
     bare_steps = []
-    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)):
+    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)), _global_rng(spec):
         out = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
@@ -252,6 +255,11 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
             assert f1.read() == f2.read(), f"the holder's {task} file differs from the bare {row.pipeline}'s"
     # progress counts the steps the task runs (img2img/inpaint: the schedule's last steps * strength), as its total
     assert [c[0] for c in calls] == list(range(len(bare_steps))) and {c[1] for c in calls} == {len(bare_steps)}
+
+
+def _global_rng(spec):
+    """The bare call seeded as the holder seeds it where its pipeline draws from torch's global RNG."""
+    return global_rng_seeded(1234) if spec.global_rng else contextlib.nullcontext()
 
 
 def _task_inputs(spec, row, tmp_path) -> dict:
@@ -289,10 +297,11 @@ def _assert_prepared_inputs(kwargs, gen, row):
         return a.size == b.size and a.mode == b.mode and np.array_equal(np.asarray(a), np.asarray(b))
 
     refs = [load_image(getattr(gen, n)) for n in row.inputs if n.startswith("ctrl_img") and getattr(gen, n)]
+    given = kwargs.get(row.image_arg)
     if gen.init_img:
         want = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
-        assert want.size == (gen.width, gen.height) and same(kwargs["image"], want)
-    elif refs:          # `image` (a list when several), or where the arch's holder passes them
+        assert want.size == (gen.width, gen.height) and same(given, want)
+    elif refs:          # the task's image_arg (a list when several), or where the arch's holder passes them
         lists = [v if isinstance(v, list) else [v] for v in kwargs.values()]
         assert any(len(got) == len(refs) and all(hasattr(a, "mode") and same(a, b) for a, b in zip(got, refs))
                    for got in lists), "no argument holds the references as load_image prepares them"

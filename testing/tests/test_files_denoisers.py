@@ -24,13 +24,13 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "pixart",
+DIT_ARCHS = ("chroma", "ernie_image", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "pixart",
              "qwen_image", "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b",
              "wan22_a14b_i2v", "wan_vace", "zimage")
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
-                "llama3")
+                "llama3", "ernie_mistral3", "ernie_ministral3_pe")
 
 
 def in_file(arch: str) -> tuple:
@@ -334,6 +334,7 @@ REAL = (
     ("pixart", "pixart-alpha-1024", "pixart", "alpha", ()),
     ("pixart", "pixart-sigma-1024", "pixart", "sigma", ()),
     ("stable_audio", "stable-audio-open-1.0", "stable_audio", None, ()),
+    ("ernie_image", "ernie-image", "ernie_image", None, ()),
 )
 
 

@@ -426,7 +426,7 @@ def test_qwen3_from_comfyuis_qwen25_folder_gets_qwen3s_tokens_and_template(tmp_p
 def test_every_agreed_vocabulary_has_an_offline_source():
     from toolkit.tokenizers import VOCABULARIES
     agreed = {"clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
-              "llama3"}
+              "llama3", "ernie_mistral3", "ernie_ministral3_pe"}
     mine = agreed - {"clip_l", "clip_g", "clip_h"}       # the CLIP ones are i21-sd's
     assert mine <= set(VOCABULARIES)
     for name in mine:

@@ -140,6 +140,7 @@ class Latents:
     """What `scheduler.step` returns and how a `latent` frame carries it.
 
     layout: BCHW | BCFHW (video) | BFCHW (video, frames first: CogVideoX) | packed (B, tokens, C*patch*patch)
+            | patched (B, C*patch*patch, h, w: patches folded into channels, ERNIE-Image)
             | packed_video (B, F*H*W tokens, C) | BLC (audio, B, T, C) | BCT (audio, B, C, T). Frames are BCHW,
             BCFHW or BLC."""
     layout: str
@@ -152,7 +153,7 @@ class Latents:
 
     @property
     def frame_layout(self) -> str:
-        return {"BCHW": "BCHW", "packed": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW",
+        return {"BCHW": "BCHW", "packed": "BCHW", "patched": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW",
                 "BLC": "BLC", "BCT": "BLC"}[self.layout]
 
     def latent_frames(self, num_frames: int) -> int:
@@ -238,11 +239,13 @@ class Task:
     """One task an arch serves: the diffusers pipeline class that runs it (built from the same
     resident components as the arch's other tasks), the inputs it needs (TASK_NEEDS by its name)
     and may also take (`takes`: an edit's further references), and, for img2img and inpaint, its
-    default `strength`: the pipeline's own `__call__` default (the contract suite checks it)."""
+    default `strength`: the pipeline's own `__call__` default (the contract suite checks it).
+    `image_arg`: the `__call__` argument the image inputs go to (OmniGen's `input_images`)."""
     name: str
     pipeline: str
     takes: tuple = ()
     strength: float | None = None
+    image_arg: str = "image"
 
     def __post_init__(self):
         if self.name not in TASKS:
@@ -348,6 +351,10 @@ class ArchSpec:
     # why the worker's conditioning cache (toolkit/models/v2/cond_cache.py) cannot serve its default
     # task's prompt encoding; "" = a repeated prompt skips the text encoder (test_cond_cache checks each row)
     uncached_conditioning: str = ""
+    # its pipeline also draws from torch's global RNG, past the generator (OmniGen VAE-samples its input
+    # images with none): the holder seeds it with the request's seed for the call and restores it after
+    # (base_model.global_rng_seeded), so a seed reproduces the output
+    global_rng: bool = False
     # the VAE decoder's features per output pixel at its last stage: the decode term of the memory floor
     # (toolkit/models/base_model.py, estimate_activation_bytes)
     decode_features: int = 128

@@ -336,18 +336,18 @@ class BaseModel:
     def input_kwargs(self, gen: GenerateImageConfig) -> dict:
         """The task's inputs as the pipeline takes them (toolkit.images.load_image: EXIF orientation,
         RGB / L, the request's size by resize_mode; toolkit.input_media for videos and audio): `image`
-        (init_img, at the request size; for an edit, the references at their own size, a list when
-        there are several), `mask_image` (white = repaint), `video` and `mask` (init_video and
-        mask_video: their first num_frames frames at the request size), `audio` (init_audio at the
-        model's rate, `audio_format`, cut at the request's duration), and `strength` where the task
-        has one. An arch whose pipeline names them otherwise renames them in its holder."""
+        (the task's `image_arg`: init_img, at the request size; for an edit, the references at their own
+        size, a list when there are several), `mask_image` (white = repaint), `video` and `mask`
+        (init_video and mask_video: their first num_frames frames at the request size), `audio`
+        (init_audio at the model's rate, `audio_format`, cut at the request's duration), and `strength`
+        where the task has one. An arch whose pipeline names them otherwise renames them in its holder."""
         from toolkit import input_media
         from toolkit.images import load_image
 
         task = self.task_of(gen)
         kw = {}
         if gen.init_img:
-            kw["image"] = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
+            kw[task.image_arg] = load_image(gen.init_img, gen.width, gen.height, gen.resize_mode)
         if gen.mask_img:
             kw["mask_image"] = load_image(gen.mask_img, gen.width, gen.height, gen.resize_mode, mask=True)
         for name, arg, mask in (("init_video", "video", False), ("mask_video", "mask", True)):
@@ -360,7 +360,7 @@ class BaseModel:
         references = [load_image(getattr(gen, name)) for name in task.inputs
                       if name.startswith("ctrl_img") and getattr(gen, name)]
         if references:
-            kw["image"] = references[0] if len(references) == 1 else references
+            kw[task.image_arg] = references[0] if len(references) == 1 else references
         if task.strength is not None:
             kw["strength"] = gen.strength
         return kw
@@ -487,6 +487,8 @@ class BaseModel:
             cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
             stack.enter_context(wrap_encode_prompt(cache, pipe, cache and self.cond_context(pipe)))
             stack.enter_context(self._stage_wraps(on_status, pipe))
+            if self.spec.global_rng:
+                stack.enter_context(global_rng_seeded(seed))
             # the request's step cache: hooks on the resident denoiser, removed on the way out
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
             out = pipe(**kwargs, generator=generator, output_type=self.output_type)
@@ -587,6 +589,17 @@ class BaseModel:
                     stack.enter_context(patched(obj, name, functools.partial(
                         _announce, on_status=on_status, message=message, stage=stage, after=after)))
             yield
+
+
+@contextlib.contextmanager
+def global_rng_seeded(seed: int):
+    """torch's global RNGs (CPU and every CUDA device) seeded with `seed` inside, as they were after:
+    for a pipeline that draws from them where it takes no generator (ArchSpec.global_rng)."""
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        yield
 
 
 @contextlib.contextmanager

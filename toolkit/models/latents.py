@@ -19,6 +19,15 @@ def unpack_tokens(latents: torch.Tensor, h: int, w: int, patch: int) -> torch.Te
     return x.reshape(b, c, h * patch, w * patch)
 
 
+def unfold_patches(latents: torch.Tensor, patch: int) -> torch.Tensor:
+    """(B, C*p*p, h, w), each position a p x p patch with channel index c*p*p + dy*p + dx (ERNIE-Image's
+    `_patchify`: the order unpack_tokens reads) -> (B, C, h*p, w*p)."""
+    b, d, h, w = latents.shape
+    c = d // (patch * patch)
+    x = latents.reshape(b, c, patch, patch, h, w).permute(0, 1, 4, 2, 5, 3)
+    return x.reshape(b, c, h * patch, w * patch)
+
+
 def unpack_video_tokens(latents: torch.Tensor, f: int, h: int, w: int) -> torch.Tensor:
     """(B, f*h*w, C) tokens in (frame, row, column) order (LTX-Video, patch 1) -> (B, C, f, h, w)."""
     b, length, c = latents.shape
@@ -43,6 +52,8 @@ def frame_on_device(latents: torch.Tensor, spec: Latents, *, height: int, width:
     x = latents.detach()
     if spec.layout == "packed":
         x = unpack_tokens(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
+    elif spec.layout == "patched":
+        x = unfold_patches(x, spec.patch)
     elif spec.layout == "packed_video":
         x = unpack_video_tokens(x, spec.latent_frames(num_frames), height // spec.spatial, width // spec.spatial)
     elif spec.layout in ("BCT", "BFCHW"):       # channels second, as the frame layouts have them
