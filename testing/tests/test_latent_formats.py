@@ -49,3 +49,43 @@ def test_every_table_is_used_and_fits_its_arch():
     assert set(used) == {t.comfy_class for t in TABLES.values()}, "a table no arch uses"
     assert ARCHS["sdxl"].latents.format is latent_formats.SDXL
     assert ARCHS["sd1"].latents.format is latent_formats.SD15 and ARCHS["flux"].latents.format is latent_formats.FLUX
+
+
+# image and video archs whose latent space ComfyUI's comfy/latent_formats.py has no latent->RGB table for:
+# their previews are the projection's fallback (the first three channels, each normalised by its own range).
+# A new arch is in one place or the other: a table of its space, or here with its space named.
+WITHOUT_TABLE = {
+    "cogvideox": "the CogVideoX 3D VAE",
+    "cogvideox_i2v": "the CogVideoX 3D VAE",
+    "cogview4": "the CogView3-Plus VAE",
+    "glm_image": "GLM-Image's VAE (CogView4's)",
+    "sana": "the DC-AE (32 channels, 32x)",
+}
+
+
+def test_every_picture_arch_has_a_table_or_is_listed_without_one():
+    for name in ARCHS:
+        spec = ARCHS[name]
+        if spec.modality == "audio":          # audio streams latents, no picture
+            continue
+        has_table = spec.latents.format is not None
+        assert has_table != (name in WITHOUT_TABLE), (
+            f"{name}: its latent space needs ComfyUI's table in toolkit/latent_formats.py, or an entry in "
+            f"WITHOUT_TABLE naming the space ComfyUI has none for" if not has_table else
+            f"{name} has a table: take it out of WITHOUT_TABLE")
+    assert set(WITHOUT_TABLE) <= set(ARCHS)
+
+
+@pytest.mark.parametrize("name", sorted(WITHOUT_TABLE))
+def test_the_fallback_draws_an_arch_without_a_table(name):
+    """The projection an arch without a table gets: a picture that follows the latent, not a blank."""
+    import torch
+
+    from toolkit.models.preview_image import project_rgb
+
+    lat = ARCHS[name].latents
+    g = torch.Generator().manual_seed(0)
+    frame = torch.randn(lat.channels, 8, 8, generator=g)
+    rgb = project_rgb(frame, lat.format, 16, 16).numpy()
+    assert rgb.shape == (16, 16, 3) and rgb.std() > 10
+    assert not (project_rgb(frame * -1, lat.format, 16, 16).numpy() == rgb).all()
