@@ -168,10 +168,13 @@ class Latents:
 class Tiny:
     """A tiny random-weight instance of the arch (toolkit/models/tiny): `build(kit) -> components`
     builds every component with the kit's seeded helpers; `sample` is a request that runs it in
-    about a second on a CPU; `pipeline_kwargs` are extra pipeline __init__ arguments to save."""
+    about a second on a CPU; `pipeline_kwargs` are extra pipeline __init__ arguments to save; `finish` is
+    "module:function(folder)", run on the saved folder, writing what the real repos ship and
+    `save_pretrained` cannot (a config in another form, a model_index entry naming another class)."""
     build: object
     sample: dict
     pipeline_kwargs: dict = field(default_factory=dict)
+    finish: str = ""
 
 
 @dataclass(frozen=True)
