@@ -63,6 +63,7 @@ CROSS_PAIRS = {
     ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("flux", "prx"): {"vae": "vae"},            # PRX ships FLUX.1-dev's VAE
 }
 
 
