@@ -20,16 +20,17 @@ COMFY = {
     "Wan22": ((0.0119, 0.0103, 0.0046), (0.0317, -0.0878, -0.1388)),
     "HunyuanVideo": ((-0.0395, -0.0331, 0.0445), (0.0259, -0.0192, -0.0761)),
     "LTXV": ((0.011202, -0.00063815, -0.010021), (-0.0571, -0.1657, -0.2512)),
+    "ChromaRadiance": ((1.0, 0.0, 0.0), None),          # pixel space: the identity
 }
 CHANNELS = {"SD15": 4, "SDXL": 4, "SD3": 16, "Flux": 16, "Flux2": 32, "Wan21": 16, "Wan22": 48, "HunyuanVideo": 16,
-            "LTXV": 128}
+            "LTXV": 128, "ChromaRadiance": 3}
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_table_shape_and_values(name):
     fmt = TABLES[name]
     assert fmt.comfy_class in CHANNELS and fmt.channels == CHANNELS[fmt.comfy_class]
-    assert all(len(row) == 3 and all(isinstance(v, float) and abs(v) < 1 for v in row) for row in fmt.rgb_factors)
+    assert all(len(row) == 3 and all(isinstance(v, float) and abs(v) <= 1 for v in row) for row in fmt.rgb_factors)
     assert fmt.rgb_bias is None or len(fmt.rgb_bias) == 3
     if COMFY[fmt.comfy_class] is not None:
         first, bias = COMFY[fmt.comfy_class]
@@ -49,3 +50,20 @@ def test_every_table_is_used_and_fits_its_arch():
     assert set(used) == {t.comfy_class for t in TABLES.values()}, "a table no arch uses"
     assert ARCHS["sdxl"].latents.format is latent_formats.SDXL
     assert ARCHS["sd1"].latents.format is latent_formats.SD15 and ARCHS["flux"].latents.format is latent_formats.FLUX
+
+
+def test_the_pixel_space_table_previews_what_the_pipeline_outputs():
+    """A pixel-space arch steps the image itself: its identity table, projected at full size, gives the
+    pipeline's own postprocessed pixels (PRXPixelPipeline's image processor)."""
+    import numpy as np
+    import torch
+    from diffusers.image_processor import PixArtImageProcessor
+
+    from toolkit.models.preview_image import project_rgb
+
+    pixel_archs = [a for a in ARCHS if ARCHS[a].latents.format is latent_formats.PIXELS]
+    assert pixel_archs and all(ARCHS[a].latents.spatial == 1 for a in pixel_archs)
+    x = torch.randn(1, 3, 24, 40, generator=torch.Generator().manual_seed(0)) * 0.8
+    want = PixArtImageProcessor(vae_scale_factor=1).postprocess(x, output_type="np")[0]
+    got = project_rgb(x[0], latent_formats.PIXELS, 40, 24).numpy().astype(np.float32) / 255
+    assert np.abs(got - want).max() <= 1 / 255 + 1e-6
