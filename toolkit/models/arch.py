@@ -140,6 +140,7 @@ class Latents:
     """What `scheduler.step` returns and how a `latent` frame carries it.
 
     layout: BCHW | BCFHW (video) | BFCHW (video, frames first: CogVideoX) | packed (B, tokens, C*patch*patch)
+            | packed_last (B, tokens, patch*patch*C: a token's channels last, Ideogram 4's)
             | packed_video (B, F*H*W tokens, C) | BLC (audio, B, T, C) | BCT (audio, B, C, T). Frames are BCHW,
             BCFHW or BLC."""
     layout: str
@@ -152,7 +153,7 @@ class Latents:
 
     @property
     def frame_layout(self) -> str:
-        return {"BCHW": "BCHW", "packed": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW",
+        return {"BCHW": "BCHW", "packed": "BCHW", "packed_last": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW",
                 "BLC": "BLC", "BCT": "BLC"}[self.layout]
 
     def latent_frames(self, num_frames: int) -> int:
