@@ -64,6 +64,7 @@ CROSS_PAIRS = {
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("flux", "prx"): {"vae": "vae"},            # PRX ships FLUX.1-dev's VAE
+    ("prx", "prx_dcae"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},    # both T5Gemma-2B-2B-UL2's
     ("qwen_image", "nucleus_image"): {"vae": "vae"},     # Nucleus-Image ships the Qwen Image VAE
 }
 
