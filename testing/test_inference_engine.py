@@ -70,6 +70,9 @@ CROSS_PAIRS = {
     ("bria_fibo", "bria_fibo_edit"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("wan22_5b", "bria_fibo"): {"vae": "vae"},  # FIBO decodes with the Wan 2.2 VAE
     ("flux2_klein", "ernie_image"): {"vae": "vae"},     # ERNIE-Image decodes with the Flux.2 VAE
+    ("flux", "prx"): {"vae": "vae"},            # PRX ships FLUX.1-dev's VAE
+    ("prx", "prx_dcae"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},    # both T5Gemma-2B-2B-UL2's
+    ("qwen_image", "nucleus_image"): {"vae": "vae"},     # Nucleus-Image ships the Qwen Image VAE
 }
 
 

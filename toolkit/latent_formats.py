@@ -150,3 +150,6 @@ LTXV = LatentFormat('LTXV', (
     (-0.0021714, 0.0047214, -0.022443), (-0.0074747, 0.0074166, 0.01443), (-0.0083906, -0.0079776, 0.0097927),
     (0.038321, 0.0096622, -0.019268), (-0.014605, -0.0067032, 0.0039675),
 ), (-0.0571, -0.1657, -0.2512))
+
+# Pixel space (PRX Pixel): what the scheduler steps is the RGB image in [-1, 1], so the identity is exact
+PIXELS = LatentFormat('ChromaRadiance', ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)))

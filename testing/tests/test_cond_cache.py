@@ -30,14 +30,17 @@ def _gen(arch, tmp_path, mc, **over):
 
 
 def _count_text_encoder_calls(holder) -> list:
-    """One entry per forward of a text encoder of the holder (hooks stay for the holder's life). Not the
-    denoiser's own conditioning modules (`with_denoiser`: Stable Audio's projection, ACE-Step's condition
-    encoder): they also run outside encode_prompt (durations, lyrics), on every request."""
+    """One entry per forward of a text encoder of the holder or of any of its submodules (a pipeline may
+    run an encoder's layers itself: Ideogram 4 calls its Qwen3-VL decoder layers one by one); hooks stay
+    for the holder's life. Not the denoiser's own conditioning modules (`with_denoiser`: Stable Audio's
+    projection, ACE-Step's condition encoder): they also run outside encode_prompt (durations, lyrics), on
+    every request."""
     calls = []
     for c in holder.components:
         module = holder.loaded.get(c.role)
         if c.kind == TEXT_ENCODER and not c.with_denoiser and isinstance(module, torch.nn.Module):
-            module.register_forward_hook(lambda *_a, role=c.role: calls.append(role))
+            for sub in module.modules():
+                sub.register_forward_hook(lambda *_a, role=c.role: calls.append(role))
     return calls
 
 

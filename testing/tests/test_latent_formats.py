@@ -20,16 +20,17 @@ COMFY = {
     "Wan22": ((0.0119, 0.0103, 0.0046), (0.0317, -0.0878, -0.1388)),
     "HunyuanVideo": ((-0.0395, -0.0331, 0.0445), (0.0259, -0.0192, -0.0761)),
     "LTXV": ((0.011202, -0.00063815, -0.010021), (-0.0571, -0.1657, -0.2512)),
+    "ChromaRadiance": ((1.0, 0.0, 0.0), None),          # pixel space: the identity
 }
 CHANNELS = {"SD15": 4, "SDXL": 4, "SD3": 16, "Flux": 16, "Flux2": 32, "Wan21": 16, "Wan22": 48, "HunyuanVideo": 16,
-            "LTXV": 128}
+            "LTXV": 128, "ChromaRadiance": 3}
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_table_shape_and_values(name):
     fmt = TABLES[name]
     assert fmt.comfy_class in CHANNELS and fmt.channels == CHANNELS[fmt.comfy_class]
-    assert all(len(row) == 3 and all(isinstance(v, float) and abs(v) < 1 for v in row) for row in fmt.rgb_factors)
+    assert all(len(row) == 3 and all(isinstance(v, float) and abs(v) <= 1 for v in row) for row in fmt.rgb_factors)
     assert fmt.rgb_bias is None or len(fmt.rgb_bias) == 3
     if COMFY[fmt.comfy_class] is not None:
         first, bias = COMFY[fmt.comfy_class]
@@ -59,6 +60,7 @@ WITHOUT_TABLE = {
     "cogvideox_i2v": "the CogVideoX 3D VAE",
     "cogview4": "the CogView3-Plus VAE",
     "glm_image": "GLM-Image's VAE (CogView4's)",
+    "prx_dcae": "the DC-AE (32 channels, 32x)",
     "sana": "the DC-AE (32 channels, 32x)",
 }
 
@@ -89,3 +91,18 @@ def test_the_fallback_draws_an_arch_without_a_table(name):
     rgb = project_rgb(frame, lat.format, 16, 16).numpy()
     assert rgb.shape == (16, 16, 3) and rgb.std() > 10
     assert not (project_rgb(frame * -1, lat.format, 16, 16).numpy() == rgb).all()
+def test_the_pixel_space_table_previews_what_the_pipeline_outputs():
+    """A pixel-space arch steps the image itself: its identity table, projected at full size, gives the
+    pipeline's own postprocessed pixels (PRXPixelPipeline's image processor)."""
+    import numpy as np
+    import torch
+    from diffusers.image_processor import PixArtImageProcessor
+
+    from toolkit.models.preview_image import project_rgb
+
+    pixel_archs = [a for a in ARCHS if ARCHS[a].latents.format is latent_formats.PIXELS]
+    assert pixel_archs and all(ARCHS[a].latents.spatial == 1 for a in pixel_archs)
+    x = torch.randn(1, 3, 24, 40, generator=torch.Generator().manual_seed(0)) * 0.8
+    want = PixArtImageProcessor(vae_scale_factor=1).postprocess(x, output_type="np")[0]
+    got = project_rgb(x[0], latent_formats.PIXELS, 40, 24).numpy().astype(np.float32) / 255
+    assert np.abs(got - want).max() <= 1 / 255 + 1e-6

@@ -141,6 +141,7 @@ class Latents:
 
     layout: BCHW | BCFHW (video) | BFCHW (video, frames first: CogVideoX) | packed (B, tokens, C*patch*patch)
             | patched (B, C*patch*patch, h, w: patches folded into channels, ERNIE-Image)
+            | packed_last (B, tokens, patch*patch*C: a token's channels last, Ideogram 4's)
             | packed_video (B, F*H*W tokens, C) | BLC (audio, B, T, C) | BCT (audio, B, C, T). Frames are BCHW,
             BCFHW or BLC."""
     layout: str
@@ -153,8 +154,8 @@ class Latents:
 
     @property
     def frame_layout(self) -> str:
-        return {"BCHW": "BCHW", "packed": "BCHW", "patched": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW",
-                "BLC": "BLC", "BCT": "BLC"}[self.layout]
+        return {"BCHW": "BCHW", "packed": "BCHW", "patched": "BCHW", "packed_last": "BCHW", "BCFHW": "BCFHW",
+                "BFCHW": "BCFHW", "packed_video": "BCFHW", "BLC": "BLC", "BCT": "BLC"}[self.layout]
 
     def latent_frames(self, num_frames: int) -> int:
         return (num_frames - 1) // self.temporal + 1
@@ -169,10 +170,13 @@ class Latents:
 class Tiny:
     """A tiny random-weight instance of the arch (toolkit/models/tiny): `build(kit) -> components`
     builds every component with the kit's seeded helpers; `sample` is a request that runs it in
-    about a second on a CPU; `pipeline_kwargs` are extra pipeline __init__ arguments to save."""
+    about a second on a CPU; `pipeline_kwargs` are extra pipeline __init__ arguments to save; `finish` is
+    "module:function(folder)", run on the saved folder, writing what the real repos ship and
+    `save_pretrained` cannot (a config in another form, a model_index entry naming another class)."""
     build: object
     sample: dict
     pipeline_kwargs: dict = field(default_factory=dict)
+    finish: str = ""
 
 
 @dataclass(frozen=True)

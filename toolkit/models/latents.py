@@ -28,6 +28,17 @@ def unfold_patches(latents: torch.Tensor, patch: int) -> torch.Tensor:
     return x.reshape(b, c, h * patch, w * patch)
 
 
+def unpack_tokens_channels_last(latents: torch.Tensor, h: int, w: int, patch: int) -> torch.Tensor:
+    """(B, h*w, p*p*C) tokens, each a p x p patch with channel index dy*p*C + dx*C + c (Ideogram 4's
+    packing) -> (B, C, h*p, w*p)."""
+    b, length, d = latents.shape
+    if h * w != length:
+        raise ValueError(f"cannot unpack {length} tokens into {h}x{w}")
+    c = d // (patch * patch)
+    x = latents.reshape(b, h, w, patch, patch, c).permute(0, 5, 1, 3, 2, 4)
+    return x.reshape(b, c, h * patch, w * patch)
+
+
 def unpack_video_tokens(latents: torch.Tensor, f: int, h: int, w: int) -> torch.Tensor:
     """(B, f*h*w, C) tokens in (frame, row, column) order (LTX-Video, patch 1) -> (B, C, f, h, w)."""
     b, length, c = latents.shape
@@ -50,8 +61,9 @@ def frame_on_device(latents: torch.Tensor, spec: Latents, *, height: int, width:
     """to_frame without the copy: the contiguous float16 frame where the latents are (latent_copy.py
     moves it to the host without stalling the device)."""
     x = latents.detach()
-    if spec.layout == "packed":
-        x = unpack_tokens(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
+    if spec.layout in ("packed", "packed_last"):
+        unpack = unpack_tokens if spec.layout == "packed" else unpack_tokens_channels_last
+        x = unpack(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
     elif spec.layout == "patched":
         x = unfold_patches(x, spec.patch)
     elif spec.layout == "packed_video":

@@ -17,20 +17,27 @@ class SanaModel(BaseModel):
         return kw
 
 
+def tiny_dc_ae():
+    """A tiny AutoencoderDC f32c32 (32 latent channels, 32x: 6 stages), Sana's scaling factor."""
+    from diffusers import AutoencoderDC
+
+    blocks = ("ResBlock",) * 3 + ("EfficientViTBlock",) * 3          # 6 stages: 2^5 = 32x, as DC-AE f32c32
+    return AutoencoderDC(
+        in_channels=3, latent_channels=32, attention_head_dim=8, encoder_block_types=blocks,
+        decoder_block_types=blocks, encoder_block_out_channels=(8, 8, 16, 16, 32, 32),
+        decoder_block_out_channels=(8, 8, 16, 16, 32, 32), encoder_layers_per_block=(1,) * 6,
+        decoder_layers_per_block=(1,) * 6, encoder_qkv_multiscales=((), (), (), (5,), (5,), (5,)),
+        decoder_qkv_multiscales=((), (), (), (5,), (5,), (5,)), downsample_block_type="Conv",
+        upsample_block_type="interpolate", decoder_norm_types="rms_norm", decoder_act_fns="silu",
+        scaling_factor=0.41407).eval()
+
+
 def _tiny(b):
-    from diffusers import AutoencoderDC, DPMSolverMultistepScheduler, SanaTransformer2DModel
+    from diffusers import DPMSolverMultistepScheduler, SanaTransformer2DModel
 
     tokenizer, text_encoder = tiny_gemma(b)
-    blocks = ("ResBlock",) * 3 + ("EfficientViTBlock",) * 3          # 6 stages: 2^5 = 32x, as DC-AE f32c32
     with b.seeded("vae"):
-        vae = AutoencoderDC(
-            in_channels=3, latent_channels=32, attention_head_dim=8, encoder_block_types=blocks,
-            decoder_block_types=blocks, encoder_block_out_channels=(8, 8, 16, 16, 32, 32),
-            decoder_block_out_channels=(8, 8, 16, 16, 32, 32), encoder_layers_per_block=(1,) * 6,
-            decoder_layers_per_block=(1,) * 6, encoder_qkv_multiscales=((), (), (), (5,), (5,), (5,)),
-            decoder_qkv_multiscales=((), (), (), (5,), (5,), (5,)), downsample_block_type="Conv",
-            upsample_block_type="interpolate", decoder_norm_types="rms_norm", decoder_act_fns="silu",
-            scaling_factor=0.41407).eval()
+        vae = tiny_dc_ae()
     with b.seeded("transformer"):
         transformer = SanaTransformer2DModel(
             in_channels=32, out_channels=32, num_attention_heads=2, attention_head_dim=16, num_layers=2,

@@ -226,6 +226,10 @@ def _write_model(
             pipe = build_pipeline(arch, seed, shared_seed)
             pipe.save_pretrained(tmp, safe_serialization=True)
             del pipe
+            finish = _spec(arch).tiny.finish
+            if finish:
+                from toolkit.models.arch import load_object
+                load_object(finish)(str(tmp))
         # Some writers create files 0600 (temp-file-then-rename); make the folder
         # readable like any model folder (e.g. a cache shared between users).
         for path in tmp.rglob("*"):
