@@ -398,3 +398,13 @@ def test_a_start_frame_too_large_to_stream_is_never_queued(monkeypatch, tmp_path
         eng.submit({"arch": "zimage", "name_or_path": "tiny:zimage"}, {"prompt": "x" * 6000}, request_id="big")
     assert e.value.key == "sample" and "too large to stream" in e.value.message
     assert eng.queue_length() == 0 and eng.get("big") is None
+
+
+def test_a_pixel_space_denoiser_is_counted_by_its_tokens():
+    """PRX Pixel steps the image itself in 16x16-pixel tokens: its floor at 2048x2048 is that of 128x128
+    tokens of activations, not of four million positions (which refused what fits a 24 GB card)."""
+    pixel = [a for a, spec in ARCHS.items() if spec.denoiser_patch > 1]
+    assert pixel
+    for arch in pixel:
+        assert _estimate(arch, width=2048, height=2048) < 4 * GB
+        assert _estimate(arch, width=2048, height=2048) > _estimate(arch, width=512, height=512)

@@ -362,6 +362,9 @@ class ArchSpec:
     # the VAE decoder's features per output pixel at its last stage: the decode term of the memory floor
     # (toolkit/models/base_model.py, estimate_activation_bytes)
     decode_features: int = 128
+    # latent pixels per side of one denoiser token where the floor would otherwise count every one as a
+    # position: a pixel-space DiT (PRX Pixel's 16x16-pixel patches) holds activations per token
+    denoiser_patch: int = 1
 
     def __post_init__(self):
         tasks = self.tasks or (Task("txt2img", self.pipeline),)

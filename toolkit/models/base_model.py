@@ -253,7 +253,8 @@ class BaseModel:
     # the engine refuses what cannot fit on the device even with everything else freed. A floor,
     # not a forecast: it counts only tensors any of these pipelines holds at once, so a refusal is
     # certain and a pass promises nothing (an out-of-memory error then ends only that request).
-    #   denoise = P * DENOISER_FEATURES * DENOISER_LIVE * b      P: latent positions (frames*h*w)
+    #   denoise = P / p^2 * DENOISER_FEATURES * DENOISER_LIVE * b   P: latent positions (frames*h*w);
+    #                                                              p: the row's denoiser_patch (pixel space)
     #   decode  = f * H * W * features * DECODE_LIVE * b + F * H * W * 3 * b
     #   need    = batch * (max(denoise, decode) + P * C * b)
     # b: bytes per activation (2 for bf16/fp16, 4 for float32; `auto` is bf16 on CUDA, float32
@@ -294,7 +295,7 @@ class BaseModel:
             height, width = gen.height, gen.width
             positions = (lat.latent_frames(frames) * math.ceil(height / lat.spatial)
                          * math.ceil(width / lat.spatial))
-        denoise = positions * cls.DENOISER_FEATURES * cls.DENOISER_LIVE * b
+        denoise = positions // spec.denoiser_patch ** 2 * cls.DENOISER_FEATURES * cls.DENOISER_LIVE * b
         at_once = min(frames, lat.temporal) if spec.modality == "video" else frames
         decode = (at_once * height * width * cls.decode_features(spec) * cls.DECODE_LIVE * b
                   + frames * height * width * 3 * b)

@@ -50,6 +50,7 @@ SPEC = ArchSpec(
     size_divisor=PATCH,
     sample_extras={"resolution_binning": Extra("bool", True)},
     # pixel space: the RGB image in [-1, 1], previewed as itself
+    denoiser_patch=PATCH,                 # the memory floor counts its tokens, not its pixels
     latents=Latents("BCHW", 3, spatial=1, format=latent_formats.PIXELS),
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 5.0,
                       "resolution_binning": False}),
