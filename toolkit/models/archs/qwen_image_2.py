@@ -12,7 +12,7 @@ from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, VAE, ArchSpec, Component, Extra,
                                  Latents, SampleDefaults, Task, Tiny, Variant)
 from toolkit.models.archs.qwen_image import SCHEDULER_CONFIG, QwenImageModel
-from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
+from toolkit.models.tiny.tokenizers import PROMPTS, QWEN_VL_CHAT_TEMPLATE, qwen2_tokenizer
 
 # the pipeline's own templates (QwenImage21Pipeline.__init__)
 SYSTEM = "Comprehend and analyze the provided prompt."
@@ -28,19 +28,6 @@ TURBO_SIGMAS = [1.0, 0.978453, 0.95418, 0.926626, 0.89508, 0.845148, 0.704534, 0
 SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", **SCHEDULER_CONFIG)
 TURBO_SCHEDULER = {"use_dynamic_shifting": False, "shift_terminal": None}
 
-# a Qwen3-VL-style chat template: what the pipeline runs to count the system turn's tokens (list contents)
-CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
-    "{%- if message['content'] is string -%}{{- message['content'] -}}"
-    "{%- else -%}{%- for part in message['content'] -%}"
-    "{%- if part['type'] == 'text' -%}{{- part['text'] -}}"
-    "{%- else -%}{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}{%- endif -%}"
-    "{%- endfor -%}{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
-)
 TEXT_HIDDEN = 32
 
 
@@ -74,7 +61,7 @@ def tiny_qwen3vl(b):
                               Qwen3VLProcessor, Qwen3VLVideoProcessor)
 
     tok = qwen2_tokenizer([T2I_TEMPLATE.format(p) for p in PROMPTS] * 4 + [EDIT_TEMPLATE.format(p) for p in PROMPTS])
-    tok.chat_template = CHAT_TEMPLATE
+    tok.chat_template = QWEN_VL_CHAT_TEMPLATE
     ids = {name: tok.convert_tokens_to_ids(t) for name, t in (
         ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
         ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"))}
@@ -94,7 +81,7 @@ def tiny_qwen3vl(b):
     image_processor = Qwen2VLImageProcessor(size={"shortest_edge": 32 * 32, "longest_edge": 16777216}, patch_size=16,
                                             temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3,
                                             image_std=[0.5] * 3)
-    processor = Qwen3VLProcessor(image_processor=image_processor, tokenizer=tok, chat_template=CHAT_TEMPLATE,
+    processor = Qwen3VLProcessor(image_processor=image_processor, tokenizer=tok, chat_template=QWEN_VL_CHAT_TEMPLATE,
                                  video_processor=Qwen3VLVideoProcessor(patch_size=16, merge_size=2,
                                                                        temporal_patch_size=2))
     return processor, encoder
