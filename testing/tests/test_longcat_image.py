@@ -1,0 +1,51 @@
+"""LongCat-Image's prompt rewrite (the contract suite's tiny request leaves it off): on by default, as the
+pipeline has it, the Qwen2.5-VL text encoder generates a new prompt before encoding, and the holder's
+image is the bare pipeline's, bit for bit; off, nothing is generated. Both pipelines read and write 16
+tokens here, not 512 (`tokenizer_max_length`, the rewrite's max_new_tokens and the encoding's padding):
+a random tiny LLM rarely stops early."""
+import numpy as np
+import pytest
+import torch
+
+from toolkit.config_modules import GenerateImageConfig
+from toolkit.models.base_model import get_model_class
+
+SAMPLE = {"prompt": "a small test prompt", "seed": 7, "width": 64, "height": 64, "num_inference_steps": 2,
+          "guidance_scale": 4.5}
+MAX_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def longcat(tiny_root):
+    from toolkit.models.tiny import cached_tiny
+
+    folder = str(cached_tiny("longcat_image", 0, root=str(tiny_root)))
+    holder = get_model_class("longcat_image")({"arch": "longcat_image", "name_or_path": folder, "local_only": True},
+                                              device="cpu")
+    holder.load_model()
+    holder.pipeline.tokenizer_max_length = MAX_TOKENS
+    return folder, holder
+
+
+@pytest.mark.parametrize("rewrite", [None, False])
+def test_the_rewrite_runs_by_default_and_matches_the_pipeline(longcat, rewrite):
+    from diffusers import LongCatImagePipeline
+
+    folder, holder = longcat
+    gen = GenerateImageConfig.from_dict({**SAMPLE, "prompt_rewrite": rewrite}, holder.model_config)
+    assert gen.extras["prompt_rewrite"] is (rewrite is not False)       # unset: the pipeline's default, on
+    generated = []
+    encoder = holder.pipeline.text_encoder
+    original = encoder.generate
+    encoder.generate = lambda *a, **kw: generated.append(1) or original(*a, **kw)
+    try:
+        got = holder.generate_single(gen)
+    finally:
+        del encoder.generate
+    assert bool(generated) == gen.extras["prompt_rewrite"]
+
+    bare = LongCatImagePipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    bare.set_progress_bar_config(disable=True)
+    bare.tokenizer_max_length = MAX_TOKENS
+    want = bare(**holder.pipeline_kwargs(gen), generator=torch.Generator("cpu").manual_seed(7)).images[0]
+    assert np.array_equal(np.asarray(got), np.asarray(want))
