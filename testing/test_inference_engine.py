@@ -66,6 +66,7 @@ CROSS_PAIRS = {
     # LongCat-Image's Qwen2.5-VL-7B-Instruct and its tokenizer are Qwen-Image's; its VAE is FLUX.1's
     ("qwen_image", "longcat_image"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
     ("flux", "longcat_image"): {"vae": "vae"},
+    ("flux", "ovis_image"): {"vae": "vae"},                  # Ovis-Image's VAE is FLUX.1's
 }
 
 
