@@ -67,6 +67,7 @@ CROSS_PAIRS = {
     ("qwen_image", "longcat_image"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
     ("flux", "longcat_image"): {"vae": "vae"},
     ("flux", "ovis_image"): {"vae": "vae"},                  # Ovis-Image's VAE is FLUX.1's
+    ("longcat_image", "longcat_image_edit"): {r: r for r in ("text_encoder", "tokenizer", "text_processor", "vae")},
 }
 
 

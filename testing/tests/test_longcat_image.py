@@ -49,3 +49,17 @@ def test_the_rewrite_runs_by_default_and_matches_the_pipeline(longcat, rewrite):
     bare.tokenizer_max_length = MAX_TOKENS
     want = bare(**holder.pipeline_kwargs(gen), generator=torch.Generator("cpu").manual_seed(7)).images[0]
     assert np.array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_the_edit_makes_the_requested_size_from_an_input_of_another(tiny, tmp_path):
+    """LongCat-Image-Edit's pipeline derives its size from the input (its aspect at 1024^2): the holder
+    fits the input to the request and has the pipeline make the request's size."""
+    from testing.fixtures import input_image
+
+    holder = get_model_class("longcat_image_edit")({"arch": "longcat_image_edit", "name_or_path":
+                                                    tiny("longcat_image_edit"), "local_only": True}, device="cpu")
+    holder.load_model()
+    gen = GenerateImageConfig.from_dict({**SAMPLE, "width": 96, "height": 64,
+                                         "ctrl_img": input_image(tmp_path / "in.png", 48, 80)}, holder.model_config)
+    assert holder.pipeline_kwargs(gen)["image"].size == (96, 64)
+    assert holder.generate_single(gen).size == (96, 64)
