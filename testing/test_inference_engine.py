@@ -63,6 +63,8 @@ CROSS_PAIRS = {
     ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    # Qwen-Image-Layered ships Qwen-Image's Qwen2.5-VL and tokenizer; its VAE is an RGBA one of its own
+    ("qwen_image", "qwen_image_layered"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
     # LongCat-Image's Qwen2.5-VL-7B-Instruct and its tokenizer are Qwen-Image's; its VAE is FLUX.1's
     ("qwen_image", "longcat_image"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
     ("flux", "longcat_image"): {"vae": "vae"},

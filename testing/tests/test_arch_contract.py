@@ -37,7 +37,7 @@ from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS, read_metadata, sav
 from toolkit.images import load_image
 from toolkit.models import latents as latent_frames
 from toolkit.models.arch import DENOISER, MODALITIES, TASKS, load_class
-from toolkit.models.base_model import BaseModel, get_model_class
+from toolkit.models.base_model import BaseModel, get_model_class, output_files
 from toolkit.models.registry import ARCHS
 from toolkit.models.patches import patched
 from toolkit.models.step_hook import wrap_scheduler_step
@@ -162,8 +162,9 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
     ext = gen.output_ext
     out_path = str(tmp_path / f"holder.{ext}")
-    rec, = holder.generate_images([gen], paths=[out_path], on_step=lambda i, n, t, lat, x0: calls.append((i, n, lat.clone())),
+    recs = holder.generate_images([gen], paths=[out_path], on_step=lambda i, n, t, lat, x0: calls.append((i, n, lat.clone())),
                                   on_status=lambda message, stage: stages.append(stage))
+    rec = recs[0]
 
     bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     assert type(bare).__name__ == spec.pipeline
@@ -173,17 +174,22 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     with _arch_patches(holder, gen, bare):
         out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
-    # the same writer with the same settings embedded (the holder's metadata for this request): bit for bit
-    ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
-                     metadata=holder.file_metadata(gen, rec["seed"]), **holder.media_kwargs(gen, data))
-    if spec.modality == "video":
-        got, want = _decoded(rec["path"]), _decoded(ref["path"])
-        assert got["frames"] == want["frames"] == gen.num_frames and got["fps"] == want["fps"] == gen.fps
-        assert got["size"] == want["size"] == (gen.width, gen.height)
-        assert np.array_equal(got["pixels"], want["pixels"]), "decoded frames differ from the bare pipeline's"
-    else:
-        with open(rec["path"], "rb") as f1, open(ref["path"], "rb") as f2:
-            assert f1.read() == f2.read(), "the holder's file differs from the bare pipeline's"
+    # the same writer with the same settings embedded (the holder's metadata for this request): bit for bit;
+    # an output of several images (the row's output_images) a file each
+    parts = list(data) if spec.output_images else [data]
+    assert len(recs) == len(parts) == output_files(spec, gen)
+    for i, (rec, part) in enumerate(zip(recs, parts)):
+        ref = save_media(spec.modality, part, str(tmp_path / f"bare-{i}.{ext}"), ext=ext,
+                         metadata=holder.file_metadata(gen, rec["seed"]), **holder.media_kwargs(gen, part))
+        if spec.modality == "video":
+            got, want = _decoded(rec["path"]), _decoded(ref["path"])
+            assert got["frames"] == want["frames"] == gen.num_frames and got["fps"] == want["fps"] == gen.fps
+            assert got["size"] == want["size"] == (gen.width, gen.height)
+            assert np.array_equal(got["pixels"], want["pixels"]), "decoded frames differ from the bare pipeline's"
+        else:
+            with open(rec["path"], "rb") as f1, open(ref["path"], "rb") as f2:
+                assert f1.read() == f2.read(), "the holder's file differs from the bare pipeline's"
+    rec = recs[0]
     with open(rec["path"], "rb") as f:       # and the file names the request that made it
         back = settings_from_metadata(read_metadata(f.read()))
     assert back["source"] == "aitk" and back["sample"] == public_sample(gen) and back["sample"]["seed"] == 1234
@@ -311,7 +317,8 @@ def test_engine_stream(arch, tiny, tiny_root, tmp_path):
     res = sweep.run_arch(arch, str(tmp_path), root=str(tiny_root))
     assert res["ok"], f"{res['name']}: {res['error']} ({res.get('sequence')})"
     fr = res["frames"]
-    assert fr["start"] == 1 and fr["end"] == 1 and fr["result"] == 1 and fr["error"] == 0
+    files = output_files(ARCHS[arch], GenerateImageConfig.from_dict(_sample(arch, tmp_path), arch))
+    assert fr["start"] == 1 and fr["end"] == 1 and fr["result"] == files and fr["error"] == 0
     assert fr["progress"] == res["steps"] and fr["latent"] == res["steps"], "one progress and latent per step"
 
 

@@ -140,8 +140,9 @@ class Latents:
     """What `scheduler.step` returns and how a `latent` frame carries it.
 
     layout: BCHW | BCFHW (video) | BFCHW (video, frames first: CogVideoX) | packed (B, tokens, C*patch*patch)
-            | packed_video (B, F*H*W tokens, C) | BLC (audio, B, T, C) | BCT (audio, B, C, T). Frames are BCHW,
-            BCFHW or BLC."""
+            | packed_layers (B, N*tokens, C*patch*patch: N images of one output stacked, Qwen-Image-Layered's
+            composite and layers; a frame shows the first) | packed_video (B, F*H*W tokens, C) | BLC (audio,
+            B, T, C) | BCT (audio, B, C, T). Frames are BCHW, BCFHW or BLC."""
     layout: str
     channels: int              # latent channels of the frame
     spatial: int = 8           # pixels per latent pixel
@@ -152,8 +153,8 @@ class Latents:
 
     @property
     def frame_layout(self) -> str:
-        return {"BCHW": "BCHW", "packed": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW",
-                "BLC": "BLC", "BCT": "BLC"}[self.layout]
+        return {"BCHW": "BCHW", "packed": "BCHW", "packed_layers": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW",
+                "packed_video": "BCFHW", "BLC": "BLC", "BCT": "BLC"}[self.layout]
 
     def latent_frames(self, num_frames: int) -> int:
         return (num_frames - 1) // self.temporal + 1
@@ -333,6 +334,9 @@ class ArchSpec:
     scheduler_file: dict = field(default_factory=dict)
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
+    # the sample extra that says how many images one output is (Qwen-Image-Layered's `layers`): each is
+    # written as a file of its own, the output's seed on each, as a batch's are; "" = one image an output
+    output_images: str = ""
     lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)
     # step caches it takes (`sample.cache.type`, toolkit/models/step_cache.py) -> the fixed parameters that
     # type needs on this denoiser (module patterns, magnitude ratios); each is checked to skip work

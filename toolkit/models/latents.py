@@ -41,8 +41,11 @@ def frame_on_device(latents: torch.Tensor, spec: Latents, *, height: int, width:
     """to_frame without the copy: the contiguous float16 frame where the latents are (latent_copy.py
     moves it to the host without stalling the device)."""
     x = latents.detach()
-    if spec.layout == "packed":
-        x = unpack_tokens(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
+    if spec.layout in ("packed", "packed_layers"):
+        h, w = height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch)
+        if spec.layout == "packed_layers":      # the first of the stacked images (Qwen-Image-Layered's composite)
+            x = x[:, :h * w]
+        x = unpack_tokens(x, h, w, spec.patch)
     elif spec.layout == "packed_video":
         x = unpack_video_tokens(x, spec.latent_frames(num_frames), height // spec.spatial, width // spec.spatial)
     elif spec.layout in ("BCT", "BFCHW"):       # channels second, as the frame layouts have them
