@@ -10,8 +10,10 @@ qwen_image. The Turbo checkpoint is the `turbo` variant: its model_index.json fi
 sigma grid (`sample_sigmas`) and its scheduler shifts nothing."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, VAE, ArchSpec, Component, Extra,
-                                 Latents, SampleDefaults, Task, Tiny, Variant)
+                                 Latents, SampleDefaults, SingleFile, Task, Tiny, Variant)
 from toolkit.models.archs.qwen_image import SCHEDULER_CONFIG, QwenImageModel
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny.tokenizers import PROMPTS, QWEN_VL_CHAT_TEMPLATE, qwen2_tokenizer
 
 # the pipeline's own templates (QwenImage21Pipeline.__init__)
@@ -29,6 +31,56 @@ SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", **SCHEDULER
 TURBO_SCHEDULER = {"use_dynamic_shifting": False, "shift_terminal": None}
 
 TEXT_HIDDEN = 32
+
+
+# Qwen/Qwen-Image-2.1 transformer/config.json (the Turbo's has its shapes); the tiny factory's
+QWEN_IMAGE21 = dict(patch_size=1, in_channels=64, out_channels=64, num_layers=32, attention_head_dim=128,
+                    num_attention_heads=32, context_in_dim=4096, mlp_ratio=3, axes_dims_rope=[16, 56, 56])
+TINY_TRANSFORMER = dict(patch_size=1, in_channels=64, out_channels=64, num_layers=2, attention_head_dim=16,
+                        num_attention_heads=2, context_in_dim=TEXT_HIDDEN, mlp_ratio=3, axes_dims_rope=[4, 6, 6])
+TRANSFORMER_KNOWN = {"qwen-image-2.1": QWEN_IMAGE21, "tiny": TINY_TRANSFORMER}
+
+
+def transformer_signature(view) -> dict:
+    """What a Qwen-Image 2.1 file's shapes tell (diffusers' names but the MLP's gate and up in one `gate_up`)."""
+    if not view.has("img_in.weight") or not view.has("txt_in.text_norm.weight"):
+        raise FileKindError("no img_in / txt_in.text_norm: not a Qwen-Image 2.1 transformer")
+    return {"width": view.dim("img_in.weight"), "in_channels": view.dim("img_in.weight", 1),
+            "patch_out": view.dim("proj_out.weight"), "context_in_dim": view.dim("txt_in.in_layer.weight", 1),
+            "num_layers": view.count(r"transformer_blocks\.(\d+)\."),
+            "head_dim": view.dim("transformer_blocks.0.attn.norm_q.weight"),
+            "mlp": view.dim("transformer_blocks.0.img_mlp.gate_up.weight") // 2}
+
+
+def transformer_facts(c: dict) -> dict:
+    width = c["num_attention_heads"] * c["attention_head_dim"]
+    return {"width": width, "in_channels": c["in_channels"], "patch_out": c["patch_size"] ** 2 * c["out_channels"],
+            "context_in_dim": c["context_in_dim"], "num_layers": c["num_layers"],
+            "head_dim": c["attention_head_dim"], "mlp": c["mlp_ratio"] * width}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Qwen-Image 2.1 transformer",
+                      notes={"qwen-image-2.1": ("the Turbo has the same shapes: variant turbo samples it as the "
+                                                "Turbo",)})
+
+
+def to_original(state: dict) -> dict:
+    """diffusers names -> ComfyUI's: each block's SwiGLU gate and up projections as one `gate_up`, gate
+    rows first (what diffusers' converter splits)."""
+    import torch
+
+    out = {}
+    for key, t in state.items():
+        if key.endswith("img_mlp.proj.weight"):
+            continue
+        if key.endswith("img_mlp.gate_layer.weight"):
+            up = state[key.replace("gate_layer", "proj")]
+            out[key.replace("gate_layer", "gate_up")] = torch.cat([t, up], 0)
+        else:
+            out[key] = t
+    return out
 
 
 class QwenImage2Model(QwenImageModel):
@@ -96,10 +148,7 @@ def _tiny(b):
         vae = AutoencoderKLQwenImage21(base_dim=4, decoder_base_dim=4, z_dim=64, dim_mult=[1, 1, 1, 1, 1],
                                        num_res_blocks=1, temperal_downsample=[False, True, True, True]).eval()
     with b.seeded("transformer"):
-        transformer = QwenImage21Transformer2DModel(patch_size=1, in_channels=64, out_channels=64, num_layers=2,
-                                                    attention_head_dim=16, num_attention_heads=2,
-                                                    context_in_dim=TEXT_HIDDEN, mlp_ratio=3,
-                                                    axes_dims_rope=(4, 6, 6)).eval()
+        transformer = QwenImage21Transformer2DModel(**TINY_TRANSFORMER).eval()
     from diffusers import FlowMatchEulerDiscreteScheduler
     return dict(processor=processor, text_encoder=text_encoder, vae=vae, transformer=transformer,
                 scheduler=FlowMatchEulerDiscreteScheduler(**SCHEDULER_CONFIG))
@@ -113,7 +162,13 @@ SPEC = ArchSpec(
         Component("processor", "transformers:Qwen3VLProcessor", PROCESSOR),
         Component("text_encoder", "transformers:Qwen3VLForConditionalGeneration", TEXT_ENCODER),
         Component("vae", "AutoencoderKLQwenImage21", VAE),
-        Component("transformer", "QwenImage21Transformer2DModel", DENOISER),
+        # ComfyUI's files (Comfy-Org/Qwen-Image-2.1 diffusion_models/): diffusers' names, the MLP's gate and up fused
+        Component("transformer", "QwenImage21Transformer2DModel", DENOISER, single_file=SingleFile(
+            "convert_qwen_image21_transformer_checkpoint_to_diffusers",
+            "toolkit.models.archs.qwen_image_2:to_original",
+            anchors=("img_in.weight", "txt_in.text_norm.weight", "transformer_blocks.0.img_mlp.gate_up.weight"),
+            config="toolkit.models.archs.qwen_image_2:transformer_config", kind="qwen_image21_dit",
+            label="Qwen-Image 2.1 transformer")),
     ),
     # the diffusers docs' Qwen defaults: 40 steps, no guidance; the pipeline's 1024^2
     defaults=SampleDefaults(1024, 1024, 40, 1.0),
