@@ -78,3 +78,25 @@ def test_a_request_counts_a_file_per_layer():
     gen = GenerateImageConfig.from_dict({**SAMPLE, "ctrl_img": "x.png", "layers": 5}, mc)
     assert output_files(mc.spec, gen) == 5
     assert os.path.basename(batch_paths("r.png", 5)[-1]) == "r-4.png"
+
+
+def test_a_gguf_file_reads_as_the_layered_denoiser(tmp_path):
+    """Its GGUF files are Qwen-Image's layout (the denoiser class's `gguf` row) with the RGB/RGBA timestep
+    embedding: read as Qwen-Image-Layered, the layer flags set, a Q8_0 decomposition near the float32 one."""
+    from toolkit.models.tiny.gguf import make_tiny_gguf
+
+    made = make_tiny_gguf("qwen_image_layered", tmp_path / "gguf", qtypes=("Q8_0",))
+    sample = {**SAMPLE, "width": 64, "height": 64, "layers": 2,
+              "ctrl_img": input_image(tmp_path / "in.png", 64, 64)}
+
+    def layers(model):
+        h = get_model_class("qwen_image_layered")({"arch": "qwen_image_layered", "local_only": True, **model},
+                                                  device="cpu").load_model()
+        return h, np.stack([np.asarray(im, np.float64) for im in h.generate_single(
+            GenerateImageConfig.from_dict(sample, h.model_config))])
+
+    _, want = layers({"name_or_path": str(made["folder"])})
+    holder, got = layers({"name_or_path": str(made["files"]["Q8_0"]), "extras_name_or_path": str(made["folder"])})
+    tr = holder.loaded["transformer"]
+    assert tr._aitk_gguf["qtype"] == "Q8_0" and tr.config.use_additional_t_cond and tr.config.use_layer3d_rope
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.02

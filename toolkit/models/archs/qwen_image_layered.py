@@ -15,13 +15,35 @@ The Qwen2.5-VL encoder and tokenizer are Qwen-Image's (the tiny is qwen_image.py
 processor Qwen-Image-Edit's; the VAE is its own (RGBA in and out)."""
 import functools
 import sys
+from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
                                  Extra, Latents, SampleDefaults, Task, Tiny)
-from toolkit.models.archs.qwen_image import QwenImageModel, _scheduler, tiny_qwen25vl, tiny_qwen_image_transformer
+from toolkit.models.archs.qwen_image import (COMPONENTS, GGUF, QWEN_IMAGE, SCHEDULER_FILE, TINY_TRANSFORMER,
+                                             QwenImageModel, _scheduler, tiny_qwen25vl, tiny_qwen_image_transformer,
+                                             transformer_facts, transformer_signature)
 from toolkit.models.archs.qwen_image_edit import qwen2vl_processor
 from toolkit.models.formats import llm_encoders
+from toolkit.models.formats.dit_configs import from_known
+
+# Qwen/Qwen-Image-Layered transformer/config.json: Qwen-Image's shapes with the layer flags; the tiny factory's
+LAYERED = dict(use_additional_t_cond=True, use_layer3d_rope=True)
+TRANSFORMER_KNOWN = {"qwen-image-layered": dict(QWEN_IMAGE, **LAYERED), "tiny": dict(TINY_TRANSFORMER, **LAYERED)}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Qwen-Image-Layered transformer")
+
+
+# ComfyUI's files (diffusion_models/qwen_image_layered_*): Qwen-Image's layout (diffusers' names) and its
+# RGB/RGBA timestep embedding, by which the Qwen-Image rows refuse them
+QWEN_IMAGE_FILE = COMPONENTS[-1].single_file
+TRANSFORMER_FILE = replace(QWEN_IMAGE_FILE,
+                           anchors=QWEN_IMAGE_FILE.anchors + ("time_text_embed.addition_t_embedding.weight",),
+                           config="toolkit.models.archs.qwen_image_layered:transformer_config",
+                           kind="qwen_image_layered_dit", label="Qwen-Image-Layered transformer")
 
 SAMPLE_EXTRAS = {"layers": Extra("int", 4), "cfg_normalize": Extra("bool", False),   # the pipeline's defaults
                  "use_en_prompt": Extra("bool", False)}
@@ -62,7 +84,7 @@ def _tiny(b):
                                      temperal_downsample=[False, True, True], input_channels=4).eval()
     return dict(tokenizer=tokenizer, text_encoder=text_encoder, processor=qwen2vl_processor(tokenizer), vae=vae,
                 scheduler=_scheduler(),
-                transformer=tiny_qwen_image_transformer(b, use_additional_t_cond=True, use_layer3d_rope=True))
+                transformer=tiny_qwen_image_transformer(b, **LAYERED))
 
 
 SPEC = ArchSpec(
@@ -76,16 +98,18 @@ SPEC = ArchSpec(
         Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER,
                   single_file=llm_encoders.QWEN25_VL_7B),
         Component("vae", "AutoencoderKLQwenImage", VAE),
-        Component("transformer", "QwenImageTransformer2DModel", DENOISER),
+        Component("transformer", "QwenImageTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     negative_prompt_default=" ",      # true CFG needs a negative prompt: the model card's " " when none is given
     # the model card: 50 steps, true CFG 4.0, 4 layers at the 640 bucket
     defaults=SampleDefaults(640, 640, 50, 4.0),
     tasks=(Task("edit", "QwenImageLayeredPipeline"),),      # decompose: one input image, required
     sample_extras=SAMPLE_EXTRAS, output_images="layers", batch_arg=None,
+    gguf=GGUF,      # Qwen-Image's denoiser class: ComfyUI-GGUF's qwen_image files
     # the composite's and the layers' tokens stacked; the RGBA VAE keeps Qwen-Image's 16-channel space
     latents=Latents("packed_layers", 16, patch=2, format=latent_formats.WAN21),
     decode_features=96,                       # Qwen-Image's VAE's last decoder stage
+    scheduler_file=SCHEDULER_FILE,            # files carry none: Qwen-Image's (the family's, and the tiny's)
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0, "layers": 2}),
     description="Qwen-Image-Layered: decompose an input image into RGBA layers (a file each), true CFG",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
