@@ -73,6 +73,13 @@ CROSS_PAIRS = {
     ("flux", "prx"): {"vae": "vae"},            # PRX ships FLUX.1-dev's VAE
     ("prx", "prx_dcae"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},    # both T5Gemma-2B-2B-UL2's
     ("qwen_image", "nucleus_image"): {"vae": "vae"},     # Nucleus-Image ships the Qwen Image VAE
+    # Qwen-Image-Layered ships Qwen-Image's Qwen2.5-VL and tokenizer; its VAE is an RGBA one of its own
+    ("qwen_image", "qwen_image_layered"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
+    # LongCat-Image's Qwen2.5-VL-7B-Instruct and its tokenizer are Qwen-Image's; its VAE is FLUX.1's
+    ("qwen_image", "longcat_image"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
+    ("flux", "longcat_image"): {"vae": "vae"},
+    ("flux", "ovis_image"): {"vae": "vae"},                  # Ovis-Image's VAE is FLUX.1's
+    ("longcat_image", "longcat_image_edit"): {r: r for r in ("text_encoder", "tokenizer", "text_processor", "vae")},
 }
 
 

@@ -154,19 +154,20 @@ def _to_rgb(arr: np.ndarray) -> np.ndarray:
     raise ValueError(f"expected 1, 3 or 4 channels, got shape {arr.shape}")
 
 
-def to_uint8_frames(x) -> np.ndarray:
-    """Convert an image or video to uint8 RGB: HWC for one image, FHWC for several frames.
+def to_uint8_frames(x, *, alpha: bool = False) -> np.ndarray:
+    """Convert an image or video to uint8 RGB: HWC for one image, FHWC for several frames. With
+    `alpha`, an alpha channel the input has is kept (RGBA; an RGBA VAE's images, Qwen-Image 2.1's).
 
     Accepts a PIL image, a list of PIL images, float numpy arrays in [0, 1] (HW, HWC,
     FHWC, or 1FHWC), uint8 numpy arrays (same layouts), and torch tensors in [0, 1]
     (CHW, FCHW, or BCFHW with B=1, the layout video VAEs decode to).
     """
     if isinstance(x, Image.Image):
-        return np.asarray(x.convert("RGB"))
+        return np.asarray(x.convert("RGBA" if alpha and "A" in x.getbands() else "RGB"))
     if isinstance(x, (list, tuple)):
         if not x:
             raise ValueError("no frames")
-        return np.stack([to_uint8_frames(f) for f in x])
+        return np.stack([to_uint8_frames(f, alpha=alpha) for f in x])
 
     if _is_tensor(x):
         t = x.detach().cpu()
@@ -198,7 +199,7 @@ def to_uint8_frames(x) -> np.ndarray:
         arr = (np.clip(arr, 0, 1) * 255).round().astype(np.uint8)
     elif arr.dtype != np.uint8:
         raise ValueError(f"expected float in [0, 1] or uint8 pixels, got dtype {arr.dtype}")
-    return np.ascontiguousarray(_to_rgb(arr))
+    return np.ascontiguousarray(arr if alpha and arr.shape[-1] == 4 else _to_rgb(arr))
 
 
 def _to_audio(audio) -> np.ndarray:
@@ -226,15 +227,15 @@ def _to_int16(audio: np.ndarray) -> np.ndarray:
 
 def save_image(image, path, ext=None, *, quality=95, metadata=None) -> dict:
     """Write one image as png (lossless), jpg (``quality``) or webp (lossless iff quality == 100),
-    with ``metadata`` (module docstring) embedded."""
+    with ``metadata`` (module docstring) embedded. An image with alpha keeps it in png and webp."""
     path, ext = _resolve(path, ext, IMAGE_EXTS)
     metadata = _check_metadata(metadata)
-    arr = to_uint8_frames(image)
+    arr = to_uint8_frames(image, alpha=ext != "jpg")
     if arr.ndim == 4:
         if arr.shape[0] != 1:
             raise ValueError(f"save_image got {arr.shape[0]} frames; use save_video")
         arr = arr[0]
-    img = Image.fromarray(arr, "RGB")
+    img = Image.fromarray(arr, "RGBA" if arr.shape[-1] == 4 else "RGB")
     if ext == "png":
         opts = {"format": "PNG", **_png_metadata(metadata)}
     elif ext == "jpg":

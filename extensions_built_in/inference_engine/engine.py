@@ -35,7 +35,7 @@ from toolkit import images, input_media
 from toolkit.errors import ConfigError
 from toolkit.file_settings import display_name
 from toolkit.local_weights import weights_here
-from toolkit.models.base_model import batch_paths
+from toolkit.models.base_model import batch_paths, output_files
 from toolkit.media import atomic_path
 from toolkit.models.registry import ARCHS as ARCHS_BY_NAME
 from toolkit.weight_files import check_named_files
@@ -821,8 +821,9 @@ class Engine:
 
     def _output_path(self, req: Request) -> str:
         """`<request_id>.<ext>`, or with a suffix when that name was ever used: never overwrites. A batch
-        writes `<name>-<i>.<ext>` (base_model.batch_paths): every one of its names is free."""
-        ext, batch = req.sample.output_ext, req.sample.batch_size
+        writes `<name>-<i>.<ext>` (base_model.batch_paths), a file per image (output_files): every one of
+        its names is free."""
+        ext, batch = req.sample.output_ext, output_files(req.model.spec, req.sample)
         name, n = f"{req.request_id}.{ext}", 1
         while any(p in self._names or os.path.lexists(os.path.join(self.output_folder, p))
                   for p in batch_paths(name, batch)):

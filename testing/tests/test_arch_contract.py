@@ -38,8 +38,9 @@ from toolkit.images import load_image
 from toolkit.input_media import load_video
 from toolkit.models import latents as latent_frames
 from toolkit.models.arch import DENOISER, IMAGE_INPUTS, MODALITIES, STRENGTH_TASKS, TASKS, load_class
-from toolkit.models.base_model import BaseModel, get_model_class, global_rng_seeded
+from toolkit.models.base_model import BaseModel, get_model_class, global_rng_seeded, output_files
 from toolkit.models.registry import ARCHS
+from toolkit.models.patches import patched
 from toolkit.models.step_hook import wrap_scheduler_step
 from toolkit.models.tiny import MARKER_NAME, make_shared_pair, make_tiny, own_roles, shared_roles
 from toolkit.models.v2.sources import looks_like_repo_id
@@ -179,8 +180,9 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
     ext = gen.output_ext
     out_path = str(tmp_path / f"holder.{ext}")
-    rec, = holder.generate_images([gen], paths=[out_path], on_step=lambda i, n, t, lat, x0: calls.append((i, n, lat.clone())),
+    recs = holder.generate_images([gen], paths=[out_path], on_step=lambda i, n, t, lat, x0: calls.append((i, n, lat.clone())),
                                   on_status=lambda message, stage: stages.append(stage))
+    rec = recs[0]
 
     bare = _bare(folder)
     assert type(bare).__name__ == spec.pipeline
@@ -188,20 +190,25 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     kwargs = holder.pipeline_kwargs(gen)
     # the prompt reaches the pipeline (framed where the arch must: Fibo-Edit's JSON edit caption)
     assert gen.prompt in kwargs["prompt"] and kwargs["num_inference_steps"] == gen.num_inference_steps
-    with _global_rng(spec):
+    with _global_rng(spec), _arch_patches(holder, gen, bare):
         out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
-    # the same writer with the same settings embedded (the holder's metadata for this request): bit for bit
-    ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
-                     metadata=holder.file_metadata(gen, rec["seed"]), **holder.media_kwargs(gen, data))
-    if spec.modality == "video":
-        got, want = _decoded(rec["path"]), _decoded(ref["path"])
-        assert got["frames"] == want["frames"] == gen.num_frames and got["fps"] == want["fps"] == gen.fps
-        assert got["size"] == want["size"] == (gen.width, gen.height)
-        assert np.array_equal(got["pixels"], want["pixels"]), "decoded frames differ from the bare pipeline's"
-    else:
-        with open(rec["path"], "rb") as f1, open(ref["path"], "rb") as f2:
-            assert f1.read() == f2.read(), "the holder's file differs from the bare pipeline's"
+    # the same writer with the same settings embedded (the holder's metadata for this request): bit for bit;
+    # an output of several images (the row's output_images) a file each
+    parts = list(data) if spec.output_images else [data]
+    assert len(recs) == len(parts) == output_files(spec, gen)
+    for i, (rec, part) in enumerate(zip(recs, parts)):
+        ref = save_media(spec.modality, part, str(tmp_path / f"bare-{i}.{ext}"), ext=ext,
+                         metadata=holder.file_metadata(gen, rec["seed"]), **holder.media_kwargs(gen, part))
+        if spec.modality == "video":
+            got, want = _decoded(rec["path"]), _decoded(ref["path"])
+            assert got["frames"] == want["frames"] == gen.num_frames and got["fps"] == want["fps"] == gen.fps
+            assert got["size"] == want["size"] == (gen.width, gen.height)
+            assert np.array_equal(got["pixels"], want["pixels"]), "decoded frames differ from the bare pipeline's"
+        else:
+            with open(rec["path"], "rb") as f1, open(ref["path"], "rb") as f2:
+                assert f1.read() == f2.read(), "the holder's file differs from the bare pipeline's"
+    rec = recs[0]
     with open(rec["path"], "rb") as f:       # and the file names the request that made it
         back = settings_from_metadata(read_metadata(f.read()))
     assert back["source"] == "aitk" and back["sample"] == public_sample(gen) and back["sample"]["seed"] == 1234
@@ -245,7 +252,8 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     pipe = bare if type(bare) is cls else cls.from_pipe(bare)
     pipe.set_progress_bar_config(disable=True)
     bare_steps = []
-    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)), _global_rng(spec):
+    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)), _global_rng(spec), \
+            _arch_patches(holder, gen, pipe):
         out = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
@@ -269,6 +277,17 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
 def _global_rng(spec):
     """The bare call seeded as the holder seeds it where its pipeline draws from torch's global RNG."""
     return global_rng_seeded(1234) if spec.global_rng else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _arch_patches(holder, gen, pipe):
+    """The arch's own per-call patches (its holder's `call_patches`: Krea 2's mu, a size the pipeline
+    would derive from the input image) over the bare pipeline too: they are the arch's declared
+    departures from its pipeline, each tested in the arch's own file; this suite checks the rest."""
+    with contextlib.ExitStack() as stack:
+        for obj, name, wrapper in holder.call_patches(gen, pipe):
+            stack.enter_context(patched(obj, name, wrapper))
+        yield
 
 
 def _task_inputs(spec, row, tmp_path) -> dict:
@@ -345,7 +364,8 @@ def test_engine_stream(arch, tiny, tiny_root, tmp_path):
     res = sweep.run_arch(arch, str(tmp_path), root=str(tiny_root))
     assert res["ok"], f"{res['name']}: {res['error']} ({res.get('sequence')})"
     fr = res["frames"]
-    assert fr["start"] == 1 and fr["end"] == 1 and fr["result"] == 1 and fr["error"] == 0
+    files = output_files(ARCHS[arch], GenerateImageConfig.from_dict(_sample(arch, tmp_path), arch))
+    assert fr["start"] == 1 and fr["end"] == 1 and fr["result"] == files and fr["error"] == 0
     assert fr["progress"] == res["steps"] and fr["latent"] == res["steps"], "one progress and latent per step"
 
 

@@ -24,9 +24,9 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "ernie_image", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "pixart",
-             "qwen_image", "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b",
-             "wan22_a14b_i2v", "wan_vace", "zimage")
+DIT_ARCHS = ("chroma", "ernie_image", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2",
+             "pixart", "qwen_image", "qwen_image_2", "qwen_image_edit", "qwen_image_layered", "sd3", "stable_audio",
+             "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
@@ -319,6 +319,8 @@ REAL = (
     ("zimage", "z-image-turbo", "zimage", None, ()),
     ("qwen_image", "qwen-image", "qwen_image", None, ("qwen_image_edit",)),
     ("qwen_image_edit", "qwen-image-edit-2509", "qwen_image", None, ("qwen_image_edit",)),
+    ("qwen_image_2", "qwen-image-2.1", "qwen_image_2", None, ()),
+    ("qwen_image_layered", "qwen-image-layered", "qwen_image_layered", None, ()),
     ("wan21", "wan2.1-t2v-1.3b", "wan21", None, ()),
     ("wan21", "wan2.1-t2v-14b", "wan21", None, ("wan22_a14b",)),
     ("wan22_a14b", "wan2.2-t2v-a14b", "wan21", None, ("wan22_a14b",)),

@@ -58,6 +58,26 @@ def test_to_uint8_frames_layouts():
     assert to_uint8_frames(np.zeros((4, 6), np.float32)).shape == (4, 6, 3)
     rgba = Image.fromarray(np.dstack([want[0], np.full((5, 7), 9, np.uint8)]), "RGBA")
     np.testing.assert_array_equal(to_uint8_frames(rgba), want[0])
+    # unless alpha is asked for and there is one
+    np.testing.assert_array_equal(to_uint8_frames(rgba, alpha=True), np.asarray(rgba))
+    np.testing.assert_array_equal(to_uint8_frames(pils[0], alpha=True), want[0])
+
+
+@pytest.mark.parametrize("ext,mode", [("png", "RGBA"), ("webp", "RGBA"), ("jpg", "RGB")])
+def test_an_rgba_image_keeps_its_alpha_where_the_format_has_one(tmp_path, ext, mode):
+    """An RGBA VAE's image (Qwen-Image 2.1, Qwen-Image-Layered's layers): png and webp keep the alpha
+    channel (png bit for bit; lossless webp the alpha, and the colour where it is not 0), jpg has none."""
+    pixels = np.dstack([_expected_u8(_frames(1, 9, 11))[0], np.arange(99, dtype=np.uint8).reshape(9, 11)])
+    info = save_image(Image.fromarray(pixels, "RGBA"), tmp_path / f"out.{ext}", quality=100)
+    with Image.open(info["path"]) as back:
+        assert back.mode == mode
+        back = np.asarray(back)
+    if ext == "png":
+        np.testing.assert_array_equal(back, pixels)
+    elif ext == "webp":
+        seen = pixels[..., 3] > 0
+        np.testing.assert_array_equal(back[..., 3], pixels[..., 3])
+        np.testing.assert_array_equal(back[seen], pixels[seen])
 
 
 def test_to_uint8_frames_rejects_batches():

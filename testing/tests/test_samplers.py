@@ -14,7 +14,7 @@ from testing.fixtures import input_image
 from toolkit import samplers
 from toolkit.config_modules import GenerateImageConfig
 from toolkit.errors import ConfigError
-from toolkit.models.base_model import get_model_class
+from toolkit.models.base_model import get_model_class, output_files
 from toolkit.models.registry import ARCHS
 from testing.tiny_runs import run_message
 
@@ -194,8 +194,9 @@ def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, hol
             holder.spec = spec
         assert holder.pipeline.scheduler is resident and not os.path.exists(out_path)
         return
-    rec, = holder.generate_images([gen], paths=[out_path], on_step=on_step)
-    assert os.path.getsize(rec["path"]) == rec["bytes"] > 0 and rec["seed"] == 1234
+    recs = holder.generate_images([gen], paths=[out_path], on_step=on_step)    # a file per image of the output
+    assert len(recs) == output_files(spec, gen)
+    assert all(os.path.getsize(rec["path"]) == rec["bytes"] > 0 and rec["seed"] == 1234 for rec in recs)
     sampler = samplers.find(spec.scheduler_config, name, spec.samplers_excluded)
     ran = used[0]
     assert type(ran).__name__ == sampler.cls and ran is not resident and all(u is ran for u in used)

@@ -142,8 +142,9 @@ class Latents:
     layout: BCHW | BCFHW (video) | BFCHW (video, frames first: CogVideoX) | packed (B, tokens, C*patch*patch)
             | patched (B, C*patch*patch, h, w: patches folded into channels, ERNIE-Image)
             | packed_last (B, tokens, patch*patch*C: a token's channels last, Ideogram 4's)
-            | packed_video (B, F*H*W tokens, C) | BLC (audio, B, T, C) | BCT (audio, B, C, T). Frames are BCHW,
-            BCFHW or BLC."""
+            | packed_layers (B, N*tokens, C*patch*patch: N images of one output stacked, Qwen-Image-Layered's
+            composite and layers; a frame shows the first) | packed_video (B, F*H*W tokens, C) | BLC (audio,
+            B, T, C) | BCT (audio, B, C, T). Frames are BCHW, BCFHW or BLC."""
     layout: str
     channels: int              # latent channels of the frame
     spatial: int = 8           # pixels per latent pixel
@@ -154,8 +155,8 @@ class Latents:
 
     @property
     def frame_layout(self) -> str:
-        return {"BCHW": "BCHW", "packed": "BCHW", "patched": "BCHW", "packed_last": "BCHW", "BCFHW": "BCFHW",
-                "BFCHW": "BCFHW", "packed_video": "BCFHW", "BLC": "BLC", "BCT": "BLC"}[self.layout]
+        return {"BCHW": "BCHW", "packed": "BCHW", "patched": "BCHW", "packed_last": "BCHW", "packed_layers": "BCHW",
+                "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW", "BLC": "BLC", "BCT": "BLC"}[self.layout]
 
     def latent_frames(self, num_frames: int) -> int:
         return (num_frames - 1) // self.temporal + 1
@@ -348,6 +349,9 @@ class ArchSpec:
     scheduler_file: dict = field(default_factory=dict)
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
+    # the sample extra that says how many images one output is (Qwen-Image-Layered's `layers`): each is
+    # written as a file of its own, the output's seed on each, as a batch's are; "" = one image an output
+    output_images: str = ""
     lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)
     # step caches it takes (`sample.cache.type`, toolkit/models/step_cache.py) -> the fixed parameters that
     # type needs on this denoiser (module patterns, magnitude ratios); each is checked to skip work

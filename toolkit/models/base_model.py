@@ -538,21 +538,25 @@ class BaseModel:
 
     def write_items(self, gen: GenerateImageConfig, items: list, path: str, *, cancel=None, on_status=None) -> list:
         """Write `gen`'s outputs (item j made from seed + j) to `path` (batch_paths for several), each
-        atomically; one record each. A cancel between items removes those written: all or nothing."""
+        atomically; one record each. An output of several images (the row's `output_images`: a list
+        per item) is a file per image, each with its item's seed. A cancel between files removes
+        those written: all or nothing."""
         from toolkit.media import commit_guard, save_media
 
         gen = gen.seeded()       # a caller's fixed seed; a random one for a config sampled unseeded
         seed, records, written = gen.seed, [], []
+        files = [(part, seed + j) for j, item in enumerate(items)
+                 for part in (item if self.spec.output_images else [item])]
         try:
-            for j, (item, item_path) in enumerate(zip(items, batch_paths(path, len(items)))):
+            for (item, item_seed), item_path in zip(files, batch_paths(path, len(files))):
                 if on_status is not None:
                     on_status(f"saving {os.path.basename(item_path)}", "saving")
                 with commit_guard(cancel):
                     record = save_media(self.spec.modality, item, item_path, ext=gen.output_ext,
-                                        metadata=self.file_metadata(gen, seed + j),
+                                        metadata=self.file_metadata(gen, item_seed),
                                         **self.media_kwargs(gen, item))
                 written.append(record["path"])
-                record.update(seed=seed + j, prompt=gen.prompt)
+                record.update(seed=item_seed, prompt=gen.prompt)
                 records.append(record)
         except BaseException:
             for done in written:       # a batch is kept whole or not at all (a cancel between items)
@@ -640,6 +644,13 @@ def _announce(method, on_status, message, stage, after: bool):
             on_status(message, stage)
         return result
     return wrapper
+
+
+def output_files(spec, gen) -> int:
+    """How many files a request writes: one per batch item, times the images one output is (the
+    row's `output_images` extra)."""
+    per_item = (gen.extras.get(spec.output_images) or 1) if spec.output_images else 1
+    return gen.batch_size * per_item
 
 
 def batch_paths(path: str, n: int) -> list[str]:

@@ -61,9 +61,12 @@ def frame_on_device(latents: torch.Tensor, spec: Latents, *, height: int, width:
     """to_frame without the copy: the contiguous float16 frame where the latents are (latent_copy.py
     moves it to the host without stalling the device)."""
     x = latents.detach()
-    if spec.layout in ("packed", "packed_last"):
-        unpack = unpack_tokens if spec.layout == "packed" else unpack_tokens_channels_last
-        x = unpack(x, height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch), spec.patch)
+    if spec.layout in ("packed", "packed_last", "packed_layers"):
+        h, w = height // (spec.spatial * spec.patch), width // (spec.spatial * spec.patch)
+        if spec.layout == "packed_layers":      # the first of the stacked images (Qwen-Image-Layered's composite)
+            x = x[:, :h * w]
+        unpack = unpack_tokens_channels_last if spec.layout == "packed_last" else unpack_tokens
+        x = unpack(x, h, w, spec.patch)
     elif spec.layout == "patched":
         x = unfold_patches(x, spec.patch)
     elif spec.layout == "packed_video":

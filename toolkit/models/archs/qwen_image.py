@@ -49,13 +49,16 @@ def transformer_signature(view) -> dict:
     return {"width": view.dim("img_in.weight"), "in_channels": view.dim("img_in.weight", 1),
             "patch_out": view.dim("proj_out.weight"), "joint_attention_dim": view.dim("txt_in.weight", 1),
             "num_layers": view.count(r"transformer_blocks\.(\d+)\."),
-            "head_dim": view.dim("transformer_blocks.0.attn.norm_q.weight")}
+            "head_dim": view.dim("transformer_blocks.0.attn.norm_q.weight"),
+            # Qwen-Image-Layered's RGB/RGBA timestep embedding: its files are its own
+            "additional_t_cond": view.has("time_text_embed.addition_t_embedding.weight")}
 
 
 def transformer_facts(c: dict) -> dict:
     return {"width": c["num_attention_heads"] * c["attention_head_dim"], "in_channels": c["in_channels"],
             "patch_out": c["patch_size"] ** 2 * c["out_channels"], "joint_attention_dim": c["joint_attention_dim"],
-            "num_layers": c["num_layers"], "head_dim": c["attention_head_dim"]}
+            "num_layers": c["num_layers"], "head_dim": c["attention_head_dim"],
+            "additional_t_cond": c.get("use_additional_t_cond", False)}
 
 
 def transformer_config(view):

@@ -88,6 +88,22 @@ QWEN_CHAT_TEMPLATE = (
 )
 
 
+# A Qwen-VL-style chat template for processors (Qwen2.5-VL, Qwen3-VL): a message's content is a string or
+# a list of parts, text or image (an image part is its vision placeholder), as the real processors take them.
+QWEN_VL_CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
+    "{%- else -%}{%- for part in message['content'] -%}"
+    "{%- if part['type'] == 'text' -%}{{- part['text'] -}}"
+    "{%- else -%}{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}{%- endif -%}"
+    "{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
 def qwen_corpus(extra: Sequence[str] = ()) -> list[str]:
     chats = []
     for prompt in PROMPTS:
