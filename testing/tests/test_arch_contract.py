@@ -18,6 +18,7 @@ Per arch:
   - cancel mid-run (deterministically, from the generation thread) writes nothing and leaves the
     holder reusable: the next identical request loads nothing and gives the same bytes.
 """
+import contextlib
 import inspect
 import json
 import math
@@ -38,6 +39,7 @@ from toolkit.models import latents as latent_frames
 from toolkit.models.arch import DENOISER, MODALITIES, TASKS, load_class
 from toolkit.models.base_model import BaseModel, get_model_class
 from toolkit.models.registry import ARCHS
+from toolkit.models.patches import patched
 from toolkit.models.step_hook import wrap_scheduler_step
 from toolkit.models.tiny import MARKER_NAME, make_shared_pair, make_tiny, own_roles, shared_roles
 from toolkit.models.v2.sources import looks_like_repo_id
@@ -65,7 +67,7 @@ def _frame_shape(spec, gen) -> tuple:
         return None
     h, w = gen.height // lat.spatial, gen.width // lat.spatial
     if spec.modality == "video":
-        return (1, lat.channels, min(4, lat.latent_frames(gen.num_frames)), h, w)
+        return (1, lat.channels, min(4, lat.stepped_frames(gen.num_frames)), h, w)
     return (1, lat.channels, h, w)
 
 
@@ -168,7 +170,8 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     bare.set_progress_bar_config(disable=True)
     kwargs = holder.pipeline_kwargs(gen)
     assert kwargs["prompt"] == gen.prompt and kwargs["num_inference_steps"] == gen.num_inference_steps
-    out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
+    with arch_patches(holder, gen, bare):
+        out = bare(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
     # the same writer with the same settings embedded (the holder's metadata for this request): bit for bit
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
@@ -226,7 +229,7 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     pipe = bare if type(bare) is cls else cls.from_pipe(bare)
     pipe.set_progress_bar_config(disable=True)
     bare_steps = []
-    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)):
+    with arch_patches(holder, gen, pipe), wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)):
         out = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
@@ -242,6 +245,15 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
             assert f1.read() == f2.read(), f"the holder's {task} file differs from the bare {row.pipeline}'s"
     # progress counts the steps the task runs (img2img/inpaint: the schedule's last steps * strength), as its total
     assert [c[0] for c in calls] == list(range(len(bare_steps))) and {c[1] for c in calls} == {len(bare_steps)}
+
+
+def arch_patches(holder, gen, pipe):
+    """The arch's own patches of a call (BaseModel.call_patches: Krea 2's mu, Kandinsky 5 Image's sizes) are
+    part of its call: the bare pipeline runs under them too."""
+    stack = contextlib.ExitStack()
+    for obj, name, wrapper in holder.call_patches(gen, pipe):
+        stack.enter_context(patched(obj, name, wrapper))
+    return stack
 
 
 def _task_inputs(spec, row, tmp_path) -> dict:

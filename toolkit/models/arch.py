@@ -150,6 +150,9 @@ class Latents:
     patch: int = 1             # packed: a token is patch x patch latent pixels
     per_second: float = 0.0    # audio: latents per second (0: the model fixes the length)
     format: LatentFormat | None = None   # latent->RGB preview table
+    # video: leading latent frames the pipeline holds fixed and steps none of (an image-to-video's encoded first
+    # frame, Kandinsky 5): `scheduler.step` returns the others
+    fixed_frames: int = 0
 
     @property
     def frame_layout(self) -> str:
@@ -159,6 +162,10 @@ class Latents:
 
     def latent_frames(self, num_frames: int) -> int:
         return (num_frames - 1) // self.temporal + 1
+
+    def stepped_frames(self, num_frames: int) -> int:
+        """The latent frames `scheduler.step` returns (a `latent` frame shows)."""
+        return self.latent_frames(num_frames) - self.fixed_frames
 
     def preview(self) -> dict:
         """The start frame's `preview` block: frame layout, the RGB table and the tiny autoencoder (when known)."""
