@@ -63,6 +63,15 @@ CROSS_PAIRS = {
     ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    # every Kandinsky 5 model ships the same Qwen2.5-VL (its processor as tokenizer) and CLIP-L; the video ones
+    # HunyuanVideo's VAE, the image ones FLUX.1's; Flux's CLIP-L is the same openai/clip-vit-large-patch14
+    ("kandinsky5", "kandinsky5_i2v"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2",
+                                                      "vae")},
+    ("kandinsky5", "kandinsky5_image"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2")},
+    ("kandinsky5_image", "kandinsky5_edit"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer",
+                                                             "tokenizer_2", "vae")},
+    ("hunyuan_video", "kandinsky5"): {"vae": "vae"},
+    ("flux", "kandinsky5_image"): {"text_encoder": "text_encoder_2", "tokenizer": "tokenizer_2", "vae": "vae"},
 }
 
 
