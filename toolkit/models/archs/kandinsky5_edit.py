@@ -5,7 +5,8 @@ template whose first 54 tokens are dropped; the text encoders, VAE and sampling 
 (one pair in the pool). Edit only: every request needs `ctrl_img`; the output has the request's size
 (the reference is resized to it), the pipeline's trained-size snap left out as kandinsky5_image does.
 
-The model card and the original config: 50 steps, CFG 3.5, 1024x1024."""
+The pipeline makes one image per pass (its reference latents are encoded once, for one image). The
+model card and the original config: 50 steps, CFG 3.5, 1024x1024."""
 from toolkit import latent_formats
 from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Task, Tiny, Variant
 from toolkit.models.archs.kandinsky5 import tiny_transformer
@@ -32,6 +33,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}),
     description="Kandinsky 5.0 Image Lite editing: edit a reference image (Qwen2.5-VL sees it), FLUX.1 VAE",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    batch_arg=None,                   # the pipeline encodes the reference once, not once per image
     uncached_conditioning="encode_prompt takes the reference image (Qwen2.5-VL encodes it with the prompt): "
                           "image data is no cache key",
 )

@@ -43,5 +43,7 @@ SPEC = ArchSpec(
                       "fps": 8}),
     description="Kandinsky 5.0 Video Pro image-to-video (Qwen2.5-VL + CLIP-L, HunyuanVideo VAE)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
-    batch_arg="num_videos_per_prompt",
+    # several videos per prompt run, but every one draws the first frame's VAE sample from the first generator:
+    # item i would not be the video of seed + i alone
+    batch_arg=None,
 )
