@@ -11,8 +11,9 @@ from dataclasses import asdict, dataclass, field, replace
 from toolkit.latent_formats import LatentFormat
 
 # component kinds: which load policy applies (quantize/offload) and what a pool entry is
-DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR, IMAGE_ENCODER = (
-    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor", "image_encoder")
+DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR, IMAGE_ENCODER, SAFETY_CHECKER = (
+    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor", "image_encoder",
+    "safety_checker")
 MODALITIES = ("image", "video", "audio")
 
 
@@ -112,6 +113,7 @@ class Component:
     role: str                  # the pipeline's __init__ argument
     cls: str                   # library class (model_index.json may name a subclass of it)
     kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO | PROCESSOR | IMAGE_ENCODER
+    #                            | SAFETY_CHECKER (a guardrail the pipeline runs on the prompt and output: never quantized)
     subfolder: str | None = None
     optional: bool = False     # the pipeline takes None when the model has no such component
     reader: Reader | None = None
