@@ -143,7 +143,8 @@ class Latents:
 
     layout: BCHW | BCFHW (video) | BFCHW (video, frames first: CogVideoX) | packed (B, tokens, C*patch*patch)
             | packed_video (B, F*H*W tokens, C) | BFHWC (video, channels last: Kandinsky 5) | B1HWC (an image as
-            a one-frame video, channels last: Kandinsky 5 Image) | BLC (audio, B, T, C) | BCT (audio, B, C, T).
+            a one-frame video, channels last: Kandinsky 5 Image) | BC1HW (an image as a one-frame video: Cosmos Predict2
+            Text2Image) | BLC (audio, B, T, C) | BCT (audio, B, C, T).
             Frames are BCHW, BCFHW or BLC."""
     layout: str
     channels: int              # latent channels of the frame
@@ -159,7 +160,7 @@ class Latents:
     @property
     def frame_layout(self) -> str:
         return {"BCHW": "BCHW", "packed": "BCHW", "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW",
-                "BFHWC": "BCFHW", "B1HWC": "BCHW",
+                "BFHWC": "BCFHW", "B1HWC": "BCHW", "BC1HW": "BCHW",
                 "BLC": "BLC", "BCT": "BLC"}[self.layout]
 
     def latent_frames(self, num_frames: int) -> int:

@@ -51,6 +51,8 @@ def frame_on_device(latents: torch.Tensor, spec: Latents, *, height: int, width:
         x = x.permute(0, 4, 1, 2, 3)
     elif spec.layout == "B1HWC":                # the one frame, channels second
         x = x[:, 0].permute(0, 3, 1, 2)
+    elif spec.layout == "BC1HW":                # the one frame
+        x = x[:, :, 0]
     if spec.frame_layout == "BCFHW" and max_frames and x.shape[2] > max_frames:
         idx = torch.linspace(0, x.shape[2] - 1, max_frames).round().long().to(x.device)
         x = x.index_select(2, idx)
