@@ -72,7 +72,8 @@ CROSS_PAIRS = {
                                                              "tokenizer_2", "vae")},
     ("hunyuan_video", "kandinsky5"): {"vae": "vae"},
     ("flux", "kandinsky5_image"): {"text_encoder": "text_encoder_2", "tokenizer": "tokenizer_2", "vae": "vae"},
-    ("wan21", "cosmos2_5"): {"vae": "vae"},         # Cosmos Predict 2.5 ships the Wan 2.1 VAE
+    ("wan21", "cosmos2_5"): {"vae": "vae"},         # Cosmos Predict 2 and 2.5 ship the Wan 2.1 VAE
+    ("cosmos2_5", "cosmos2"): {"vae": "vae"},
 }
 
 
