@@ -16,8 +16,10 @@ Kandinsky 5 model ships the same Qwen2.5-VL and CLIP-L); its CLIP-L is Flux's re
 hunyuan_video's."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, PROCESSOR, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
-                                 Latents, SampleDefaults, Tiny, Variant)
+                                 Latents, SampleDefaults, SingleFile, Tiny, Variant)
 from toolkit.models.formats import clip, llm_encoders, vaes
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
 
 # the pipelines' prompt templates (diffusers' own constants) and the leading tokens each drops
@@ -72,15 +74,70 @@ def tiny_text_encoders(b) -> dict:
                 text_encoder_2=text_encoder_2)
 
 
+# the transformer configs (the Diffusers repos' transformer/config.json: the original repo's configs/*.yaml dit_params):
+# Lite video 2B, Pro video 19B (T2V and I2V), Image Lite 6B (T2I 16 input channels, I2I 33); and the tiny factory's
+_DIT = dict(in_visual_dim=16, out_visual_dim=16, in_text_dim=3584, in_text_dim2=768, patch_size=[1, 2, 2])
+LITE_VIDEO = dict(_DIT, time_dim=512, model_dim=1792, ff_dim=7168, num_text_blocks=2, num_visual_blocks=32,
+                  axes_dims=[16, 24, 24], visual_cond=True)
+PRO_VIDEO = dict(_DIT, time_dim=1024, model_dim=4096, ff_dim=16384, num_text_blocks=4, num_visual_blocks=60,
+                 axes_dims=[32, 48, 48], visual_cond=True)
+LITE_IMAGE = dict(_DIT, time_dim=512, model_dim=2560, ff_dim=10240, num_text_blocks=2, num_visual_blocks=50,
+                  axes_dims=[32, 48, 48], visual_cond=False)
+TINY_DIT = dict(in_visual_dim=16, out_visual_dim=16, in_text_dim=TEXT_HIDDEN, in_text_dim2=TEXT_HIDDEN, time_dim=32,
+                patch_size=[1, 2, 2], model_dim=32, ff_dim=64, num_text_blocks=1, num_visual_blocks=2,
+                axes_dims=[4, 6, 6], visual_cond=True)
+TRANSFORMER_KNOWN = {"kandinsky5-lite-video": LITE_VIDEO, "kandinsky5-pro-video": PRO_VIDEO, "tiny": TINY_DIT}
+
+
+def transformer_signature(view) -> dict:
+    """What a Kandinsky 5 file's shapes tell (the original checkpoints' names are diffusers' own)."""
+    if not view.has("visual_embeddings.in_layer.weight") or not view.has("text_embeddings.in_layer.weight"):
+        raise FileKindError("no visual_embeddings / text_embeddings: not a Kandinsky 5 transformer")
+    return {"model_dim": view.dim("visual_embeddings.in_layer.weight"),
+            "visual_in": view.dim("visual_embeddings.in_layer.weight", 1),
+            "visual_out": view.dim("out_layer.out_layer.weight"),
+            "in_text_dim": view.dim("text_embeddings.in_layer.weight", 1),
+            "in_text_dim2": view.dim("pooled_text_embeddings.in_layer.weight", 1),
+            "time_dim": view.dim("time_embeddings.out_layer.weight"),
+            "ff_dim": view.dim("visual_transformer_blocks.0.feed_forward.in_layer.weight"),
+            "head_dim": view.dim("visual_transformer_blocks.0.self_attention.query_norm.weight"),
+            "num_text_blocks": view.count(r"text_transformer_blocks\.(\d+)\."),
+            "num_visual_blocks": view.count(r"visual_transformer_blocks\.(\d+)\.")}
+
+
+def transformer_facts(c: dict) -> dict:
+    patch = c["patch_size"][0] * c["patch_size"][1] * c["patch_size"][2]
+    visual_in = 2 * c["in_visual_dim"] + 1 if c["visual_cond"] else c["in_visual_dim"]
+    return {"model_dim": c["model_dim"], "visual_in": patch * visual_in, "visual_out": patch * c["out_visual_dim"],
+            "in_text_dim": c["in_text_dim"], "in_text_dim2": c["in_text_dim2"], "time_dim": c["time_dim"],
+            "ff_dim": c["ff_dim"], "head_dim": sum(c["axes_dims"]), "num_text_blocks": c["num_text_blocks"],
+            "num_visual_blocks": c["num_visual_blocks"]}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Kandinsky 5 video transformer", variants={"kandinsky5-pro-video": "pro-sft-5s"},
+                      notes={"kandinsky5-pro-video": ("Kandinsky 5 Pro I2V has the same shapes: model.arch "
+                                                      "kandinsky5_i2v reads it as image-to-video",)})
+
+
+def transformer_file(config: str, label: str) -> SingleFile:
+    """ComfyUI's Kandinsky 5 files (`diffusion_models/kandinsky5lite_t2v_sft_5s.safetensors`, the original
+    checkpoints): diffusers' own names, nothing to convert; `config` tells the arch's shapes apart."""
+    return SingleFile(None, anchors=("visual_embeddings.in_layer.weight", "text_embeddings.in_layer.weight",
+                                     "visual_transformer_blocks.0.visual_modulation.out_layer.weight"),
+                      config=config, kind="kandinsky5_dit", label=label)
+
+
+TRANSFORMER_FILE = transformer_file("toolkit.models.archs.kandinsky5:transformer_config", "Kandinsky 5 video transformer")
+
+
 def tiny_transformer(b, **over):
     """Two heads of 16 (RoPE axes 4+6+6), 2x2 patches over 16 latent channels; `visual_cond` (the
     first-frame latents and mask beside the noise) as the video checkpoints have it."""
     from diffusers import Kandinsky5Transformer3DModel
 
-    dims = dict(in_visual_dim=16, out_visual_dim=16, in_text_dim=TEXT_HIDDEN, in_text_dim2=TEXT_HIDDEN, time_dim=32,
-                patch_size=(1, 2, 2), model_dim=32, ff_dim=64, num_text_blocks=1, num_visual_blocks=2,
-                axes_dims=(4, 6, 6), visual_cond=True)
-    dims.update(over)
+    dims = {**TINY_DIT, **over}
     with b.seeded("transformer"):
         return kit.jitter_constants(Kandinsky5Transformer3DModel(**dims).eval())
 
@@ -108,7 +165,7 @@ TEXT_COMPONENTS = (
 
 COMPONENTS = TEXT_COMPONENTS + (
     Component("vae", "AutoencoderKLHunyuanVideo", VAE, single_file=vaes.HUNYUAN_VIDEO_VAE),
-    Component("transformer", "Kandinsky5Transformer3DModel", DENOISER),
+    Component("transformer", "Kandinsky5Transformer3DModel", DENOISER, single_file=TRANSFORMER_FILE),
 )
 
 _REPO = "kandinskylab/Kandinsky-5.0-{}-Diffusers"

@@ -9,19 +9,35 @@ The pipeline makes one image per pass (its reference latents are encoded once, f
 model card and the original config: 50 steps, CFG 3.5, 1024x1024."""
 from toolkit import latent_formats
 from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Task, Tiny, Variant
-from toolkit.models.archs.kandinsky5 import tiny_transformer
+from dataclasses import replace
+
+from toolkit.models.archs.kandinsky5 import (LITE_IMAGE, TINY_DIT, tiny_transformer, transformer_facts, transformer_file,
+                                            transformer_signature)
 from toolkit.models.archs.kandinsky5_image import (IMAGE_COMPONENTS, SCHEDULER_FILE, Kandinsky5ImageModel,
                                                    tiny_image_encoders)
+from toolkit.models.formats.dit_configs import from_known
+
+# kandinskylab/Kandinsky-5.0-I2I-Lite-sft-Diffusers transformer/config.json: the T2I shapes taking 2 x 16 + 1 channels
+# (the original's instruct_type "channel"); the tiny's
+TRANSFORMER_KNOWN = {"kandinsky5-lite-edit": dict(LITE_IMAGE, visual_cond=True), "tiny": TINY_DIT}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Kandinsky 5 Image editing transformer")
+
+
+COMPONENTS = IMAGE_COMPONENTS[:-1] + (replace(IMAGE_COMPONENTS[-1], single_file=transformer_file(
+    "toolkit.models.archs.kandinsky5_edit:transformer_config", "Kandinsky 5 Image editing transformer")),)
 
 
 def _tiny(b):
-    # `visual_cond`: the 2 x 16 + 1 input channels of the original's instruct_type "channel"
-    return dict(tiny_image_encoders(b), transformer=tiny_transformer(b, visual_cond=True))
+    return dict(tiny_image_encoders(b), transformer=tiny_transformer(b, **TRANSFORMER_KNOWN["tiny"]))
 
 
 SPEC = ArchSpec(
     name="kandinsky5_edit", modality="image", default_name_or_path="kandinskylab/Kandinsky-5.0-I2I-Lite-sft-Diffusers",
-    pipeline="Kandinsky5I2IPipeline", holder=Kandinsky5ImageModel, components=IMAGE_COMPONENTS,
+    pipeline="Kandinsky5I2IPipeline", holder=Kandinsky5ImageModel, components=COMPONENTS,
     tasks=(Task("edit", "Kandinsky5I2IPipeline"),),
     defaults=SampleDefaults(1024, 1024, 50, 3.5),
     variants={"sft": Variant(),

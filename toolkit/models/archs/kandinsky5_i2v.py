@@ -10,9 +10,25 @@ videos. The pipeline's example: 768x512, 121 frames at 24 fps, 50 steps, CFG 5."
 from toolkit import latent_formats
 from toolkit.errors import ConfigError
 from toolkit.models.arch import ArchSpec, Latents, SampleDefaults, Task, Tiny
-from toolkit.models.archs.kandinsky5 import COMPONENTS, SCHEDULER_FILE, tiny_transformer, tiny_video_shared
+from dataclasses import replace
+
+from toolkit.models.archs.kandinsky5 import (COMPONENTS, PRO_VIDEO, SCHEDULER_FILE, TINY_DIT, tiny_transformer,
+                                            tiny_video_shared, transformer_facts, transformer_file,
+                                            transformer_signature)
+from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.base_model import BaseModel
 
+# kandinskylab/Kandinsky-5.0-I2V-Pro-sft-5s-Diffusers transformer/config.json: the Pro video shapes; the tiny's
+TRANSFORMER_KNOWN = {"kandinsky5-pro-video": PRO_VIDEO, "tiny": TINY_DIT}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Kandinsky 5 I2V transformer")
+
+
+_COMPONENTS = COMPONENTS[:-1] + (replace(COMPONENTS[-1], single_file=transformer_file(
+    "toolkit.models.archs.kandinsky5_i2v:transformer_config", "Kandinsky 5 I2V transformer")),)
 LATENTS = Latents("BFHWC", 16, spatial=8, temporal=4, fixed_frames=1, format=latent_formats.HUNYUAN_VIDEO)
 NORMALISED_FRAMES = 4            # Kandinsky5I2VPipeline.normalize_first_frame's nFr
 MIN_FRAMES = NORMALISED_FRAMES * LATENTS.temporal + 1
@@ -32,7 +48,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="kandinsky5_i2v", modality="video", default_name_or_path="kandinskylab/Kandinsky-5.0-I2V-Pro-sft-5s-Diffusers",
-    pipeline="Kandinsky5I2VPipeline", holder=Kandinsky5I2VModel, output_type="np", components=COMPONENTS,
+    pipeline="Kandinsky5I2VPipeline", holder=Kandinsky5I2VModel, output_type="np", components=_COMPONENTS,
     tasks=(Task("i2v", "Kandinsky5I2VPipeline"),),
     defaults=SampleDefaults(768, 512, 50, 5.0, num_frames=121, fps=24, output_ext="mp4"),
     size_divisor=16,

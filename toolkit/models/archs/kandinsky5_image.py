@@ -12,10 +12,21 @@ the engine makes the size the request names (the model card's 1024x1024 is the d
 Editing is another checkpoint with a 33-channel transformer (kandinsky5_edit), not a task over this one."""
 from toolkit import latent_formats
 from toolkit.models.arch import DENOISER, VAE, ArchSpec, Component, Latents, SampleDefaults, Tiny, Variant
-from toolkit.models.archs.kandinsky5 import TEXT_COMPONENTS, tiny_text_encoders, tiny_transformer
+from toolkit.models.archs.kandinsky5 import (LITE_IMAGE, TEXT_COMPONENTS, TINY_DIT, tiny_text_encoders, tiny_transformer,
+                                            transformer_facts, transformer_file, transformer_signature)
+from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.base_model import BaseModel
 from toolkit.models.formats import vaes
 from toolkit.models.tiny import kit
+
+# kandinskylab/Kandinsky-5.0-T2I-Lite-sft-Diffusers transformer/config.json (16 input channels); the tiny's
+TRANSFORMER_KNOWN = {"kandinsky5-lite-image": LITE_IMAGE, "tiny": dict(TINY_DIT, visual_cond=False)}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Kandinsky 5 Image transformer")
+
 
 # the original code's scheduler_scale for the image models (t2i_pipeline.py, i2i_pipeline.py)
 SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", num_train_timesteps=1000, shift=3.0)
@@ -44,12 +55,13 @@ def tiny_image_encoders(b) -> dict:
 
 
 def _tiny(b):
-    return dict(tiny_image_encoders(b), transformer=tiny_transformer(b, visual_cond=False))
+    return dict(tiny_image_encoders(b), transformer=tiny_transformer(b, **TRANSFORMER_KNOWN["tiny"]))
 
 
 IMAGE_COMPONENTS = TEXT_COMPONENTS + (
     Component("vae", "AutoencoderKL", VAE, single_file=vaes.FLUX_AE),
-    Component("transformer", "Kandinsky5Transformer3DModel", DENOISER),
+    Component("transformer", "Kandinsky5Transformer3DModel", DENOISER, single_file=transformer_file(
+        "toolkit.models.archs.kandinsky5_image:transformer_config", "Kandinsky 5 Image transformer")),
 )
 
 SPEC = ArchSpec(
