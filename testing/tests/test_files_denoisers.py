@@ -24,7 +24,7 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "kandinsky5", "kandinsky5_edit",
+DIT_ARCHS = ("chroma", "cosmos2", "cosmos2_5", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "kandinsky5", "kandinsky5_edit",
              "kandinsky5_i2v", "kandinsky5_image", "ltx", "lumina2", "pixart", "qwen_image", "qwen_image_edit", "sd3",
              "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "zimage")
 # (Kandinsky 5's tiny video and editing transformers have one shape; the real editing one is Image Lite's)
@@ -320,6 +320,10 @@ REAL = (
     ("ltx", "ltxv-2b", "ltx", None, ()),
     ("ltx", "ltxv-13b", "ltx", None, ()),
     ("hunyuan_video", "hunyuanvideo", "hunyuan_video", None, ()),
+    ("cosmos2", "cosmos-predict2-2b-t2i", "cosmos2", None, ()),
+    ("cosmos2", "cosmos-predict2-14b-t2i", "cosmos2", "14b", ()),
+    ("cosmos2_5", "cosmos-predict2.5-2b", "cosmos2_5", None, ()),
+    ("cosmos2_5", "cosmos-predict2.5-14b", "cosmos2_5", "14b", ()),
     ("kandinsky5", "kandinsky5-lite-video", "kandinsky5", None, ()),
     ("kandinsky5", "kandinsky5-pro-video", "kandinsky5", "pro-sft-5s", ("kandinsky5_i2v",)),
     ("kandinsky5_i2v", "kandinsky5-pro-video", "kandinsky5", "pro-sft-5s", ("kandinsky5_i2v",)),

@@ -11,13 +11,30 @@ The pipeline's defaults (the model card's example): 1360x768, 35 steps, CFG 7.""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SAFETY_CHECKER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec,
                                  Component, Latents, SampleDefaults, Tiny, Variant)
-from toolkit.models.archs.cosmos2_5 import tiny_transformer
+from toolkit.models.archs.cosmos2_5 import (_COSMOS, TINY_TRANSFORMER, tiny_transformer, transformer_facts,
+                                            transformer_file, transformer_signature)
+from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.base_model import BaseModel
 from toolkit.models.formats import vaes
 from toolkit.models.tiny import kit
 
-# the scheduler diffusers' conversion script saves for Cosmos Predict2 (the pipeline adds its sigma bounds)
-SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", use_karras_sigmas=True)
+# diffusers' conversion script's configs (Cosmos-2.0-Diffusion-2B/14B-Text2Image); the tiny's
+_PREDICT2 = dict(_COSMOS, in_channels=16, rope_scale=[1.0, 4.0, 4.0])
+TRANSFORMER_KNOWN = {"cosmos-predict2-2b-t2i": dict(_PREDICT2, num_attention_heads=16, num_layers=28),
+                     "cosmos-predict2-14b-t2i": dict(_PREDICT2, num_attention_heads=40, num_layers=36),
+                     "tiny": dict(TINY_TRANSFORMER, in_channels=16, rope_scale=[1.0, 4.0, 4.0],
+                                  use_crossattn_projection=False)}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the Cosmos Predict2 Text2Image transformer", variants={"cosmos-predict2-14b-t2i": "14b"})
+
+
+# the scheduler diffusers' conversion script saves for Cosmos Predict2, with the sigma bounds the pipeline
+# registers on it (so its repo's scheduler_config.json has them)
+SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", use_karras_sigmas=True, sigma_max=80.0,
+                      sigma_min=0.002, sigma_data=1.0, final_sigmas_type="sigma_min")
 
 
 class Cosmos2Model(BaseModel):
@@ -33,7 +50,7 @@ def _tiny(b):
         text_encoder = kit.t5_encoder(tokenizer, feed_forward_proj="relu")
     with b.seeded("vae", "wan_vae"):                 # the Wan 2.1 VAE, as wan21 builds it
         vae = kit.wan_vae(16)
-    transformer = tiny_transformer(b, in_channels=16, rope_scale=(1.0, 4.0, 4.0), use_crossattn_projection=False)
+    transformer = tiny_transformer(b, **TRANSFORMER_KNOWN["tiny"])
     return dict(tokenizer=tokenizer, text_encoder=text_encoder, vae=vae, transformer=transformer,
                 scheduler=kit.flow_match_scheduler(use_karras_sigmas=True), safety_checker=TinyCosmosGuardrail())
 
@@ -48,7 +65,8 @@ SPEC = ArchSpec(
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
         Component("text_encoder", "T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKLWan", VAE, single_file=vaes.WAN21_VAE),
-        Component("transformer", "CosmosTransformer3DModel", DENOISER),
+        Component("transformer", "CosmosTransformer3DModel", DENOISER, single_file=transformer_file(
+            "toolkit.models.archs.cosmos2:transformer_config", "Cosmos Predict2 Text2Image transformer")),
         Component("safety_checker", "ModelMixin", SAFETY_CHECKER, optional=True),
     ),
     defaults=SampleDefaults(1360, 768, 35, 7.0),
