@@ -80,6 +80,17 @@ CROSS_PAIRS = {
     ("flux", "longcat_image"): {"vae": "vae"},
     ("flux", "ovis_image"): {"vae": "vae"},                  # Ovis-Image's VAE is FLUX.1's
     ("longcat_image", "longcat_image_edit"): {r: r for r in ("text_encoder", "tokenizer", "text_processor", "vae")},
+    # every Kandinsky 5 model ships the same Qwen2.5-VL (its processor as tokenizer) and CLIP-L; the video ones
+    # HunyuanVideo's VAE, the image ones FLUX.1's; Flux's CLIP-L is the same openai/clip-vit-large-patch14
+    ("kandinsky5", "kandinsky5_i2v"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2",
+                                                      "vae")},
+    ("kandinsky5", "kandinsky5_image"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2")},
+    ("kandinsky5_image", "kandinsky5_edit"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer",
+                                                             "tokenizer_2", "vae")},
+    ("hunyuan_video", "kandinsky5"): {"vae": "vae"},
+    ("flux", "kandinsky5_image"): {"text_encoder": "text_encoder_2", "tokenizer": "tokenizer_2", "vae": "vae"},
+    ("wan21", "cosmos2_5"): {"vae": "vae"},         # Cosmos Predict 2 and 2.5 ship the Wan 2.1 VAE
+    ("cosmos2_5", "cosmos2"): {"vae": "vae"},
 }
 
 

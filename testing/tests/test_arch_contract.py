@@ -82,7 +82,7 @@ def _frame_shape(spec, gen) -> tuple:
         return None
     h, w = gen.height // lat.spatial, gen.width // lat.spatial
     if spec.modality == "video":
-        return (1, lat.channels, min(4, lat.latent_frames(gen.num_frames)), h, w)
+        return (1, lat.channels, min(4, lat.stepped_frames(gen.num_frames)), h, w)
     return (1, lat.channels, h, w)
 
 

@@ -24,10 +24,13 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "ernie_image", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2",
-             "pixart", "qwen_image", "qwen_image_2", "qwen_image_edit", "qwen_image_layered", "sd3", "stable_audio",
-             "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
-AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
+DIT_ARCHS = ("chroma", "cosmos2", "cosmos2_5", "ernie_image", "flux", "flux2_klein", "flux_kontext", "hunyuan_video",
+             "kandinsky5", "kandinsky5_edit", "kandinsky5_i2v", "kandinsky5_image", "ltx", "lumina2", "pixart",
+             "qwen_image", "qwen_image_2", "qwen_image_edit", "qwen_image_layered", "sd3", "stable_audio", "wan21",
+             "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
+# (Kandinsky 5's tiny video and editing transformers have one shape; the real editing one is Image Lite's)
+AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21",
+             "kandinsky5_i2v": "kandinsky5", "kandinsky5_edit": "kandinsky5"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
                 "llama3", "ernie_mistral3", "ernie_ministral3_pe")
@@ -332,6 +335,15 @@ REAL = (
     ("ltx", "ltxv-2b", "ltx", None, ()),
     ("ltx", "ltxv-13b", "ltx", None, ()),
     ("hunyuan_video", "hunyuanvideo", "hunyuan_video", None, ()),
+    ("cosmos2", "cosmos-predict2-2b-t2i", "cosmos2", None, ()),
+    ("cosmos2", "cosmos-predict2-14b-t2i", "cosmos2", "14b", ()),
+    ("cosmos2_5", "cosmos-predict2.5-2b", "cosmos2_5", None, ()),
+    ("cosmos2_5", "cosmos-predict2.5-14b", "cosmos2_5", "14b", ()),
+    ("kandinsky5", "kandinsky5-lite-video", "kandinsky5", None, ()),
+    ("kandinsky5", "kandinsky5-pro-video", "kandinsky5", "pro-sft-5s", ("kandinsky5_i2v",)),
+    ("kandinsky5_i2v", "kandinsky5-pro-video", "kandinsky5", "pro-sft-5s", ("kandinsky5_i2v",)),
+    ("kandinsky5_image", "kandinsky5-lite-image", "kandinsky5_image", None, ()),
+    ("kandinsky5_edit", "kandinsky5-lite-edit", "kandinsky5_edit", None, ()),
     ("lumina2", "lumina-image-2.0", "lumina2", None, ()),
     ("pixart", "pixart-alpha-1024", "pixart", "alpha", ()),
     ("pixart", "pixart-sigma-1024", "pixart", "sigma", ()),

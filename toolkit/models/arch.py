@@ -11,8 +11,9 @@ from dataclasses import asdict, dataclass, field, replace
 from toolkit.latent_formats import LatentFormat
 
 # component kinds: which load policy applies (quantize/offload) and what a pool entry is
-DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR, IMAGE_ENCODER = (
-    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor", "image_encoder")
+DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR, IMAGE_ENCODER, SAFETY_CHECKER = (
+    "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor", "image_encoder",
+    "safety_checker")
 MODALITIES = ("image", "video", "audio")
 
 
@@ -112,6 +113,7 @@ class Component:
     role: str                  # the pipeline's __init__ argument
     cls: str                   # library class (model_index.json may name a subclass of it)
     kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO | PROCESSOR | IMAGE_ENCODER
+    #                            | SAFETY_CHECKER (a guardrail the pipeline runs on the prompt and output: never quantized)
     subfolder: str | None = None
     optional: bool = False     # the pipeline takes None when the model has no such component
     reader: Reader | None = None
@@ -143,8 +145,10 @@ class Latents:
             | patched (B, C*patch*patch, h, w: patches folded into channels, ERNIE-Image)
             | packed_last (B, tokens, patch*patch*C: a token's channels last, Ideogram 4's)
             | packed_layers (B, N*tokens, C*patch*patch: N images of one output stacked, Qwen-Image-Layered's
-            composite and layers; a frame shows the first) | packed_video (B, F*H*W tokens, C) | BLC (audio,
-            B, T, C) | BCT (audio, B, C, T). Frames are BCHW, BCFHW or BLC."""
+            composite and layers; a frame shows the first) | packed_video (B, F*H*W tokens, C) | BFHWC (video,
+            channels last: Kandinsky 5) | B1HWC (an image as a one-frame video, channels last: Kandinsky 5 Image)
+            | BC1HW (an image as a one-frame video: Cosmos Predict2 Text2Image) | BLC (audio, B, T, C) | BCT (audio,
+            B, C, T). Frames are BCHW, BCFHW or BLC."""
     layout: str
     channels: int              # latent channels of the frame
     spatial: int = 8           # pixels per latent pixel
@@ -152,14 +156,22 @@ class Latents:
     patch: int = 1             # packed: a token is patch x patch latent pixels
     per_second: float = 0.0    # audio: latents per second (0: the model fixes the length)
     format: LatentFormat | None = None   # latent->RGB preview table
+    # video: leading latent frames the pipeline holds fixed and steps none of (an image-to-video's encoded first
+    # frame, Kandinsky 5): `scheduler.step` returns the others
+    fixed_frames: int = 0
 
     @property
     def frame_layout(self) -> str:
         return {"BCHW": "BCHW", "packed": "BCHW", "patched": "BCHW", "packed_last": "BCHW", "packed_layers": "BCHW",
-                "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW", "BLC": "BLC", "BCT": "BLC"}[self.layout]
+                "BCFHW": "BCFHW", "BFCHW": "BCFHW", "packed_video": "BCFHW", "BFHWC": "BCFHW", "B1HWC": "BCHW",
+                "BC1HW": "BCHW", "BLC": "BLC", "BCT": "BLC"}[self.layout]
 
     def latent_frames(self, num_frames: int) -> int:
         return (num_frames - 1) // self.temporal + 1
+
+    def stepped_frames(self, num_frames: int) -> int:
+        """The latent frames `scheduler.step` returns (a `latent` frame shows)."""
+        return self.latent_frames(num_frames) - self.fixed_frames
 
     def preview(self) -> dict:
         """The start frame's `preview` block: frame layout, the RGB table and the tiny autoencoder (when known)."""

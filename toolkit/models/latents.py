@@ -73,6 +73,12 @@ def frame_on_device(latents: torch.Tensor, spec: Latents, *, height: int, width:
         x = unpack_video_tokens(x, spec.latent_frames(num_frames), height // spec.spatial, width // spec.spatial)
     elif spec.layout in ("BCT", "BFCHW"):       # channels second, as the frame layouts have them
         x = x.transpose(1, 2)
+    elif spec.layout == "BFHWC":                # channels last: second, as BCFHW has them
+        x = x.permute(0, 4, 1, 2, 3)
+    elif spec.layout == "B1HWC":                # the one frame, channels second
+        x = x[:, 0].permute(0, 3, 1, 2)
+    elif spec.layout == "BC1HW":                # the one frame
+        x = x[:, :, 0]
     if spec.frame_layout == "BCFHW" and max_frames and x.shape[2] > max_frames:
         idx = torch.linspace(0, x.shape[2] - 1, max_frames).round().long().to(x.device)
         x = x.index_select(2, idx)

@@ -181,8 +181,19 @@ def _llama3_tokenizer():
     return tokenizer
 
 
+def tiny_vae(b):
+    """The 16-channel causal video VAE (8x spatial, 4x temporal), one recipe for every model that ships
+    it (Kandinsky 5 Video's is this one)."""
+    from diffusers import AutoencoderKLHunyuanVideo
+
+    with b.seeded("vae", "hunyuan_video_vae"):
+        return AutoencoderKLHunyuanVideo(latent_channels=16, block_out_channels=(8, 8, 16, 16), layers_per_block=1,
+                                         norm_num_groups=4, spatial_compression_ratio=8,
+                                         temporal_compression_ratio=4).eval()
+
+
 def _tiny(b):
-    from diffusers import AutoencoderKLHunyuanVideo, HunyuanVideoTransformer3DModel
+    from diffusers import HunyuanVideoTransformer3DModel
     from transformers import LlamaConfig, LlamaModel
 
     tokenizer = _llama3_tokenizer()
@@ -196,10 +207,7 @@ def _tiny(b):
     tokenizer_2 = kit.clip_tokenizer()
     with b.seeded("text_encoder_2"):
         text_encoder_2 = kit.clip_text_encoder(tokenizer_2)
-    with b.seeded("vae"):
-        vae = AutoencoderKLHunyuanVideo(latent_channels=16, block_out_channels=(8, 8, 16, 16), layers_per_block=1,
-                                        norm_num_groups=4, spatial_compression_ratio=8,
-                                        temporal_compression_ratio=4).eval()
+    vae = tiny_vae(b)
     with b.seeded("transformer"):
         transformer = HunyuanVideoTransformer3DModel(
             in_channels=16, out_channels=16, num_attention_heads=2, attention_head_dim=16, num_layers=1,

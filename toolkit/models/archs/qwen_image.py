@@ -75,12 +75,13 @@ def tiny_qwen_tokenizer():
                            prefixes={t.split("{}")[0]: n for t, n in PREFIX_TOKENS.items()})
 
 
-def tiny_qwen25vl(b):
+def tiny_qwen25vl(b, tok=None, recipe: str = "qwen2_5_vl"):
     """(tokenizer, Qwen2_5_VLForConditionalGeneration): text width 32 (2 heads of 16, M-RoPE
-    sections 2+3+3), 2 layers, a 1-block vision tower whose merger outputs the text width."""
+    sections 2+3+3), 2 layers, a 1-block vision tower whose merger outputs the text width. Another
+    model's templates need their own tokenizer (`tok`), and its encoder its own `recipe`."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    tok = tiny_qwen_tokenizer()
+    tok = tiny_qwen_tokenizer() if tok is None else tok
     ids = {name: tok.convert_tokens_to_ids(t) for name, t in (
         ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
         ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"))}
@@ -90,7 +91,7 @@ def tiny_qwen25vl(b):
                 bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, patch_size=14, spatial_merge_size=2,
                   temporal_patch_size=2, window_size=112, fullatt_block_indexes=[0], out_hidden_size=TEXT_HIDDEN)
-    with b.seeded("text_encoder", "qwen2_5_vl"):
+    with b.seeded("text_encoder", recipe):
         encoder = Qwen2_5_VLForConditionalGeneration(Qwen2_5_VLConfig(
             text_config=text, vision_config=vision, tie_word_embeddings=False, **ids)).eval()
     return tok, encoder

@@ -204,14 +204,19 @@ def byte_level_bpe(
     return vocab, merges
 
 
-def qwen2_tokenizer(extra_corpus: Sequence[str] = (), *, prefixes: dict | None = None, with_vocab: bool = False):
+def qwen2_tokenizer(extra_corpus: Sequence[str] = (), *, prefixes: dict | None = None, with_vocab: bool = False,
+                    unmerged: Sequence[str] = ()):
     """Qwen2Tokenizer (Qwen2.5/Qwen3 text encoders): byte-level BPE, 800 tokens. `prefixes` maps a
     template's fixed part to the token count the pipeline drops (checked: a mismatch raises);
-    `with_vocab` returns (tokenizer, vocab, merges) for writers of the raw files."""
+    `unmerged`: tokens ("Ġword") whose last merge is left out, so those words split as the real
+    vocabulary splits them where the tiny one would learn them whole; `with_vocab` returns
+    (tokenizer, vocab, merges) for writers of the raw files."""
     from transformers import AddedToken, Qwen2Tokenizer
 
     vocab, merges = byte_level_bpe(Qwen2Tokenizer().backend_tokenizer, qwen_corpus(extra_corpus), vocab_size=800,
                                    special_tokens=QWEN_SPECIAL + QWEN_ADDED)
+    if unmerged:
+        merges = [m for m in merges if "".join(m) not in set(unmerged)]
     tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token="<|im_end|>",
                          pad_token="<|endoftext|>", model_max_length=131072)
     tok.add_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIAL], special_tokens=True)

@@ -250,7 +250,11 @@ class OstrisModelMixin:
         """model_index.json may name a more specific class for this role (a scheduler, a tokenizer)."""
         if src.kind == "file":
             return cls
-        named = model_index_class(src.path, role) or component_config_class(src.component_dir)
+        # a component folder given alone: the model_index.json of the model it is part of (beside it) names its
+        # class with the module diffusers saved it from (a class outside diffusers/transformers: Cosmos' guardrail)
+        beside = os.path.dirname(os.path.normpath(src.component_dir))
+        named = (model_index_class(src.path, role) or model_index_class(beside, os.path.basename(
+            os.path.normpath(src.component_dir))) or component_config_class(src.component_dir))
         if named is None:
             return cls
         real = _import_class(*named)
