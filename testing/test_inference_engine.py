@@ -63,6 +63,8 @@ CROSS_PAIRS = {
     ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    # SkyReels V2 ships Wan 2.1's UMT5-XXL and VAE
+    ("wan21", "skyreels_v2"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
 }
 
 
