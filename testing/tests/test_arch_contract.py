@@ -38,7 +38,6 @@ from toolkit.models import latents as latent_frames
 from toolkit.models.arch import DENOISER, MODALITIES, TASKS, load_class
 from toolkit.models.base_model import BaseModel, get_model_class
 from toolkit.models.registry import ARCHS
-from toolkit.models.step_hook import wrap_scheduler_step
 from toolkit.models.tiny import MARKER_NAME, make_shared_pair, make_tiny, own_roles, shared_roles
 from toolkit.models.v2.sources import looks_like_repo_id
 from testing.tiny_runs import run_message
@@ -226,7 +225,8 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     pipe = bare if type(bare) is cls else cls.from_pipe(bare)
     pipe.set_progress_bar_config(disable=True)
     bare_steps = []
-    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)):
+    # the steps counted as the holder counts them (the scheduler's step; diffusion forcing: its passes)
+    with holder.step_reports(pipe, lambda i, n, t, lat, x0: bare_steps.append(i), kwargs):
         out = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)
     ref = save_media(spec.modality, data, str(tmp_path / f"bare.{ext}"), ext=ext,
