@@ -65,6 +65,7 @@ CROSS_PAIRS = {
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     # SkyReels V2 ships Wan 2.1's UMT5-XXL and VAE
     ("wan21", "skyreels_v2"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("skyreels_v2", "skyreels_v2_df"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
 }
 
 

@@ -22,6 +22,10 @@ SCHEDULER_CONFIG = {"_class_name": "UniPCMultistepScheduler", "prediction_type":
 COMPONENTS_T2V = COMPONENTS[:-1] + (Component("transformer", "SkyReelsV2Transformer3DModel", DENOISER),)
 
 
+# Wan's LoRA keys (SkyReelsV2LoraLoaderMixin converts Wan's formats); a Wan LoRA file is listed as wan21's
+SKYREELS_LORA = replace(LORA, markers=())
+
+
 def unipc_flow_scheduler(flow_shift: float = FLOW_SHIFT):
     from diffusers import UniPCMultistepScheduler
     config = unipc_flow_config(flow_shift)
@@ -69,7 +73,7 @@ SPEC = ArchSpec(
     description="SkyReels V2 T2V 14B text-to-video (Wan 2.1 14B fine-tuned for film)",
     scheduler_config=SCHEDULER_CONFIG,
     batch_arg="num_videos_per_prompt",
-    lora=replace(LORA, markers=()),     # Wan's LoRA keys (SkyReelsV2LoraLoaderMixin); a Wan LoRA file is listed as wan21's
+    lora=SKYREELS_LORA,
     # diffusers registers no SkyReels block for the first-block cache (TransformerBlockRegistry)
     step_caches={"faster": {}},
 )
