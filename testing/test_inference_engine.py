@@ -66,6 +66,8 @@ CROSS_PAIRS = {
     # SkyReels V2 ships Wan 2.1's UMT5-XXL and VAE
     ("wan21", "skyreels_v2"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("skyreels_v2", "skyreels_v2_df"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("wan21_i2v", "skyreels_v2_i2v"): {r: r for r in ("text_encoder", "tokenizer", "vae", "image_encoder",
+                                                     "image_processor")},
 }
 
 
