@@ -68,6 +68,8 @@ CROSS_PAIRS = {
     ("skyreels_v2", "skyreels_v2_df"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
     ("wan21_i2v", "skyreels_v2_i2v"): {r: r for r in ("text_encoder", "tokenizer", "vae", "image_encoder",
                                                      "image_processor")},
+    # ChronoEdit ships Wan 2.1 I2V's UMT5-XXL, VAE and CLIP ViT-H
+    ("wan21_i2v", "chronoedit"): {r: r for r in ("text_encoder", "tokenizer", "vae", "image_encoder", "image_processor")},
 }
 
 

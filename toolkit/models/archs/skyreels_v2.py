@@ -10,7 +10,8 @@ from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import DENOISER, ArchSpec, Component, Latents, SampleDefaults, Tiny, Variant
-from toolkit.models.archs.wan21 import COMPONENTS, LORA, WAN_DECODE_FEATURES, tiny_umt5, unipc_flow_config
+from toolkit.models.archs.wan21 import (COMPONENTS, LORA, WAN_DECODE_FEATURES, tiny_umt5, unipc_flow_config,
+                                        unipc_flow_scheduler)
 from toolkit.models.tiny import kit
 
 # the shift Skywork's examples set for text-to-video (5 for image-to-video)
@@ -24,13 +25,6 @@ COMPONENTS_T2V = COMPONENTS[:-1] + (Component("transformer", "SkyReelsV2Transfor
 
 # Wan's LoRA keys (SkyReelsV2LoraLoaderMixin converts Wan's formats); a Wan LoRA file is listed as wan21's
 SKYREELS_LORA = replace(LORA, markers=())
-
-
-def unipc_flow_scheduler(flow_shift: float = FLOW_SHIFT):
-    from diffusers import UniPCMultistepScheduler
-    config = unipc_flow_config(flow_shift)
-    config.pop("_class_name")
-    return UniPCMultistepScheduler(**config)
 
 
 def tiny_transformer(b, **over):
@@ -54,7 +48,7 @@ def tiny_umt5_vae(b) -> dict:
 
 
 def _tiny(b):
-    return dict(tiny_umt5_vae(b), scheduler=unipc_flow_scheduler(), transformer=tiny_transformer(b))
+    return dict(tiny_umt5_vae(b), scheduler=unipc_flow_scheduler(FLOW_SHIFT), transformer=tiny_transformer(b))
 
 
 TINY_SAMPLE = {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 6.0, "fps": 8}

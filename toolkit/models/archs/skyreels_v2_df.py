@@ -99,7 +99,7 @@ def planned_passes(pipe, kw: dict, steps: int) -> int:
 
 def _tiny(b):
     # the DF 1.3B's transformer: with the frame-rate embedding
-    return dict(tiny_umt5_vae(b), scheduler=unipc_flow_scheduler(),
+    return dict(tiny_umt5_vae(b), scheduler=unipc_flow_scheduler(FLOW_SHIFT),
                 transformer=tiny_transformer(b, inject_sample_info=True))
 
 
