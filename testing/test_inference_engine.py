@@ -70,6 +70,9 @@ CROSS_PAIRS = {
                                                      "image_processor")},
     # ChronoEdit ships Wan 2.1 I2V's UMT5-XXL, VAE and CLIP ViT-H
     ("wan21_i2v", "chronoedit"): {r: r for r in ("text_encoder", "tokenizer", "vae", "image_encoder", "image_processor")},
+    # SANA-Video: Sana's Gemma2 2B and Wan 2.1's VAE
+    ("sana", "sana_video"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
+    ("wan21", "sana_video"): {"vae": "vae"},
 }
 
 
