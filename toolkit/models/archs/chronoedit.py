@@ -13,20 +13,39 @@ script's default), then only the two ends; it trims the UniPC solver's history, 
 only. The repo's 8-step distillation LoRA (`lora/chronoedit_distill_lora.safetensors`) loads as any
 LoRA; NVIDIA runs it at guidance 1 and flow shift 2.
 
-Progress and previews follow the edited (last) latent frame."""
+Progress and previews follow the edited (last) latent frame.
+
+Its files: the original Wan layout (NVIDIA's own checkpoint, and the ComfyUI `diffusion_models/` files made of
+it), read with the configs below. They have Wan 2.1 I2V 14B's shapes: a file named without `model.arch` is
+taken for wan21_i2v (the detector says chronoedit fits it too); `model.arch: chronoedit` reads it here."""
 from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.errors import ConfigError
 from toolkit.models.arch import DENOISER, ArchSpec, Component, Extra, Latents, SampleDefaults, Task, Tiny
-from toolkit.models.archs.wan21 import LORA, WAN_DECODE_FEATURES, tiny_umt5, unipc_flow_config, unipc_flow_scheduler
-from toolkit.models.archs.wan21_i2v import COMPONENTS_I2V, Wan21I2VModel, tiny_clip_vision
+from toolkit.models.archs.wan21 import (LORA, WAN_DECODE_FEATURES, WAN_FILE, tiny_umt5, transformer_facts,
+                                        transformer_signature, unipc_flow_config, unipc_flow_scheduler)
+from toolkit.models.archs.wan21_i2v import COMPONENTS_I2V, TINY_I2V, WAN21_I2V_14B, Wan21I2VModel, tiny_clip_vision
+from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.tiny import kit
 
 FLOW_SHIFT = 5.0                # NVIDIA's inference scripts' default
 REASONING_FRAMES = 29           # the trajectory the scripts denoise with temporal reasoning on (5 without)
-# wan21_i2v's UMT5, VAE and CLIP rows; the denoiser is ChronoEdit's class
-COMPONENTS = COMPONENTS_I2V[:-1] + (Component("transformer", "ChronoEditTransformer3DModel", DENOISER),)
+# nvidia/ChronoEdit-14B-Diffusers transformer/config.json: Wan 2.1 I2V 14B's (its RoPE's temporal skip, 8, the
+# class default, is no shape); the tiny's
+TRANSFORMER_KNOWN = {"chronoedit-14b": WAN21_I2V_14B, "tiny": TINY_I2V}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the ChronoEdit transformer")
+
+
+# wan21_i2v's UMT5, VAE and CLIP rows; the denoiser is ChronoEdit's class, in Wan's layout, never the detector's
+# first guess (wan21_i2v has the same shapes)
+TRANSFORMER_FILE = replace(WAN_FILE, config="toolkit.models.archs.chronoedit:transformer_config",
+                           label="ChronoEdit transformer", guess=False)
+COMPONENTS = COMPONENTS_I2V[:-1] + (
+    Component("transformer", "ChronoEditTransformer3DModel", DENOISER, single_file=TRANSFORMER_FILE),)
 SAMPLE_EXTRAS = {"enable_temporal_reasoning": Extra("bool", False),
                  "num_temporal_reasoning_steps": Extra("int", 50)}
 

@@ -5,22 +5,72 @@ wan21 has them; UniPC with flow sigmas at the shift 8 its T2V runs use.
 540P and 720P are two checkpoints of the same shapes (variants, each its own repo); the model card runs
 544x960 with 97 frames (720P: 720x1280, 121 frames) at 24 fps, 50 steps, guidance 6. Its
 diffusion-forcing checkpoints (long video) are `skyreels_v2_df`, its image-to-video ones
-`skyreels_v2_i2v`: other pipelines, not tasks over these components."""
+`skyreels_v2_i2v`: other pipelines, not tasks over these components.
+
+Its files: the original Wan layout (Skywork's own checkpoints, and the ComfyUI `diffusion_models/` files
+made of them), read with the configs below. They have Wan 2.1 14B's shapes: a file named without
+`model.arch` is taken for wan21 (the detector says skyreels_v2 fits it too); `model.arch: skyreels_v2`
+reads it here. The DF 1.3B's frame-rate embedding (`fps_embedding`, `fps_projection.0/2`) is its own."""
 from dataclasses import replace
 
 from toolkit import latent_formats
 from toolkit.models.arch import DENOISER, ArchSpec, Component, Latents, SampleDefaults, Tiny, Variant
-from toolkit.models.archs.wan21 import (COMPONENTS, LORA, WAN_DECODE_FEATURES, tiny_umt5, unipc_flow_config,
+from toolkit.models.archs.wan21 import (COMPONENTS, LORA, TINY_WAN, WAN_14B, WAN_DECODE_FEATURES, WAN_FILE, tiny_umt5,
+                                        transformer_facts, transformer_signature, unipc_flow_config,
                                         unipc_flow_scheduler)
+from toolkit.models.archs.wan21 import to_original as wan_to_original
+from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.tiny import kit
 
 # the shift Skywork's examples set for text-to-video (5 for image-to-video)
 FLOW_SHIFT = 8.0
 SCHEDULER_CONFIG = {"_class_name": "UniPCMultistepScheduler", "prediction_type": "flow_prediction",
                     "use_flow_sigmas": True}
+# Skywork/SkyReels-V2-T2V-14B-540P-Diffusers (and -720P) transformer/config.json: Wan 2.1 14B's; the tiny's
+TRANSFORMER_KNOWN = {"skyreels-v2-t2v-14b": WAN_14B, "tiny": TINY_WAN}
+# the DF 1.3B's frame-rate projection: the original's nn.Sequential, diffusers' FeedForward
+FPS_NAMES = (("fps_projection.0.", "fps_projection.net.0.proj."), ("fps_projection.2.", "fps_projection.net.2."))
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the SkyReels V2 T2V transformer")
+
+
+def from_original(state: dict) -> dict:
+    """An original-layout SkyReels V2 transformer in diffusers' names: Wan's converter, and the DF 1.3B's
+    frame-rate projection, which it does not know."""
+    from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
+    return {_renamed(k, FPS_NAMES): v for k, v in convert_wan_transformer_to_diffusers(dict(state)).items()}
+
+
+def to_original(state: dict) -> dict:
+    """A diffusers SkyReelsV2Transformer3DModel state dict in the original (Wan) layout."""
+    fps = {k: v for k, v in state.items() if k.startswith("fps_")}
+    out = wan_to_original({k: v for k, v in state.items() if k not in fps})
+    out.update({_renamed(k, tuple((b, a) for a, b in FPS_NAMES)): v for k, v in fps.items()})
+    return out
+
+
+def _renamed(key: str, pairs: tuple) -> str:
+    for a, b in pairs:
+        if key.startswith(a):
+            return b + key[len(a):]
+    return key
+
+
+def transformer_row(config: str, label: str) -> Component:
+    """A SkyReels transformer read from Wan's layout by `config`'s known configs; never the detector's first
+    guess (a Wan row with the same shapes is)."""
+    return Component("transformer", "SkyReelsV2Transformer3DModel", DENOISER, single_file=replace(
+        WAN_FILE, converter="toolkit.models.archs.skyreels_v2:from_original",
+        original="toolkit.models.archs.skyreels_v2:to_original", config=config, label=label, guess=False))
+
+
 # wan21's UMT5 and VAE rows; the denoiser is SkyReels' own class (Wan's layout, plus diffusion forcing's
 # per-frame timesteps and the DF 1.3B's fps embedding)
-COMPONENTS_T2V = COMPONENTS[:-1] + (Component("transformer", "SkyReelsV2Transformer3DModel", DENOISER),)
+COMPONENTS_T2V = COMPONENTS[:-1] + (transformer_row("toolkit.models.archs.skyreels_v2:transformer_config",
+                                                    "SkyReels V2 T2V transformer"),)
 
 
 # Wan's LoRA keys (SkyReelsV2LoraLoaderMixin converts Wan's formats); a Wan LoRA file is listed as wan21's

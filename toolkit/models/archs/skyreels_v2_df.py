@@ -17,16 +17,22 @@ writes it into the resident transformer's config; a video longer than `base_num_
 
 Progress: the pipeline steps a deep copy of the scheduler per latent frame (the scheduler's own `step`
 never runs), so the holder reports each denoising pass of the step matrices through the pipeline's
-step-end callback, the latents of the whole window each time, out of the passes all windows run."""
+step-end callback, the latents of the whole window each time, out of the passes all windows run.
+
+Its files: the original Wan layout, as skyreels_v2's (the 1.3B, with its frame-rate embedding, is taken for
+this arch; the 14B ones, with Wan 2.1 14B's shapes, for wan21 unless `model.arch` says)."""
 import contextlib
 import itertools
 
 from toolkit import latent_formats
 from toolkit.models.arch import ArchSpec, Extra, Latents, SampleDefaults, Task, Tiny, Variant
 from toolkit.models.archs.skyreels_v2 import (COMPONENTS_T2V, FLOW_SHIFT, SCHEDULER_CONFIG, SKYREELS_LORA, TINY_SAMPLE,
-                                              WAN_DECODE_FEATURES, tiny_transformer, tiny_umt5_vae,
-                                              unipc_flow_config, unipc_flow_scheduler)
+                                              TINY_WAN, WAN_14B, WAN_DECODE_FEATURES, tiny_transformer,
+                                              tiny_umt5_vae, transformer_facts, transformer_row,
+                                              transformer_signature, unipc_flow_config, unipc_flow_scheduler)
+from toolkit.models.archs.wan21 import WAN21_1_3B
 from toolkit.models.base_model import BaseModel
+from toolkit.models.formats.dit_configs import from_known
 
 # Skywork's recommended overlap between windows, used when a long video names none
 OVERLAP_HISTORY = 17
@@ -37,6 +43,17 @@ SAMPLE_EXTRAS = {
     "overlap_history": Extra("int"),            # frames a window continues from the one before (17 or 37)
     "addnoise_condition": Extra("float", 0.0),  # noise on the continued frames (20 recommended for long videos)
 }
+
+
+# Skywork/SkyReels-V2-DF-1.3B-540P-Diffusers transformer/config.json (Wan 2.1 1.3B's, with the frame-rate
+# embedding) and DF-14B-540P / -720P's (Wan 2.1 14B's); the tiny's
+TRANSFORMER_KNOWN = {"skyreels-v2-df-1.3b": dict(WAN21_1_3B, inject_sample_info=True),
+                     "skyreels-v2-df-14b": WAN_14B, "tiny": dict(TINY_WAN, inject_sample_info=True)}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts,
+                      "the SkyReels V2 diffusion-forcing transformer", variants={"skyreels-v2-df-1.3b": "1.3b-540p"})
 
 
 class SkyReelsV2DFModel(BaseModel):
@@ -105,7 +122,9 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="skyreels_v2_df", modality="video", default_name_or_path="Skywork/SkyReels-V2-DF-1.3B-540P-Diffusers",
-    pipeline="SkyReelsV2DiffusionForcingPipeline", holder=SkyReelsV2DFModel, components=COMPONENTS_T2V,
+    pipeline="SkyReelsV2DiffusionForcingPipeline", holder=SkyReelsV2DFModel,
+    components=COMPONENTS_T2V[:-1] + (transformer_row("toolkit.models.archs.skyreels_v2_df:transformer_config",
+                                                      "SkyReels V2 DF transformer"),),
     tasks=(Task("txt2img", "SkyReelsV2DiffusionForcingPipeline"),
            Task("i2v", "SkyReelsV2DiffusionForcingImageToVideoPipeline")),
     output_type="np",
