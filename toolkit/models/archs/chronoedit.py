@@ -15,8 +15,8 @@ LoRA; NVIDIA runs it at guidance 1 and flow shift 2.
 
 Progress and previews follow the edited (last) latent frame.
 
-Its files: the original Wan layout (NVIDIA's own checkpoint, and the ComfyUI `diffusion_models/` files made of
-it), read with the configs below. They have Wan 2.1 I2V 14B's shapes: a file named without `model.arch` is
+Its files: a denoiser in the original Wan layout (the ComfyUI `diffusion_models/` files made of it), read with
+the configs below. They have Wan 2.1 I2V 14B's shapes: a file named without `model.arch` is
 taken for wan21_i2v (the detector says chronoedit fits it too); `model.arch: chronoedit` reads it here."""
 from dataclasses import replace
 
