@@ -91,6 +91,16 @@ CROSS_PAIRS = {
     ("flux", "kandinsky5_image"): {"text_encoder": "text_encoder_2", "tokenizer": "tokenizer_2", "vae": "vae"},
     ("wan21", "cosmos2_5"): {"vae": "vae"},         # Cosmos Predict 2 and 2.5 ship the Wan 2.1 VAE
     ("cosmos2_5", "cosmos2"): {"vae": "vae"},
+    # SkyReels V2 ships Wan 2.1's UMT5-XXL and VAE
+    ("wan21", "skyreels_v2"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("skyreels_v2", "skyreels_v2_df"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    ("wan21_i2v", "skyreels_v2_i2v"): {r: r for r in ("text_encoder", "tokenizer", "vae", "image_encoder",
+                                                     "image_processor")},
+    # ChronoEdit ships Wan 2.1 I2V's UMT5-XXL, VAE and CLIP ViT-H
+    ("wan21_i2v", "chronoedit"): {r: r for r in ("text_encoder", "tokenizer", "vae", "image_encoder", "image_processor")},
+    # SANA-Video: Sana's Gemma2 2B and Wan 2.1's VAE
+    ("sana", "sana_video"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
+    ("wan21", "sana_video"): {"vae": "vae"},
 }
 
 

@@ -252,7 +252,8 @@ def test_task_matches_diffusers(arch, task, tiny, tmp_path):
     pipe = bare if type(bare) is cls else cls.from_pipe(bare)
     pipe.set_progress_bar_config(disable=True)
     bare_steps = []
-    with wrap_scheduler_step(pipe.scheduler, lambda i, n, t, lat, x0: bare_steps.append(i)), _global_rng(spec), \
+    # the steps counted as the holder counts them (the scheduler's step; diffusion forcing: its passes)
+    with holder.step_reports(pipe, lambda i, n, t, lat, x0: bare_steps.append(i), kwargs), _global_rng(spec), \
             _arch_patches(holder, gen, pipe):
         out = pipe(**kwargs, generator=torch.Generator("cpu").manual_seed(1234), output_type=spec.output_type)
     data = holder.extract_output(out)

@@ -6,7 +6,8 @@ model: bit for bit in float32 (weights and output), the cast's own rounding in b
 bound. Real dimensions without real weights: each known real config, built on the meta device and
 written as an original-layout header over a sparse file, is detected as that config and its variant.
 Where two archs take the same file (FLUX.1 dev / Kontext, Qwen-Image / Edit, Wan 2.1 14B / a Wan 2.2
-A14B expert), the detector names the first and says the other fits, and `model.arch` decides."""
+A14B expert / SkyReels V2, Wan 2.1 I2V / ChronoEdit), the detector names the first that guesses and says the
+others fit, and `model.arch` decides."""
 import json
 import os
 
@@ -24,13 +25,18 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "cosmos2", "cosmos2_5", "ernie_image", "flux", "flux2_klein", "flux_kontext", "hunyuan_video",
-             "kandinsky5", "kandinsky5_edit", "kandinsky5_i2v", "kandinsky5_image", "ltx", "lumina2", "pixart",
-             "qwen_image", "qwen_image_2", "qwen_image_edit", "qwen_image_layered", "sd3", "stable_audio", "wan21",
-             "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
+DIT_ARCHS = ("chroma", "chronoedit", "cosmos2", "cosmos2_5", "ernie_image", "flux", "flux2_klein", "flux_kontext",
+             "hunyuan_video", "kandinsky5", "kandinsky5_edit", "kandinsky5_i2v", "kandinsky5_image", "ltx",
+             "lumina2", "pixart", "qwen_image", "qwen_image_2", "qwen_image_edit", "qwen_image_layered", "sd3",
+             "skyreels_v2", "skyreels_v2_df", "skyreels_v2_i2v", "stable_audio", "wan21", "wan21_i2v", "wan22_5b",
+             "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
 # (Kandinsky 5's tiny video and editing transformers have one shape; the real editing one is Image Lite's)
-AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21",
-             "kandinsky5_i2v": "kandinsky5", "kandinsky5_edit": "kandinsky5"}
+AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21", "skyreels_v2": "wan21",
+             "skyreels_v2_i2v": "wan21_i2v", "chronoedit": "wan21_i2v", "kandinsky5_i2v": "kandinsky5",
+             "kandinsky5_edit": "kandinsky5"}
+# what a Wan 2.1 14B file (T2V, I2V) fits besides the Wan row the detector names
+WAN_14B_ALIKE = ("skyreels_v2", "skyreels_v2_df", "wan22_a14b")
+WAN_I2V_14B_ALIKE = ("chronoedit", "skyreels_v2_i2v")
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
                 "llama3", "ernie_mistral3", "ernie_ministral3_pe")
@@ -221,7 +227,7 @@ def test_a_chroma_file_carries_the_flag_its_inpaint_pipeline_reads(tiny, tmp_pat
 def test_a_wan22_a14b_model_takes_its_low_noise_expert_from_its_own_file(tiny, tmp_path, no_hub):
     folder = tiny("wan22_a14b")
     files = denoiser_files("wan22_a14b", folder, tmp_path)
-    assert detect_file(files["transformer"]).alike == ("wan22_a14b",)
+    assert detect_file(files["transformer"]).alike == ("skyreels_v2", "wan22_a14b")   # the tiny Wan shapes
     model = {"arch": "wan22_a14b", "name_or_path": files["transformer"], "components": others("wan22_a14b", folder)}
     with pytest.raises(ConfigError) as e:                   # never the high-noise file twice
         load(model)
@@ -325,10 +331,16 @@ REAL = (
     ("qwen_image_2", "qwen-image-2.1", "qwen_image_2", None, ()),
     ("qwen_image_layered", "qwen-image-layered", "qwen_image_layered", None, ()),
     ("wan21", "wan2.1-t2v-1.3b", "wan21", None, ()),
-    ("wan21", "wan2.1-t2v-14b", "wan21", None, ("wan22_a14b",)),
-    ("wan22_a14b", "wan2.2-t2v-a14b", "wan21", None, ("wan22_a14b",)),
+    ("wan21", "wan2.1-t2v-14b", "wan21", None, WAN_14B_ALIKE),
+    ("wan22_a14b", "wan2.2-t2v-a14b", "wan21", None, WAN_14B_ALIKE),
     ("wan22_5b", "wan2.2-ti2v-5b", "wan22_5b", None, ()),
-    ("wan21_i2v", "wan2.1-i2v-14b", "wan21_i2v", None, ()),
+    ("wan21_i2v", "wan2.1-i2v-14b", "wan21_i2v", None, WAN_I2V_14B_ALIKE),
+    ("skyreels_v2", "skyreels-v2-t2v-14b", "wan21", None, WAN_14B_ALIKE),
+    ("skyreels_v2_df", "skyreels-v2-df-14b", "wan21", None, WAN_14B_ALIKE),
+    ("skyreels_v2_df", "skyreels-v2-df-1.3b", "skyreels_v2_df", "1.3b-540p", ()),     # its fps embedding
+    ("skyreels_v2_i2v", "skyreels-v2-i2v-14b", "wan21_i2v", None, WAN_I2V_14B_ALIKE),
+    ("skyreels_v2_i2v", "skyreels-v2-i2v-1.3b", "skyreels_v2_i2v", "1.3b-540p", ()),
+    ("chronoedit", "chronoedit-14b", "wan21_i2v", None, WAN_I2V_14B_ALIKE),
     ("wan22_a14b_i2v", "wan2.2-i2v-a14b", "wan22_a14b_i2v", None, ()),
     ("wan_vace", "wan2.1-vace-1.3b", "wan_vace", None, ()),
     ("wan_vace", "wan2.1-vace-14b", "wan_vace", None, ()),
@@ -405,4 +417,4 @@ def test_a_wan_image_to_video_file_is_wan21_i2v(tmp_path):
     path = write_header_only(tmp_path / "wan2.1_i2v_480p_14B.safetensors", "wan21",
                              dict(WAN_14B, in_channels=36, image_dim=1280, added_kv_proj_dim=5120))
     det = detect_file(path)
-    assert (det.arch, det.alike) == ("wan21_i2v", ()) and det.denoiser.error is None
+    assert (det.arch, det.alike) == ("wan21_i2v", WAN_I2V_14B_ALIKE) and det.denoiser.error is None

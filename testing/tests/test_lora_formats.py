@@ -12,7 +12,7 @@ from toolkit.models.arch import LORA_FORMATS
 from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.loras import write_tiny_lora
 
-ARCH_NAMES = ("sd1", "sdxl", "flux", "zimage", "wan21", "qwen_image", "krea2")
+ARCH_NAMES = ("sd1", "sdxl", "flux", "zimage", "wan21", "qwen_image", "krea2", "skyreels_v2", "skyreels_v2_df")
 CASES = [(a, f) for a in ARCH_NAMES for f in ARCHS[a].lora.formats]
 # library messages that mean a key of the file was not used ("No LoRA keys associated to <text encoder>"
 # only says the file has none for it: the per-component layer counts below check that side)

@@ -93,6 +93,9 @@ class SingleFile:
       anchors (CLIP-L from CLIP-G by width), when anchors alone do not.
     - `facts`: ((config key, value), ...) this arch sets on a shared kind's config, which the file
       cannot tell (a VAE's scaling_factor is the arch's: SD 1.x and SDXL VAEs have one layout).
+    - `guess`: False where the arch's files have another arch's shapes and that arch is the better
+      guess (SkyReels V2 and ChronoEdit are Wan 2.1 fine-tunes): the detector names it only when no
+      arch that guesses takes the file as well, and lists it among those that fit (`model.arch` decides).
     """
     converter: str | None = None
     original: str = ""
@@ -103,6 +106,7 @@ class SingleFile:
     label: str = ""
     matches: str = ""
     facts: tuple = ()
+    guess: bool = True
 
     def with_facts(self, **facts) -> "SingleFile":
         return replace(self, facts=tuple({**dict(self.facts), **facts}.items()))

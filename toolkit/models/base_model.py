@@ -449,6 +449,13 @@ class BaseModel:
         toolkit/models/patches.py documents. None here; an arch's holder overrides this."""
         return []
 
+    def step_reports(self, pipe, on_step, kwargs: dict):
+        """A context: while active, `on_step(step_index, num_steps, timestep, latents, x0)` runs after every
+        denoising step of `pipe(**kwargs)`. Here through the scheduler's `step` (toolkit/models/step_hook.py);
+        a holder whose pipeline steps other schedulers than `pipe.scheduler` (SkyReels V2's diffusion
+        forcing steps a copy per latent frame) reports another way, adding to `kwargs` what it needs."""
+        return wrap_scheduler_step(pipe.scheduler, on_step)
+
     def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None, rows=None):
         """Sample one config. `on_step(step_index, num_steps, timestep, latents, x0)` runs after every
         scheduler step (it may raise to stop); `on_status(message, stage)` hears encoding, sampling
@@ -484,7 +491,7 @@ class BaseModel:
             for obj, name, wrapper in self.call_patches(gen, pipe):
                 stack.enter_context(patched(obj, name, wrapper))
             on_step = stack.enter_context(_steps_run(pipe, on_step))
-            stack.enter_context(wrap_scheduler_step(pipe.scheduler, on_step))
+            stack.enter_context(self.step_reports(pipe, on_step, kwargs))
             cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
             stack.enter_context(wrap_encode_prompt(cache, pipe, cache and self.cond_context(pipe)))
             stack.enter_context(self._stage_wraps(on_status, pipe))

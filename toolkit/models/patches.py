@@ -14,7 +14,8 @@ order, innermost first: a later patch of the same attribute wraps the earlier on
 2. the arch's patches (BaseModel.call_patches; krea2's mu on `scheduler.set_timesteps`): what the
    pipeline computes, right over its own methods.
 3. the steps run: `pipe.get_timesteps` notes how many steps an img2img call runs (base_model.py).
-4. the step hook: `scheduler.step` reports each step's latents (toolkit/models/step_hook.py).
+4. the step hook: `scheduler.step` reports each step's latents (toolkit/models/step_hook.py; a holder's
+   `step_reports` may report otherwise).
 5. the conditioning cache: `pipe.encode_prompt` answers from the cache (toolkit/models/v2/cond_cache.py).
 6. the stage messages: `pipe.encode_prompt`, `scheduler.set_timesteps` and `vae.decode` say when
    encoding, sampling and decoding start (BaseModel._stage_wraps). Outermost, so "encoding" is said

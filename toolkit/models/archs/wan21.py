@@ -48,7 +48,9 @@ def wan_signature(view) -> dict:
             "ffn_dim": view.dim("blocks.0.ffn.0.weight"),
             "image_dim": view.dim("img_emb.proj.1.weight", 1) if view.has("img_emb.proj.1.weight") else None,
             "added_kv_proj_dim": view.dim("blocks.0.cross_attn.k_img.weight", 1)
-            if view.has("blocks.0.cross_attn.k_img.weight") else None}
+            if view.has("blocks.0.cross_attn.k_img.weight") else None,
+            # SkyReels V2 DF 1.3B's frame-rate embedding, which no Wan release has
+            "inject_sample_info": view.has("fps_embedding.weight")}
 
 
 def transformer_facts(c: dict) -> dict:
@@ -56,7 +58,8 @@ def transformer_facts(c: dict) -> dict:
     return {"width": c["num_attention_heads"] * c["attention_head_dim"], "in_channels": c["in_channels"],
             "patch_size": patch, "patch_out": c["out_channels"] * patch[0] * patch[1] * patch[2],
             "text_dim": c["text_dim"], "freq_dim": c["freq_dim"], "num_layers": c["num_layers"], "ffn_dim": c["ffn_dim"],
-            "image_dim": c.get("image_dim"), "added_kv_proj_dim": c.get("added_kv_proj_dim")}
+            "image_dim": c.get("image_dim"), "added_kv_proj_dim": c.get("added_kv_proj_dim"),
+            "inject_sample_info": bool(c.get("inject_sample_info"))}
 
 
 def transformer_config(view):

@@ -13,8 +13,9 @@ load funnel, inspection, /library, profiles), fed by the arch rows' `SingleFile`
 Where several arch rows' anchors match (the same UNet layout in SD 1.x and 2.x), each one's config
 function decides: a file whose shapes equal a known real config of one arch is that arch; else the
 first whose derived config is consistent. Where several take it equally (FLUX.1 dev and Kontext,
-Wan 2.1 14B and a Wan 2.2 A14B expert have the same shapes), the first is named and `alike` lists
-the others: the request's `model.arch` decides. No torch, no tensor data.
+Wan 2.1 14B and a Wan 2.2 A14B expert have the same shapes), the first is named (one that guesses:
+SingleFile.guess) and `alike` lists the others: the request's `model.arch` decides. No torch, no
+tensor data.
 """
 import os
 from dataclasses import dataclass, field
@@ -129,15 +130,16 @@ def detect(header) -> Detection:
                     entry = kinds.setdefault(part.single_file.kind or role, [part.single_file.label or role, []])
                     entry[1].append((name, role))
     if candidates:
-        # a known real config first, then a consistent derived one, then the first that matched at all
-        def rank(c):
+        # a known real config first, then a consistent derived one, then the first that matched at all;
+        # among equals, a row that guesses before one that leaves its files to another arch's (SingleFile.guess)
+        def fit(c):
             d = c[1]
             return (d.error is not None, d.config is None or d.config.known == "derived")
-        name, denoiser, parts = min(candidates, key=rank)
+        name, denoiser, parts = min(candidates, key=lambda c: (*fit(c), not c[1].single_file.guess))
         if denoiser.error is not None:
             problems.append(f"{ARCHS[name].name} {denoiser.role}: {denoiser.error}")
         alike = tuple(n for n, d, _p in candidates if n != name and d.error is None and d.config is not None
-                      and rank((n, d, _p)) == rank((name, denoiser, parts)))
+                      and fit((n, d, _p)) == fit((name, denoiser, parts)))
         variant = denoiser.config.variant if denoiser.config else None
         return Detection(name, variant, parts, (), tuple(problems), alike)
     if kinds:
