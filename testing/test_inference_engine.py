@@ -63,6 +63,11 @@ CROSS_PAIRS = {
     ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    # HiDream-I1's T5-XXL and VAE are FLUX.1's (its CLIPs are Long-CLIP, with 248 positions: its own)
+    ("flux", "hidream"): {"text_encoder_2": "text_encoder_3", "tokenizer_2": "tokenizer_3", "vae": "vae"},
+    ("flux2_klein", "flux2"): {"vae": "vae"},       # one FLUX.2 VAE
+    ("sdxl", "auraflow"): {"vae": "vae"},          # AuraFlow ships SDXL's VAE
+    ("flux", "flex1"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae")},
 }
 
 

@@ -5,7 +5,8 @@ VAE (BCHW latents; the transformer makes 2x2 patches itself).
 
 The pipeline renders about one megapixel whatever size is asked: it rescales width x height to an
 area of 1024^2 at the request's aspect (16 px multiples), so 1024x1024, 768x1360, 1360x768 ... come
-out as asked. Full runs CFG against a negative prompt (UniPC on flow sigmas, shift 3); Dev and Fast
+out as asked. Its repos ship no Llama: text_encoder_4 and tokenizer_4 are read from meta-llama's repo
+unless the model's folder has them (or model.components names them). Full runs CFG against a negative prompt (UniPC on flow sigmas, shift 3); Dev and Fast
 are guidance-distilled (guidance 0) and ship FlowMatchLCMScheduler (shift 6 and 3).
 """
 from toolkit import latent_formats
@@ -31,6 +32,8 @@ VARIANTS = {
                     scheduler=dict(_LCM, shift=3.0)),
 }
 
+# the Llama 3.1 the model cards load beside the HiDream repos (which ship no text_encoder_4 / tokenizer_4)
+LLAMA_REPO = "meta-llama/Llama-3.1-8B-Instruct"
 LLAMA_LAYERS = 32         # Llama 3.1 8B: the pipeline stacks every layer's hidden states
 # HiDream-ai/HiDream-I1-Full transformer/config.json (Dev and Fast: the same); and the tiny factory's
 TRANSFORMER_KNOWN = {
@@ -86,11 +89,11 @@ SPEC = ArchSpec(
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_l"),
         Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER, vocab="clip_g"),
         Component("tokenizer_3", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),
-        Component("tokenizer_4", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer_4", "PreTrainedTokenizerBase", TOKENIZER, vocab="llama3_1", repo=LLAMA_REPO),
         Component("text_encoder", "CLIPTextModelWithProjection", TEXT_ENCODER),
         Component("text_encoder_2", "CLIPTextModelWithProjection", TEXT_ENCODER),
         Component("text_encoder_3", "T5EncoderModel", TEXT_ENCODER),
-        Component("text_encoder_4", "transformers:LlamaForCausalLM", TEXT_ENCODER),
+        Component("text_encoder_4", "transformers:LlamaForCausalLM", TEXT_ENCODER, repo=LLAMA_REPO),
         Component("vae", "AutoencoderKL", VAE),
         Component("transformer", "HiDreamImageTransformer2DModel", DENOISER),
     ),
