@@ -25,7 +25,8 @@ import torch
 
 PREFIX = "model.diffusion_model."
 BLOCK = re.compile(r"(^|\.)(blocks|layers|transformer_blocks|single_blocks|double_blocks|joint_blocks|"
-                   r"noise_refiner|context_refiner|single_transformer_blocks)\.\d+\.")
+                   r"noise_refiner|context_refiner|single_transformer_blocks|"
+                   r"double_stream_blocks|single_stream_blocks|double_layers|single_layers)\.\d+\.")
 FPMM_EVERY = 4
 
 
