@@ -6,12 +6,18 @@ patchified 2x2 into 128-channel tokens (FLUX.2 [klein]'s VAE). One pipeline for 
 
 The tokenizer role is the model's PixtralProcessor (the Tekken tokenizer with Mistral's chat template,
 and the Pixtral image processor the pipeline's optional caption upsampling uses).
+
+Its files: BFL's FLUX.2 layout (ComfyUI's `diffusion_models/flux2_dev_fp8mixed.safetensors` and the like), as
+klein's, read with the configs below; the VAE is FLUX.2's file kind.
 """
+from dataclasses import replace
+
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents,
                                  SampleDefaults, Task, Tiny)
 from toolkit.models.archs import flux2_klein
 from toolkit.models.formats import vaes
+from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.tiny import kit
 from toolkit.models.tiny.tokenizers import PROMPTS
 
@@ -25,6 +31,16 @@ TRANSFORMER_KNOWN = {
                  attention_head_dim=16, num_attention_heads=2, joint_attention_dim=48, timestep_guidance_channels=256,
                  mlp_ratio=3.0, axes_dims_rope=[4, 4, 4, 4], rope_theta=2000, eps=1e-6, guidance_embeds=True),
 }
+
+def transformer_config(view):
+    return from_known(flux2_klein.transformer_signature(view), TRANSFORMER_KNOWN, flux2_klein.transformer_facts,
+                      "the FLUX.2 [dev] transformer")
+
+
+# BFL's FLUX.2 layout (klein's kind and converters), read with FLUX.2 [dev]'s configs: its guidance embedder and
+# widths tell it from klein
+TRANSFORMER_FILE = replace(flux2_klein.TRANSFORMER_FILE, config="toolkit.models.archs.flux2:transformer_config",
+                           label="FLUX.2 [dev] transformer")
 
 TAPS = (10, 20, 30)         # the pipeline's text_encoder_out_layers
 TEXT_HIDDEN = 16
@@ -122,10 +138,10 @@ SPEC = ArchSpec(
            Task("edit", "Flux2Pipeline", takes=("ctrl_img_1", "ctrl_img_2", "ctrl_img_3"))),
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
-        Component("tokenizer", "transformers:PixtralProcessor", TOKENIZER),
+        Component("tokenizer", "transformers:PixtralProcessor", TOKENIZER, vocab="mistral3"),
         Component("text_encoder", "transformers:Mistral3ForConditionalGeneration", TEXT_ENCODER),
         Component("vae", "AutoencoderKLFlux2", VAE, single_file=vaes.FLUX2_VAE),
-        Component("transformer", "Flux2Transformer2DModel", DENOISER),
+        Component("transformer", "Flux2Transformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     # the model card: 50 steps (28 a fair trade-off), embedded guidance 4
     defaults=SampleDefaults(1024, 1024, 50, 4.0), uses_negative_prompt=False,
