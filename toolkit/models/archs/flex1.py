@@ -40,6 +40,9 @@ SPEC = replace(
     defaults=SampleDefaults(1024, 1024, 28, 3.5), variants={},
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}),
     description="Flex.1 alpha (ostris): FLUX.1-class, 8 double blocks, guidance embedder (CLIP + T5, packed tokens)",
-    # FLUX.1's GGUF and LoRA layouts (flux's rows); MagCache's ratios are FLUX.1-dev's, not Flex.1's
+    # FLUX.1's GGUF and LoRA layouts (flux's rows). Its LoRAs have FLUX.1's keys: no markers of its own, so a
+    # file is guessed as flux's and any FLUX.1-layout LoRA is taken (model.arch flex1 says which model)
+    lora=replace(flux.SPEC.lora, markers=()),
+    # MagCache's ratios are FLUX.1-dev's, not Flex.1's
     step_caches={"first_block": {}, "taylorseer": {}, "faster": {}},
 )
