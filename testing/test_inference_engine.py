@@ -101,6 +101,11 @@ CROSS_PAIRS = {
     # SANA-Video: Sana's Gemma2 2B and Wan 2.1's VAE
     ("sana", "sana_video"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
     ("wan21", "sana_video"): {"vae": "vae"},
+    # HiDream-I1's T5-XXL and VAE are FLUX.1's (its CLIPs are Long-CLIP, with 248 positions: its own)
+    ("flux", "hidream"): {"text_encoder_2": "text_encoder_3", "tokenizer_2": "tokenizer_3", "vae": "vae"},
+    ("flux2_klein", "flux2"): {"vae": "vae"},       # one FLUX.2 VAE
+    ("sdxl", "auraflow"): {"vae": "vae"},          # AuraFlow ships SDXL's VAE
+    ("flux", "flex1"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae")},
 }
 
 

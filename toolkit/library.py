@@ -54,8 +54,10 @@ def _pipeline_archs() -> dict:
     return out
 
 
-def _arch_of_index(index: dict, repo: str | None) -> tuple:
-    """(arch, variant) for a model_index.json, or (None, None)."""
+def _arch_of_index(index: dict, repo: str | None, folder: str | None = None) -> tuple:
+    """(arch, variant) for a model_index.json, or (None, None). Rows of one pipeline and one set of roles
+    (FLUX.1 and Flex.1) are told apart by the folder's denoiser config, where it is one of a row's known
+    configs; else the first in registry order."""
     from toolkit.models.registry import ARCHS
     candidates = _pipeline_archs().get(index.get("_class_name"), [])
     if not candidates:
@@ -68,8 +70,20 @@ def _arch_of_index(index: dict, repo: str | None) -> tuple:
                     return name, variant
     present = {k for k, v in index.items() if not k.startswith("_") and isinstance(v, list) and v and v[0]}
     exact = [n for n in candidates if {c.role for c in ARCHS[n].components if not c.optional} == present]
-    name = (exact or candidates)[0]
+    tied = exact or candidates
+    name = next((n for n in tied if len(tied) > 1 and folder and _denoiser_is_known(folder, ARCHS[n])), tied[0])
     return name, ARCHS[name].default_variant
+
+
+def _denoiser_is_known(folder: str, spec) -> bool:
+    from toolkit.models.formats.dit_configs import known_configs, matches_known
+    comp = spec.component(spec.denoiser_roles[0])
+    try:
+        with open(os.path.join(folder, comp.folder, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and matches_known(config, known_configs(comp.single_file))
 
 
 # -- files -------------------------------------------------------------------------------------------
@@ -141,7 +155,7 @@ def _missing_components(folder: str, index: dict) -> list:
 
 def _pipeline_entry(folder: str, index: dict, *, source: str, name: str, repo: str | None = None) -> dict:
     from toolkit.models.registry import ARCHS
-    arch, variant = _arch_of_index(index, repo)
+    arch, variant = _arch_of_index(index, repo, folder)
     missing = _missing_components(folder, index)
     dtype = None
     if arch:

@@ -98,6 +98,12 @@ VOCABULARIES = {
     "llama3": Vocabulary("llama3", ("comfy/text_encoders/llama_tokenizer",),
                          (("hunyuanvideo-community/HunyuanVideo", "tokenizer"),
                           ("xtuner/llava-llama-3-8b-v1_1-transformers", ""))),
+    # Pile-T5's (Llama's SentencePiece BPE): AuraFlow's text encoder
+    "pile_t5": Vocabulary("pile_t5", (), (("fal/AuraFlow-v0.3", "tokenizer"), ("fal/AuraFlow", "tokenizer"),
+                                          ("EleutherAI/pile-t5-xl", ""))),
+    # Llama 3.1 Instruct's own (HiDream-I1's fourth text encoder; its repos leave it to meta-llama's)
+    "llama3_1": Vocabulary("llama3_1", (), (("meta-llama/Llama-3.1-8B-Instruct", ""),
+                                            ("meta-llama/Meta-Llama-3.1-8B-Instruct", ""))),
 }
 
 

@@ -25,11 +25,11 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "chronoedit", "cosmos2", "cosmos2_5", "ernie_image", "flux", "flux2_klein", "flux_kontext",
-             "hunyuan_video", "kandinsky5", "kandinsky5_edit", "kandinsky5_i2v", "kandinsky5_image", "ltx",
-             "lumina2", "pixart", "qwen_image", "qwen_image_2", "qwen_image_edit", "qwen_image_layered", "sd3",
-             "skyreels_v2", "skyreels_v2_df", "skyreels_v2_i2v", "stable_audio", "wan21", "wan21_i2v", "wan22_5b",
-             "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
+DIT_ARCHS = ("auraflow", "chroma", "chronoedit", "cosmos2", "cosmos2_5", "ernie_image", "flex1", "flux", "flux2",
+             "flux2_klein", "flux_kontext", "hidream", "hunyuan_video", "kandinsky5", "kandinsky5_edit",
+             "kandinsky5_i2v", "kandinsky5_image", "ltx", "lumina2", "pixart", "qwen_image", "qwen_image_2",
+             "qwen_image_edit", "qwen_image_layered", "sd3", "skyreels_v2", "skyreels_v2_df", "skyreels_v2_i2v",
+             "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
 # (Kandinsky 5's tiny video and editing transformers have one shape; the real editing one is Image Lite's)
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21", "skyreels_v2": "wan21",
              "skyreels_v2_i2v": "wan21_i2v", "chronoedit": "wan21_i2v", "kandinsky5_i2v": "kandinsky5",
@@ -39,7 +39,7 @@ WAN_14B_ALIKE = ("skyreels_v2", "skyreels_v2_df", "wan22_a14b")
 WAN_I2V_14B_ALIKE = ("chronoedit", "skyreels_v2_i2v")
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
-                "llama3", "ernie_mistral3", "ernie_ministral3_pe")
+                "llama3", "ernie_mistral3", "ernie_ministral3_pe", "llama3_1", "pile_t5")
 
 
 def in_file(arch: str) -> tuple:
@@ -318,10 +318,14 @@ def test_every_tokenizer_names_an_agreed_vocabulary():
 REAL = (
     ("flux", "flux1-dev", "flux", "dev", ("flux_kontext",)),
     ("flux", "flux1-schnell", "flux", "schnell", ()),
+    ("flex1", "flex1-alpha", "flex1", None, ()),
     ("flux_kontext", "flux1-kontext-dev", "flux", "dev", ("flux_kontext",)),
     ("chroma", "chroma1-hd", "chroma", None, ()),
+    ("auraflow", "auraflow-v0.3", "auraflow", None, ()),
+    ("flux2", "flux2-dev", "flux2", None, ()),
     ("flux2_klein", "flux2-klein-4b", "flux2_klein", "4b", ()),
     ("flux2_klein", "flux2-klein-9b", "flux2_klein", "9b", ()),
+    ("hidream", "hidream-i1", "hidream", "full", ()),
     ("sd3", "sd3-medium", "sd3", "3-medium", ()),
     ("sd3", "sd3.5-large", "sd3", "3.5-large", ()),
     ("sd3", "sd3.5-medium", "sd3", "3.5-medium", ()),

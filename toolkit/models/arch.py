@@ -127,6 +127,10 @@ class Component:
     # "module:function(tokenizer_folder, folder)": written from data over the arch's tokenizer where a
     # model's files carry none of it (Qwen-Image-Edit's processor: its image preprocessor config)
     built: str = ""
+    # the hub repo (its root) this role is read from where the model's folder or repo ships none of it
+    # (HiDream's Llama 3.1, which its repos leave to meta-llama's); a folder that has it, or
+    # model.components, still decides
+    repo: str = ""
 
     @property
     def folder(self) -> str:

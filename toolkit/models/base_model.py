@@ -76,6 +76,9 @@ class BaseModel:
         mc = self.model_config
         base = mc.extras_name_or_path or self.spec.default_source(mc.variant)
         main = mc.name_or_path
+        if spec.repo and spec.role not in mc.components and not any(
+                p and os.path.isdir(os.path.join(os.path.expanduser(p), spec.folder)) for p in (main, base)):
+            return spec.repo, spec.repo         # the role's own repo: the model's repos ship none of it
         if spec.role in mc.components:      # an explicit file: its config from the extras, else the model folder
             folder = not mc.extras_name_or_path and main and os.path.isdir(os.path.expanduser(main))
             return mc.components[spec.role], (main if folder else base)
@@ -112,7 +115,8 @@ class BaseModel:
             else:
                 source, config_source = self.source_for(spec)
                 part = None
-                subfolder = None if spec.role in self.model_config.components else spec.folder
+                own_repo = spec.repo and source == spec.repo         # read from its root
+                subfolder = None if spec.role in self.model_config.components or own_repo else spec.folder
                 whole = True
             if (spec.optional and whole and isinstance(source, str)
                     and not component_present(source, spec.role, spec.folder)):

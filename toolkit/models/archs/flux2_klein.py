@@ -135,7 +135,7 @@ TAPS = (9, 18, 27)          # the pipeline's text_encoder_out_layers
 TEXT_HIDDEN = 16
 
 
-def _tiny_vae():
+def tiny_vae():
     """AutoencoderKLFlux2: 4 blocks (8x), 32 latent channels, 2x2 patchify, batch-norm statistics."""
     from diffusers import AutoencoderKLFlux2
 
@@ -157,7 +157,7 @@ def _tiny(b):
             tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id)).eval()
     with b.seeded("vae", "flux2_vae"):
-        vae = _tiny_vae()
+        vae = tiny_vae()
     with b.seeded("transformer"):
         transformer = Flux2Transformer2DModel(
             patch_size=1, in_channels=128, num_layers=1, num_single_layers=2, attention_head_dim=16,

@@ -12,14 +12,7 @@ from toolkit.models.formats import clip, llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
-from toolkit.models.tiny.tokenizers import PROMPTS, byte_level_bpe
-
-# Llama 3's pre-tokenizer split (tokenizer.json of the real checkpoint)
-_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-_LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
-                   "<pad>"]
-
+from toolkit.models.tiny.tokenizers import PROMPTS, llama3_tokenizer
 
 # hunyuanvideo-community/HunyuanVideo scheduler/scheduler_config.json: flow matching, shift 7
 SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", num_train_timesteps=1000, shift=7.0)
@@ -141,35 +134,13 @@ TRANSFORMER_FILE = SingleFile(
     label="HunyuanVideo transformer")
 
 
-def _llama3_backend():
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
-    return tok
-
-
 def _llama3_tokenizer():
     """A Llama 3 style byte-level BPE (800 tokens, <|begin_of_text|> prepended) trained on prompts filled into
     HunyuanVideo's template, wrapped in PreTrainedTokenizerFast; padding on the right, as the crop needs."""
     from diffusers.pipelines.hunyuan_video.pipeline_hunyuan_video import DEFAULT_PROMPT_TEMPLATE
-    from tokenizers import AddedToken, Tokenizer, decoders, models, processors
-    from transformers import PreTrainedTokenizerFast
 
     template = DEFAULT_PROMPT_TEMPLATE["template"]
-    corpus = list(PROMPTS) + [template.format(p) for p in PROMPTS]
-    vocab, merges = byte_level_bpe(_llama3_backend(), corpus, vocab_size=800, special_tokens=_LLAMA3_SPECIAL)
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
-    backend.pre_tokenizer = _llama3_backend().pre_tokenizer
-    backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in _LLAMA3_SPECIAL])
-    bos = "<|begin_of_text|>"
-    backend.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=bos, eos_token="<|end_of_text|>",
-                                        pad_token="<pad>", padding_side="right", model_max_length=131072)
+    tokenizer = llama3_tokenizer([template.format(p) for p in PROMPTS])
 
     # the pipeline drops the template's first crop_start tokens: they must be exactly the template's prefix
     crop = DEFAULT_PROMPT_TEMPLATE["crop_start"]

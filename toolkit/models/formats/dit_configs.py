@@ -24,3 +24,19 @@ def from_known(sig: dict, known: dict, facts_of, what: str, variants: dict | Non
 
 def _norm(v):
     return list(v) if isinstance(v, tuple) else v
+
+
+def known_configs(single_file) -> dict:
+    """A DiT row's known configs: `<part>_config`'s module's `<PART>_KNOWN` (every DIT row keeps its configs
+    so, the file tests read them alike); {} where the rule keeps none."""
+    import importlib
+
+    if single_file is None or not single_file.config:
+        return {}
+    module, _, fn = single_file.config.rpartition(":")
+    return getattr(importlib.import_module(module), fn.removesuffix("_config").upper() + "_KNOWN", {})
+
+
+def matches_known(config: dict, known: dict) -> bool:
+    """A library config (a folder's config.json) is one of the known configs: every key a known one sets."""
+    return any(all(_norm(config.get(k)) == _norm(v) for k, v in entry.items()) for entry in known.values())

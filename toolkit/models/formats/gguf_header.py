@@ -100,11 +100,29 @@ def inspect_gguf(path: str) -> dict:
         return out
     out.update(info)
     out["format"] = f"GGUF {info['qtype']}" if info["qtype"] else "GGUF"
-    arch = info["archs"][0] if info["archs"] else None
+    arch = _arch_by_shapes(path, info["archs"])
     out["arch"] = arch
     what = f"{arch} transformer" if arch else f"{info['gguf_architecture'] or 'unknown'} model (no arch reads it)"
     out["summary"] = f"{what}, {out['format']}, {human_size(info['size_bytes'])}"
     return out
+
+
+def _arch_by_shapes(path: str, archs: list) -> str | None:
+    """The first of `archs` (registry order) whose denoiser config rule the file's shapes match: rows of one
+    denoiser class (FLUX.1 and Flex.1) read one layout, their configs tell them apart; else the first."""
+    from toolkit.models.arch import load_object
+    from toolkit.models.formats.file_view import FileKindError
+    from toolkit.models.registry import ARCHS
+    for arch in archs:
+        sf = ARCHS[arch].component(ARCHS[arch].denoiser_roles[0]).single_file
+        if sf is None or not sf.config:
+            continue
+        try:
+            load_object(sf.config)(header_view(path))
+        except (FileKindError, GGUFHeaderError):
+            continue
+        return arch
+    return archs[0] if archs else None
 
 
 def header_view(path: str):

@@ -26,7 +26,7 @@ import torch
 PREFIX = "model.diffusion_model."
 BLOCK = re.compile(r"(^|\.)(blocks|layers|transformer_blocks|single_blocks|double_blocks|joint_blocks|"
                    r"noise_refiner|context_refiner|single_transformer_blocks|visual_transformer_blocks|"
-                   r"text_transformer_blocks)\.\d+\.")
+                   r"text_transformer_blocks|double_stream_blocks|single_stream_blocks|double_layers|single_layers)\.\d+\.")
 FPMM_EVERY = 4
 
 

@@ -282,3 +282,39 @@ def t5_tokenizer(model_max_length: int = 512):
     return T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=model_max_length)
 
 
+
+
+# Llama 3's pre-tokenizer split (tokenizer.json of the real checkpoints) and the special tokens the tiny one keeps
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+                  "<pad>"]
+
+
+def _llama3_backend():
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    return tok
+
+
+def llama3_tokenizer(extra_corpus: Sequence[str] = (), *, eos_token: str = "<|end_of_text|>", pad_token: str = "<pad>"):
+    """A Llama 3 style byte-level BPE (800 tokens, <|begin_of_text|> prepended) in PreTrainedTokenizerFast,
+    padding on the right (HunyuanVideo's LLaVA-Llama-3, HiDream's Llama 3.1 Instruct: their eos and pad)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab, merges = byte_level_bpe(_llama3_backend(), list(PROMPTS) + list(extra_corpus), vocab_size=800,
+                                   special_tokens=LLAMA3_SPECIAL)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
+    backend.pre_tokenizer = _llama3_backend().pre_tokenizer
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in LLAMA3_SPECIAL])
+    bos = "<|begin_of_text|>"
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=bos, eos_token=eos_token, pad_token=pad_token,
+                                   padding_side="right", model_max_length=131072)
