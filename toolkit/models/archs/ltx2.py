@@ -1,0 +1,211 @@
+"""LTX-2 (Lightricks): one DiT that denoises video latents and audio latents together, so a clip comes
+with its soundtrack. Gemma 3 12B's hidden states (all 49 layers, stacked) go through the text
+`connectors` (one stack per modality, learnable registers in place of the padding) to the video and
+audio streams; the video VAE is LTX's geometry (128 channels, 32x spatial, 8x temporal; not LTX-Video's
+weights or blocks), the audio VAE decodes a mel spectrogram (8 latent channels, 4x in time and mel,
+25 latents a second) that the vocoder turns into a 24 kHz stereo waveform (LTX-2.3: 48 kHz, its
+vocoder's bandwidth extension). The scheduler steps the packed video latents; the pipeline steps the
+audio latents with a copy of it (toolkit/models/patches.py: the copy has none of the call's wraps).
+
+Tasks: text-to-video (LTX2Pipeline), image-to-video (LTX2ImageToVideoPipeline, `init_img` the first
+frame, re-compressed at the model's H.264 CRF as the pipeline does) and v2v (LTX2ConditionPipeline:
+`init_video`'s first `num_frames` frames as one video condition at frame 0, strength 1). Every
+result is an mp4 with an AAC soundtrack. The frame rate conditions the DiT's RoPE (`frame_rate`).
+
+Variants: LTX-2.0 (Lightricks/LTX-2) and LTX-2.3 (diffusers/LTX-2.3-Diffusers), each with its distilled
+checkpoint (8 steps on the distilled sigmas, unguided). The pipelines' guidance defaults are LTX-2.3's
+(STG at block 28, modality guidance 3, audio CFG 7, rescale 0.7); LTX-2.0 runs with the legacy
+cross-modality timestep and STG at block 29, as the pipeline documents. Not here: LTX-2.5 (a Gemma 4
+text encoder, a duration head, a prompt enhancer), prompt enhancement, the two-stage upsampling recipe.
+"""
+from toolkit import latent_formats
+from toolkit.models.arch import (AUDIO, DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
+                                 Latents, SampleDefaults, Task, Tiny, Variant)
+from toolkit.models.base_model import BaseModel
+
+_LTX2 = "diffusers.pipelines.ltx2"
+
+# Lightricks/LTX-2 scheduler/scheduler_config.json (diffusers' convert_ltx2_to_diffusers.py writes it):
+# LTX's resolution-dependent shift, stretched to 0.1; the distilled repos use their sigmas as they are
+SCHEDULER_CONFIG = dict(num_train_timesteps=1000, shift=1.0, use_dynamic_shifting=True, base_shift=0.95,
+                        max_shift=2.05, base_image_seq_len=1024, max_image_seq_len=4096, shift_terminal=0.1)
+SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", **SCHEDULER_CONFIG)
+DISTILLED_SCHEDULER = {"use_dynamic_shifting": False, "shift_terminal": None}
+
+# the call's arguments per variant where the pipeline's defaults (LTX-2.3's) are not the model's:
+# LTX-2.0's legacy cross-modality timestep and its STG block; a distilled model runs unguided (no CFG on
+# the audio either, no STG, no modality guidance) on its own 8 sigmas (diffusers' DISTILLED_SIGMA_VALUES)
+_UNGUIDED = dict(audio_guidance_scale=1.0, stg_scale=0.0, audio_stg_scale=0.0, modality_scale=1.0,
+                 audio_modality_scale=1.0)
+CALL_ARGS = {
+    "2.0": dict(use_cross_timestep=False, spatio_temporal_guidance_blocks=[29]),
+    "2.0-distilled": dict(_UNGUIDED, use_cross_timestep=False, distilled=True),
+    "2.3": {},
+    "2.3-distilled": dict(_UNGUIDED, distilled=True),
+}
+
+
+class Soundtracked:
+    """A video's frames with the waveform made with them: what the holder hands the writer (save_video
+    reads `frames`' pixels through `__array__`; media_kwargs passes the audio)."""
+
+    def __init__(self, frames, audio, sample_rate: int):
+        self.frames, self.audio, self.sample_rate = frames, audio, int(sample_rate)
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+        return np.asarray(self.frames, dtype=dtype)
+
+    def __len__(self):
+        return len(self.frames)
+
+
+class LTX2Model(BaseModel):
+    def pipeline_kwargs(self, gen):
+        kw = {**super().pipeline_kwargs(gen), "frame_rate": gen.fps}
+        args = dict(CALL_ARGS[self.model_config.variant or self.spec.default_variant])
+        if args.pop("distilled", False) and gen.num_inference_steps == len(self.distilled_sigmas()):
+            kw["sigmas"] = self.distilled_sigmas()      # another step count: the pipeline's linear schedule
+        return {**kw, **args}
+
+    @staticmethod
+    def distilled_sigmas() -> list:
+        from diffusers.pipelines.ltx2.utils import DISTILLED_SIGMA_VALUES
+        return list(DISTILLED_SIGMA_VALUES)
+
+    def input_kwargs(self, gen) -> dict:
+        """v2v: the input video (its first num_frames frames at the request size) as the condition
+        pipeline's one video condition at frame 0; i2v's first frame stays `image`."""
+        kw = super().input_kwargs(gen)
+        video = kw.pop("video", None)
+        if video is not None:
+            from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
+            kw["conditions"] = [LTX2VideoCondition(frames=video, index=0, strength=1.0)]
+        return kw
+
+    def soundtracked(self, frames, audio) -> Soundtracked:
+        rate = self.pipeline.vocoder.config.output_sampling_rate
+        return Soundtracked(frames, audio.detach().float().cpu().numpy(), rate)
+
+    def extract_output(self, out):
+        return self.soundtracked(out.frames[0], out.audio[0])
+
+    def extract_outputs(self, out, n: int) -> list:
+        return [self.soundtracked(out.frames[i], out.audio[i]) for i in range(n)]
+
+    def media_kwargs(self, gen, data) -> dict:
+        return {"fps": gen.fps, "audio": data.audio, "sample_rate": data.sample_rate}
+
+
+# -- the tiny instance ----------------------------------------------------------------------------------
+# The text side is Gemma 3 with a vision tower (Gemma3ForConditionalGeneration, as the repos ship it) over
+# the tiny Gemma tokenizer (lumina2's: byte fallback); the connectors read its 3 hidden states (2 layers +
+# the embeddings). The audio VAE keeps its 8 latent channels and 4x compressions but 8 mel bins (the real
+# 64 would need its 128-wide first stage: the packed audio token, latent channels x mel bins / 4, is the
+# width of its latent statistics), so the DiT's audio tokens are 16 wide; the vocoder keeps the real
+# 240x upsampling (16 kHz mel hops of 160 to 24 kHz).
+TINY_MEL_BINS, TINY_AUDIO_LATENT = 8, 8
+
+
+def tiny_gemma3(tokenizer):
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+
+    text = Gemma3TextConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, sliding_window=512,
+        max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id)
+    vision = SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14)
+    # image tokens past the vocabulary: a text prompt never holds one (Gemma 3 maps them out itself)
+    config = Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(), mm_tokens_per_image=4,
+                          image_token_index=len(tokenizer), boi_token_index=tokenizer.bos_token_id,
+                          eoi_token_index=tokenizer.eos_token_id)
+    return Gemma3ForConditionalGeneration(config).eval()
+
+
+def _tiny(b):
+    from diffusers import AutoencoderKLLTX2Audio, AutoencoderKLLTX2Video, LTX2VideoTransformer3DModel
+    from diffusers.pipelines.ltx2 import LTX2TextConnectors
+    from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+
+    from toolkit.models.archs.lumina2 import gemma_tokenizer
+    from toolkit.models.tiny import kit
+
+    tokenizer = gemma_tokenizer()
+    with b.seeded("text_encoder", "gemma3"):
+        text_encoder = kit.jitter_constants(tiny_gemma3(tokenizer))
+    width = text_encoder.config.text_config.hidden_size
+    layers = text_encoder.config.text_config.num_hidden_layers + 1          # the embeddings too
+    with b.seeded("connectors"):
+        # 128 learnable registers, as the real ones: they tile the 1024-token prompt
+        connectors = LTX2TextConnectors(
+            caption_channels=width, text_proj_in_factor=layers, video_connector_num_attention_heads=2,
+            video_connector_attention_head_dim=16, video_connector_num_layers=1,
+            audio_connector_num_attention_heads=2, audio_connector_attention_head_dim=16,
+            audio_connector_num_layers=1, rope_type="split").eval()
+    with b.seeded("vae"):
+        # 4x4 pixel patches, then spatial, temporal and 2 space-time downsamplings: 32x spatial, 8x temporal
+        vae = AutoencoderKLLTX2Video(
+            latent_channels=128, block_out_channels=(8, 16, 32, 32), decoder_block_out_channels=(8, 16, 32),
+            layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1), decoder_causal=False,
+            spatial_compression_ratio=32, temporal_compression_ratio=8).eval()
+    with b.seeded("audio_vae"):
+        audio_vae = AutoencoderKLLTX2Audio(
+            base_channels=TINY_AUDIO_LATENT * TINY_MEL_BINS // 4, ch_mult=(1, 2, 4), num_res_blocks=1,
+            latent_channels=TINY_AUDIO_LATENT, mel_bins=TINY_MEL_BINS).eval()
+    with b.seeded("vocoder"):
+        vocoder = LTX2Vocoder(in_channels=2 * TINY_MEL_BINS, hidden_channels=32, resnet_kernel_sizes=[3],
+                              resnet_dilations=[[1, 3, 5]]).eval()
+    with b.seeded("transformer"):
+        transformer = LTX2VideoTransformer3DModel(
+            in_channels=128, out_channels=128, num_attention_heads=2, attention_head_dim=16, cross_attention_dim=32,
+            audio_in_channels=TINY_AUDIO_LATENT * TINY_MEL_BINS // 4, audio_out_channels=None,
+            audio_num_attention_heads=2, audio_attention_head_dim=8, audio_cross_attention_dim=16, num_layers=2,
+            caption_channels=width, rope_type="split").eval()
+    return dict(scheduler=kit.flow_match_scheduler(**SCHEDULER_CONFIG), vae=vae, audio_vae=audio_vae,
+                text_encoder=text_encoder, tokenizer=tokenizer, connectors=connectors, transformer=transformer,
+                vocoder=vocoder)
+
+
+_DISTILLED = {"num_inference_steps": 8, "guidance_scale": 1.0}
+
+SPEC = ArchSpec(
+    name="ltx2", modality="video", default_name_or_path="Lightricks/LTX-2", pipeline="LTX2Pipeline",
+    holder=LTX2Model, output_type="np",
+    tasks=(Task("txt2img", "LTX2Pipeline"), Task("i2v", "LTX2ImageToVideoPipeline"),
+           Task("v2v", "LTX2ConditionPipeline")),
+    components=(
+        Component("scheduler", "SchedulerMixin", SCHEDULER),
+        Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="gemma3"),
+        Component("text_encoder", "transformers:Gemma3ForConditionalGeneration", TEXT_ENCODER),
+        # the text connectors ship inside the denoiser's original checkpoint: the denoiser's, run after the
+        # prompt encoding (the conditioning cache keeps what comes before them)
+        Component("connectors", f"{_LTX2}:LTX2TextConnectors", TEXT_ENCODER, with_denoiser=True),
+        Component("vae", "AutoencoderKLLTX2Video", VAE),
+        Component("audio_vae", "AutoencoderKLLTX2Audio", VAE),
+        Component("transformer", "LTX2VideoTransformer3DModel", DENOISER),
+        # LTX-2.3's is LTX2VocoderWithBWE, no subclass of LTX-2.0's: the repo's model_index.json names it
+        Component("vocoder", "ModelMixin", AUDIO),
+    ),
+    # the diffusers docs' LTX-2.0/2.3 examples: 768x512, 121 frames at 24 fps, 30 steps, guidance 3.0
+    defaults=SampleDefaults(768, 512, 30, 3.0, num_frames=121, fps=24, output_ext="mp4"),
+    variants={
+        "2.0": Variant(),
+        "2.0-distilled": Variant(_DISTILLED, name_or_path="rootonchair/LTX-2-19b-distilled",
+                                 scheduler=DISTILLED_SCHEDULER),
+        "2.3": Variant(name_or_path="diffusers/LTX-2.3-Diffusers"),
+        "2.3-distilled": Variant(_DISTILLED, name_or_path="diffusers/LTX-2.3-Distilled-Diffusers",
+                                 scheduler=DISTILLED_SCHEDULER),
+    },
+    size_divisor=32,
+    latents=Latents("packed_video", 128, spatial=32, temporal=8, format=latent_formats.LTXAV),
+    decode_features=16,          # its VAE decoder's last stage: 256 features at a quarter of the size (patch 4)
+    scheduler_file=SCHEDULER_FILE,
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_frames": 9, "num_inference_steps": 2, "guidance_scale": 3.0,
+                      "fps": 8}),
+    description="LTX-2 text/image/video-to-video with its audio (Gemma 3, 128-ch video VAE, audio VAE + vocoder)",
+    scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
+    batch_arg="num_videos_per_prompt",
+)
