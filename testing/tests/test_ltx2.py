@@ -150,3 +150,38 @@ def test_the_memory_floor_is_below_a_measured_tiny_run(tiny, monkeypatch):
         {"prompt": "p"}, holder.model_config), device="cuda")
     # 768x512, 121 frames, bf16: the decoder's 16 features per pixel over 8 frames dominate
     assert real >= 8 * 768 * 512 * 16 * 2 * 2
+
+
+def test_an_ltx23_folder_reads_its_bandwidth_extending_vocoder(tiny, tmp_path):
+    """LTX-2.3's vocoder is LTX2VocoderWithBWE (no subclass of LTX-2.0's LTX2Vocoder): the row names the
+    role by their common base, so the repo's model_index.json class is what loads, and the soundtrack
+    is written at its 48 kHz."""
+    import json
+    import shutil
+
+    from diffusers.pipelines.ltx2.vocoder import LTX2VocoderWithBWE
+
+    from toolkit.models.archs.ltx2 import TINY_MEL_BINS
+    from toolkit.models.tiny.kit import seeded_rng
+
+    folder = tmp_path / "ltx23"
+    shutil.copytree(tiny(ARCH), folder)
+    with seeded_rng(0, "bwe_vocoder"):
+        vocoder = LTX2VocoderWithBWE(
+            in_channels=2 * TINY_MEL_BINS, hidden_channels=64, resnet_kernel_sizes=[3], resnet_dilations=[[1, 3, 5]],
+            bwe_in_channels=2 * TINY_MEL_BINS, bwe_hidden_channels=32, bwe_resnet_kernel_sizes=[3],
+            bwe_resnet_dilations=[[1, 3, 5]], num_mel_channels=TINY_MEL_BINS).eval()
+    shutil.rmtree(folder / "vocoder")
+    vocoder.save_pretrained(folder / "vocoder")
+    index = json.loads((folder / "model_index.json").read_text())
+    index["vocoder"] = ["ltx2", "LTX2VocoderWithBWE"]
+    (folder / "model_index.json").write_text(json.dumps(index))
+
+    holder = get_model_class(ARCH)({"arch": ARCH, "name_or_path": str(folder), "local_only": True, "variant": "2.3"})
+    holder.load_model()
+    assert type(holder.pipeline.vocoder).__name__ == "LTX2VocoderWithBWE"
+    gen = GenerateImageConfig.from_dict({"prompt": "waves", "width": 64, "height": 64, "num_frames": 9, "fps": 8,
+                                         "num_inference_steps": 2, "seed": 1}, holder.model_config)
+    rec, = holder.generate_images([gen], paths=[str(tmp_path / "out.mp4")])
+    assert rec["audio"] is True and rec["sample_rate"] == 48000 and rec["channels"] == 2
+    assert _decoded(rec["path"])["rate"] == 48000
