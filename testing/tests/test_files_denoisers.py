@@ -24,7 +24,7 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "pixart",
+DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "ltx2", "lumina2", "pixart",
              "qwen_image", "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b",
              "wan22_a14b_i2v", "wan_vace", "zimage")
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
@@ -319,6 +319,8 @@ REAL = (
     ("wan_vace", "wan2.1-vace-14b", "wan_vace", None, ()),
     ("ltx", "ltxv-2b", "ltx", None, ()),
     ("ltx", "ltxv-13b", "ltx", None, ()),
+    ("ltx2", "ltx-2-19b", "ltx2", "2.0", ()),
+    ("ltx2", "ltx-2.3-22b", "ltx2", "2.3", ()),
     ("hunyuan_video", "hunyuanvideo", "hunyuan_video", None, ()),
     ("lumina2", "lumina-image-2.0", "lumina2", None, ()),
     ("pixart", "pixart-alpha-1024", "pixart", "alpha", ()),

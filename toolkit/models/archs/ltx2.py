@@ -18,12 +18,17 @@ checkpoint (8 steps on the distilled sigmas, unguided). The pipelines' guidance 
 cross-modality timestep and STG at block 29, as the pipeline documents. Not here: LTX-2.5 (a Gemma 4
 text encoder, a duration head, a prompt enhancer), prompt enhancement, the two-stage upsampling recipe.
 """
+import re
+
 from toolkit import latent_formats
 from toolkit.models.arch import (AUDIO, DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
-                                 Latents, SampleDefaults, Task, Tiny, Variant)
+                                 Latents, SampleDefaults, SingleFile, Task, Tiny, Variant)
 from toolkit.models.base_model import BaseModel
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 
 _LTX2 = "diffusers.pipelines.ltx2"
+_HERE = "toolkit.models.archs.ltx2:"
 
 # Lightricks/LTX-2 scheduler/scheduler_config.json (diffusers' convert_ltx2_to_diffusers.py writes it):
 # LTX's resolution-dependent shift, stretched to 0.1; the distilled repos use their sigmas as they are
@@ -43,6 +48,208 @@ CALL_ARGS = {
     "2.3": {},
     "2.3-distilled": dict(_UNGUIDED, distilled=True),
 }
+
+
+# -- its files: Lightricks' checkpoints (ComfyUI `checkpoints/ltx-2-19b-dev.safetensors`) -------------------------
+# The DiT under `model.diffusion_model.`, with the text connectors' two stacks beside it
+# (`video_embeddings_connector`, `audio_embeddings_connector`) and their input projection outside it
+# (`text_embedding_projection.`); the VAE (`vae.`), audio VAE (`audio_vae.`) and vocoder (`vocoder.`) after.
+_T = dict(in_channels=128, out_channels=128, patch_size=1, patch_size_t=1, num_attention_heads=32,
+          attention_head_dim=128, cross_attention_dim=4096, vae_scale_factors=[8, 32, 32], pos_embed_max_pos=20,
+          base_height=2048, base_width=2048, audio_in_channels=128, audio_out_channels=128, audio_patch_size=1,
+          audio_patch_size_t=1, audio_num_attention_heads=32, audio_attention_head_dim=64,
+          audio_cross_attention_dim=2048, audio_scale_factor=4, audio_pos_embed_max_pos=20,
+          audio_sampling_rate=16000, audio_hop_length=160, num_layers=48, activation_fn="gelu-approximate",
+          qk_norm="rms_norm_across_heads", norm_elementwise_affine=False, norm_eps=1e-6, caption_channels=3840,
+          attention_bias=True, attention_out_bias=True, rope_theta=10000.0, rope_double_precision=True,
+          causal_offset=1, timestep_scale_multiplier=1000, cross_attn_timestep_scale_multiplier=1000,
+          rope_type="split")
+# Lightricks/LTX-2 and diffusers/LTX-2.3-Diffusers transformer/config.json (diffusers'
+# convert_ltx2_to_diffusers.py writes them so); and the tiny factory's
+TRANSFORMER_KNOWN = {
+    "ltx-2-19b": dict(_T, gated_attn=False, cross_attn_mod=False, audio_gated_attn=False, audio_cross_attn_mod=False,
+                      use_prompt_embeddings=True, perturbed_attn=False),
+    "ltx-2.3-22b": dict(_T, gated_attn=True, cross_attn_mod=True, audio_gated_attn=True, audio_cross_attn_mod=True,
+                        use_prompt_embeddings=False, perturbed_attn=True),
+    "tiny": dict(num_attention_heads=2, attention_head_dim=16, cross_attention_dim=32, audio_in_channels=16,
+                 audio_out_channels=None, audio_num_attention_heads=2, audio_attention_head_dim=8,
+                 audio_cross_attention_dim=16, num_layers=2, caption_channels=32, rope_type="split"),
+}
+_C = dict(caption_channels=3840, text_proj_in_factor=49, video_connector_num_learnable_registers=128,
+          audio_connector_num_learnable_registers=128, connector_rope_base_seq_len=4096, rope_theta=10000.0,
+          rope_double_precision=True, causal_temporal_positioning=False, rope_type="split")
+# their connectors/config.json; and the tiny factory's
+CONNECTORS_KNOWN = {
+    "ltx-2-19b": dict(_C, video_connector_num_attention_heads=30, video_connector_attention_head_dim=128,
+                      video_connector_num_layers=2, video_gated_attn=False, audio_connector_num_attention_heads=30,
+                      audio_connector_attention_head_dim=128, audio_connector_num_layers=2, audio_gated_attn=False,
+                      per_modality_projections=False, proj_bias=False),
+    "ltx-2.3-22b": dict(_C, video_connector_num_attention_heads=32, video_connector_attention_head_dim=128,
+                        video_connector_num_layers=8, video_gated_attn=True, audio_connector_num_attention_heads=32,
+                        audio_connector_attention_head_dim=64, audio_connector_num_layers=8, audio_gated_attn=True,
+                        per_modality_projections=True, video_hidden_dim=4096, audio_hidden_dim=2048, proj_bias=True),
+    "tiny": dict(caption_channels=32, text_proj_in_factor=3, video_connector_num_attention_heads=2,
+                 video_connector_attention_head_dim=16, video_connector_num_layers=1,
+                 audio_connector_num_attention_heads=2, audio_connector_attention_head_dim=16,
+                 audio_connector_num_layers=1, rope_type="split"),
+}
+_VARIANTS = {"ltx-2-19b": "2.0", "ltx-2.3-22b": "2.3"}
+_DISTILLED_NOTE = ("a distilled checkpoint has the same shapes: model.variant {}-distilled says it is",)
+
+# original (Lightricks) -> diffusers names, in order, as str.replace on a key (diffusers'
+# convert_ltx2_to_diffusers.py tables); `adaln_single.` / `audio_adaln_single.` at a key's start are the
+# time embeddings
+TRANSFORMER_RENAMES = (
+    ("patchify_proj", "proj_in"), ("av_ca_video_scale_shift_adaln_single", "av_cross_attn_video_scale_shift"),
+    ("av_ca_a2v_gate_adaln_single", "av_cross_attn_video_a2v_gate"),
+    ("av_ca_audio_scale_shift_adaln_single", "av_cross_attn_audio_scale_shift"),
+    ("av_ca_v2a_gate_adaln_single", "av_cross_attn_audio_v2a_gate"),
+    ("scale_shift_table_a2v_ca_video", "video_a2v_cross_attn_scale_shift_table"),
+    ("scale_shift_table_a2v_ca_audio", "audio_a2v_cross_attn_scale_shift_table"),
+    ("q_norm", "norm_q"), ("k_norm", "norm_k"), ("prompt_adaln_single.", "prompt_adaln."))
+TIME_EMBEDS = (("audio_adaln_single.", "audio_time_embed."), ("adaln_single.", "time_embed."))
+CONNECTOR_PARTS = ("video_embeddings_connector.", "audio_embeddings_connector.", "text_embedding_projection.")
+CONNECTOR_RENAMES = (
+    ("video_embeddings_connector.", "video_connector."), ("audio_embeddings_connector.", "audio_connector."),
+    ("transformer_1d_blocks", "transformer_blocks"), ("text_embedding_projection.aggregate_embed", "text_proj_in"),
+    ("text_embedding_projection.video_aggregate_embed", "video_text_proj_in"),
+    ("text_embedding_projection.audio_aggregate_embed", "audio_text_proj_in"), ("q_norm", "norm_q"),
+    ("k_norm", "norm_k"))
+_DIT = "model.diffusion_model."
+
+
+def _renamed(key: str, pairs) -> str:
+    for a, b in pairs:
+        key = key.replace(a, b)
+    return key
+
+
+def convert_transformer(checkpoint: dict, **_) -> dict:
+    """The DiT's tensors (prefix cut) in LTX2VideoTransformer3DModel's names; the connectors beside it
+    are the `connectors` role's."""
+    out = {}
+    for key, t in checkpoint.items():
+        key = key.removeprefix(_DIT).removeprefix("diffusion_model.")     # a caller's that keeps the prefix
+        if key.startswith(CONNECTOR_PARTS):
+            continue
+        for a, b in TIME_EMBEDS:
+            if key.startswith(a):
+                key = b + key[len(a):]
+                break
+        out[_renamed(key, TRANSFORMER_RENAMES)] = t
+    return out
+
+
+def transformer_to_original(state: dict) -> dict:
+    out = {}
+    for key, t in state.items():
+        for a, b in TIME_EMBEDS:
+            if key.startswith(b):
+                key = a + key[len(b):]
+                break
+        out[_renamed(key, [(b, a) for a, b in reversed(TRANSFORMER_RENAMES)])] = t
+    return out
+
+
+def convert_connectors(checkpoint: dict, **_) -> dict:
+    """LTX2TextConnectors' tensors from the whole checkpoint: its stacks under the DiT's prefix, their
+    projection outside it (or under it: both are in use)."""
+    out = {}
+    for key, t in checkpoint.items():
+        key = key.removeprefix(_DIT)
+        if key.startswith(CONNECTOR_PARTS):
+            out[_renamed(key, CONNECTOR_RENAMES)] = t
+    return out
+
+
+def connectors_to_original(state: dict) -> dict:
+    out = {}
+    for key, t in state.items():
+        key = _renamed(key, [(b, a) for a, b in reversed(CONNECTOR_RENAMES)])
+        out[key if key.startswith("text_embedding_projection.") else _DIT + key] = t
+    return out
+
+
+def transformer_signature(view) -> dict:
+    if not view.has("audio_patchify_proj.weight") or not view.has("av_ca_a2v_gate_adaln_single.linear.weight"):
+        raise FileKindError("no audio_patchify_proj / av_ca_a2v_gate_adaln_single: not an LTX-2 transformer")
+    block = "transformer_blocks.0."
+    return {"width": view.dim("patchify_proj.weight"), "in_channels": view.dim("patchify_proj.weight", 1),
+            "out_channels": view.dim("proj_out.weight"), "audio_width": view.dim("audio_patchify_proj.weight"),
+            "audio_in_channels": view.dim("audio_patchify_proj.weight", 1),
+            "audio_out_channels": view.dim("audio_proj_out.weight"),
+            "cross_attention_dim": view.dim(block + "attn2.to_k.weight", 1),
+            "audio_cross_attention_dim": view.dim(block + "audio_attn2.to_k.weight", 1),
+            "caption_channels": (view.dim("caption_projection.linear_1.weight", 1)
+                                 if view.has("caption_projection.linear_1.weight") else None),
+            "gated_attn": view.has(block + "attn1.to_gate_logits.weight"),
+            "cross_attn_mod": view.has("prompt_adaln_single.linear.weight"),
+            "num_layers": view.count(r"transformer_blocks\.(\d+)\.")}
+
+
+def transformer_facts(c: dict) -> dict:
+    audio_in = c.get("audio_in_channels", 128)
+    return {"width": c["num_attention_heads"] * c["attention_head_dim"], "in_channels": c.get("in_channels", 128),
+            "out_channels": c.get("out_channels", 128),
+            "audio_width": c["audio_num_attention_heads"] * c["audio_attention_head_dim"],
+            "audio_in_channels": audio_in, "audio_out_channels": c.get("audio_out_channels") or audio_in,
+            "cross_attention_dim": c["cross_attention_dim"], "audio_cross_attention_dim": c["audio_cross_attention_dim"],
+            "caption_channels": c["caption_channels"] if c.get("use_prompt_embeddings", True) else None,
+            "gated_attn": c.get("gated_attn", False), "cross_attn_mod": c.get("cross_attn_mod", False),
+            "num_layers": c["num_layers"]}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the LTX-2 transformer",
+                      variants=_VARIANTS, notes={k: (_DISTILLED_NOTE[0].format(v),) for k, v in _VARIANTS.items()})
+
+
+def _projection(view, name: str):
+    """The connectors' input projection, outside the DiT's prefix or under it."""
+    for key in (f"text_embedding_projection.{name}.weight", f"{_DIT}text_embedding_projection.{name}.weight"):
+        if view.has(key):
+            return view.shape(key)
+    return None
+
+
+def connectors_config(view):
+    stacks = {m: f"{_DIT}{m}_embeddings_connector." for m in ("video", "audio")}
+    if not all(view.has(p + "learnable_registers") for p in stacks.values()):
+        raise FileKindError("no video/audio_embeddings_connector.learnable_registers: not LTX-2's text connectors")
+    proj = _projection(view, "aggregate_embed") or _projection(view, "video_aggregate_embed")
+    if proj is None:
+        raise FileKindError("no text_embedding_projection: LTX-2's text connectors lack their input projection")
+    sig = {"proj_out": proj[0], "proj_in": proj[1],
+           "per_modality": _projection(view, "video_aggregate_embed") is not None}
+    for m, p in stacks.items():
+        sig.update({f"{m}_width": view.dim(p + "learnable_registers", 1),
+                    f"{m}_registers": view.dim(p + "learnable_registers"),
+                    f"{m}_layers": view.count(re.escape(p) + r"transformer_1d_blocks\.(\d+)\."),
+                    f"{m}_gated": view.has(p + "transformer_1d_blocks.0.attn1.to_gate_logits.weight")})
+    return from_known(sig, CONNECTORS_KNOWN, connectors_facts, "LTX-2's text connectors", variants=_VARIANTS)
+
+
+def connectors_facts(c: dict) -> dict:
+    per_modality = c.get("per_modality_projections", False)
+    facts = {"proj_out": c["video_hidden_dim"] if per_modality else c["caption_channels"],
+             "proj_in": c["caption_channels"] * c["text_proj_in_factor"], "per_modality": per_modality}
+    for m in ("video", "audio"):
+        facts.update({f"{m}_width": c[f"{m}_connector_num_attention_heads"] * c[f"{m}_connector_attention_head_dim"],
+                      f"{m}_registers": c.get(f"{m}_connector_num_learnable_registers", 128),
+                      f"{m}_layers": c[f"{m}_connector_num_layers"], f"{m}_gated": c.get(f"{m}_gated_attn", False)})
+    return facts
+
+
+TRANSFORMER_FILE = SingleFile(
+    _HERE + "convert_transformer", _HERE + "transformer_to_original",
+    anchors=("audio_patchify_proj.weight", "av_ca_a2v_gate_adaln_single.linear.weight"),
+    config=_HERE + "transformer_config", kind="ltx2_dit", label="LTX-2 transformer")
+# the whole file is the view: the stacks sit under the DiT's prefix, their projection outside it
+CONNECTORS_FILE = SingleFile(
+    _HERE + "convert_connectors", _HERE + "connectors_to_original",
+    anchors=(f"{_DIT}video_embeddings_connector.learnable_registers",
+             f"{_DIT}audio_embeddings_connector.learnable_registers"),
+    prefixes=("",), config=_HERE + "connectors_config", kind="ltx2_connectors", label="LTX-2 text connectors")
 
 
 class Soundtracked:
@@ -139,11 +346,8 @@ def _tiny(b):
     layers = text_encoder.config.text_config.num_hidden_layers + 1          # the embeddings too
     with b.seeded("connectors"):
         # 128 learnable registers, as the real ones: they tile the 1024-token prompt
-        connectors = LTX2TextConnectors(
-            caption_channels=width, text_proj_in_factor=layers, video_connector_num_attention_heads=2,
-            video_connector_attention_head_dim=16, video_connector_num_layers=1,
-            audio_connector_num_attention_heads=2, audio_connector_attention_head_dim=16,
-            audio_connector_num_layers=1, rope_type="split").eval()
+        connectors = LTX2TextConnectors(**{**CONNECTORS_KNOWN["tiny"], "caption_channels": width,
+                                           "text_proj_in_factor": layers}).eval()
     with b.seeded("vae"):
         # 4x4 pixel patches, then spatial, temporal and 2 space-time downsamplings: 32x spatial, 8x temporal
         vae = AutoencoderKLLTX2Video(
@@ -158,11 +362,8 @@ def _tiny(b):
         vocoder = LTX2Vocoder(in_channels=2 * TINY_MEL_BINS, hidden_channels=32, resnet_kernel_sizes=[3],
                               resnet_dilations=[[1, 3, 5]]).eval()
     with b.seeded("transformer"):
-        transformer = LTX2VideoTransformer3DModel(
-            in_channels=128, out_channels=128, num_attention_heads=2, attention_head_dim=16, cross_attention_dim=32,
-            audio_in_channels=TINY_AUDIO_LATENT * TINY_MEL_BINS // 4, audio_out_channels=None,
-            audio_num_attention_heads=2, audio_attention_head_dim=8, audio_cross_attention_dim=16, num_layers=2,
-            caption_channels=width, rope_type="split").eval()
+        # its audio tokens: latent channels x mel bins / 4 (16 here)
+        transformer = LTX2VideoTransformer3DModel(**{**TRANSFORMER_KNOWN["tiny"], "caption_channels": width}).eval()
     return dict(scheduler=kit.flow_match_scheduler(**SCHEDULER_CONFIG), vae=vae, audio_vae=audio_vae,
                 text_encoder=text_encoder, tokenizer=tokenizer, connectors=connectors, transformer=transformer,
                 vocoder=vocoder)
@@ -181,10 +382,11 @@ SPEC = ArchSpec(
         Component("text_encoder", "transformers:Gemma3ForConditionalGeneration", TEXT_ENCODER),
         # the text connectors ship inside the denoiser's original checkpoint: the denoiser's, run after the
         # prompt encoding (the conditioning cache keeps what comes before them)
-        Component("connectors", f"{_LTX2}:LTX2TextConnectors", TEXT_ENCODER, with_denoiser=True),
+        Component("connectors", f"{_LTX2}:LTX2TextConnectors", TEXT_ENCODER, with_denoiser=True,
+                  single_file=CONNECTORS_FILE),
         Component("vae", "AutoencoderKLLTX2Video", VAE),
         Component("audio_vae", "AutoencoderKLLTX2Audio", VAE),
-        Component("transformer", "LTX2VideoTransformer3DModel", DENOISER),
+        Component("transformer", "LTX2VideoTransformer3DModel", DENOISER, single_file=TRANSFORMER_FILE),
         # LTX-2.3's is LTX2VocoderWithBWE, no subclass of LTX-2.0's: the repo's model_index.json names it
         Component("vocoder", "ModelMixin", AUDIO),
     ),
