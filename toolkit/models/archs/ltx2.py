@@ -21,7 +21,7 @@ text encoder, a duration head, a prompt enhancer), prompt enhancement, the two-s
 import re
 
 from toolkit import latent_formats
-from toolkit.models.arch import (AUDIO, DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
+from toolkit.models.arch import (AUDIO, DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf,
                                  Latents, SampleDefaults, SingleFile, Task, Tiny, Variant)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.formats.dit_configs import from_known
@@ -240,6 +240,19 @@ def connectors_facts(c: dict) -> dict:
     return facts
 
 
+def gguf_to_diffusers(checkpoint: dict, shapes: dict, config: dict) -> dict:
+    """A GGUF file's DiT (QuantStack's, unsloth's: the original names, no prefix) in diffusers' names,
+    LTX-2.0's and LTX-2.3's alike (diffusers' own converter knows 2.0's); every key consumed."""
+    return convert_transformer({k: checkpoint.pop(k) for k in list(checkpoint)})
+
+
+# ComfyUI-GGUF names LTX-2's files "ltxv", as LTX-Video's: the audio stream's projection tells them apart.
+# hiprec: convert.py keeps the modulation tables in F32. The tiny: inner widths of 256 (video and audio)
+GGUF = Gguf("ltxv", anchor="audio_patchify_proj.weight", to_diffusers=_HERE + "gguf_to_diffusers",
+            hiprec=("scale_shift_table",),
+            tiny=dict(num_attention_heads=16, cross_attention_dim=256, audio_num_attention_heads=32,
+                      audio_cross_attention_dim=256, num_layers=1))
+
 TRANSFORMER_FILE = SingleFile(
     _HERE + "convert_transformer", _HERE + "transformer_to_original",
     anchors=("audio_patchify_proj.weight", "av_ca_a2v_gate_adaln_single.linear.weight"),
@@ -410,4 +423,5 @@ SPEC = ArchSpec(
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
     batch_arg="num_videos_per_prompt",
+    gguf=GGUF,
 )
