@@ -1,5 +1,5 @@
 """LTX-2 (Lightricks): one DiT that denoises video latents and audio latents together, so a clip comes
-with its soundtrack. Gemma 3 12B's hidden states (all 49 layers, stacked) go through the text
+with its soundtrack. Gemma 3 12B's 49 hidden states (its 48 layers' and the embeddings') go through the text
 `connectors` (one stack per modality, learnable registers in place of the padding) to the video and
 audio streams; the video VAE is LTX's geometry (128 channels, 32x spatial, 8x temporal; not LTX-Video's
 weights or blocks), the audio VAE decodes a mel spectrogram (8 latent channels, 4x in time and mel,
@@ -17,6 +17,11 @@ checkpoint (8 steps on the distilled sigmas, unguided). The pipelines' guidance 
 (STG at block 28, modality guidance 3, audio CFG 7, rescale 0.7); LTX-2.0 runs with the legacy
 cross-modality timestep and STG at block 29, as the pipeline documents. Not here: LTX-2.5 (a Gemma 4
 text encoder, a duration head, a prompt enhancer), prompt enhancement, the two-stage upsampling recipe.
+
+Its files: Lightricks' checkpoints (`ltx-2-19b-dev.safetensors`, `ltx-2.3-22b-*`; ComfyUI `checkpoints/`)
+give the DiT and the text connectors beside it; GGUF files give the DiT. Their video VAE, audio VAE and
+vocoder (`vae.`, `audio_vae.`, `vocoder.`) and Gemma 3's own file are not read yet: a diffusers folder
+gives them (`extras_name_or_path` or `model.components`).
 """
 import re
 
