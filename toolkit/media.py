@@ -424,7 +424,7 @@ def save_media(kind: str, data, path, *, ext=None, fps=None, sample_rate=None, *
     if kind == "video":
         if fps is None:
             raise ValueError("save_media(kind='video') needs fps")
-        return save_video(data, path, fps, ext, **kw)
+        return save_video(data, path, fps, ext, sample_rate=sample_rate, **kw)     # a soundtrack's rate
     if kind == "audio":
         if sample_rate is None:
             raise ValueError("save_media(kind='audio') needs sample_rate")

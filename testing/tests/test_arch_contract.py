@@ -337,11 +337,13 @@ def _assert_prepared_inputs(kwargs, gen, row):
     if gen.mask_img:
         want = load_image(gen.mask_img, gen.width, gen.height, gen.resize_mode, mask=True)
         assert want.mode == "L" and same(kwargs["mask_image"], want)
+    # an argument, or the `frames` of a condition object in a list argument (LTX-2's LTX2VideoCondition)
+    frame_lists = [v for v in kwargs.values() if isinstance(v, list)]
+    frame_lists += [c.frames for v in frame_lists for c in v if isinstance(getattr(c, "frames", None), list)]
     for name, mask in (("init_video", False), ("mask_video", True)):
         if getattr(gen, name):       # the first num_frames frames at the request size, wherever the arch passes them
             want = load_video(getattr(gen, name), gen.width, gen.height, gen.num_frames, gen.resize_mode, mask=mask)
-            got = [v for v in kwargs.values() if isinstance(v, list) and len(v) == len(want)
-                   and all(same(a, b) for a, b in zip(v, want))]
+            got = [v for v in frame_lists if len(v) == len(want) and all(same(a, b) for a, b in zip(v, want))]
             assert got, f"{name}: no argument holds its first {gen.num_frames} frames at {gen.width}x{gen.height}"
     if gen.init_audio:
         got = [v for v in kwargs.values() if isinstance(v, torch.Tensor) and v.ndim == 3 and v.shape[0] == 1]

@@ -27,7 +27,7 @@ from toolkit.models.tiny.checkpoints import original_state, write_component
 # each arch's files; model.arch is given where another arch takes the same file first
 DIT_ARCHS = ("auraflow", "chroma", "chronoedit", "cosmos2", "cosmos2_5", "ernie_image", "flex1", "flux", "flux2",
              "flux2_klein", "flux_kontext", "hidream", "hunyuan_video", "kandinsky5", "kandinsky5_edit",
-             "kandinsky5_i2v", "kandinsky5_image", "ltx", "lumina2", "pixart", "qwen_image", "qwen_image_2",
+             "kandinsky5_i2v", "kandinsky5_image", "ltx", "ltx2", "lumina2", "pixart", "qwen_image", "qwen_image_2",
              "qwen_image_edit", "qwen_image_layered", "sd3", "skyreels_v2", "skyreels_v2_df", "skyreels_v2_i2v",
              "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
 # (Kandinsky 5's tiny video and editing transformers have one shape; the real editing one is Image Lite's)
@@ -350,6 +350,8 @@ REAL = (
     ("wan_vace", "wan2.1-vace-14b", "wan_vace", None, ()),
     ("ltx", "ltxv-2b", "ltx", None, ()),
     ("ltx", "ltxv-13b", "ltx", None, ()),
+    ("ltx2", "ltx-2-19b", "ltx2", "2.0", ()),
+    ("ltx2", "ltx-2.3-22b", "ltx2", "2.3", ()),
     ("hunyuan_video", "hunyuanvideo", "hunyuan_video", None, ()),
     ("cosmos2", "cosmos-predict2-2b-t2i", "cosmos2", None, ()),
     ("cosmos2", "cosmos-predict2-14b-t2i", "cosmos2", "14b", ()),

@@ -15,7 +15,7 @@ from toolkit.models.formats.gguf_quants import QUANT_TYPES
 from toolkit.models.tiny import sample_settings
 from toolkit.models.tiny.gguf import make_tiny_gguf, wide_transformer
 
-ARCHS = ("flux", "sd3", "wan21", "zimage", "qwen_image", "wan_vace")
+ARCHS = ("flux", "sd3", "wan21", "zimage", "qwen_image", "wan_vace", "ltx2")
 # relative error bounds (latent, image) per type: 1.5x the worst of the five archs measured (docs/weight_formats.md table;
 # the runs are seeded, so this margin only absorbs other CPUs' float rounding)
 BOUNDS = {"Q8_0": (0.025, 0.017), "Q6_K": (0.06, 0.035), "Q5_K": (0.13, 0.08), "Q4_K": (0.31, 0.22),

@@ -22,9 +22,10 @@ COMFY = {
     "LTXV": ((0.011202, -0.00063815, -0.010021), (-0.0571, -0.1657, -0.2512)),
     "ChromaRadiance": ((1.0, 0.0, 0.0), None),          # pixel space: the identity
     "QwenImage21": ((-0.0158, -0.0115, -0.0174), (-0.1228, -0.1869, -0.3083)),
+    "LTXAV": ((0.001135, -0.010555, -0.004925), (-0.347892, -0.363814, -0.370287)),     # LTX-2's video stream
 }
 CHANNELS = {"SD15": 4, "SDXL": 4, "SD3": 16, "Flux": 16, "Flux2": 32, "Wan21": 16, "Wan22": 48, "HunyuanVideo": 16,
-            "LTXV": 128, "ChromaRadiance": 3, "QwenImage21": 64}
+            "LTXV": 128, "ChromaRadiance": 3, "QwenImage21": 64, "LTXAV": 128}
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))

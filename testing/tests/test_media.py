@@ -338,6 +338,10 @@ def test_save_media_dispatch(tmp_path):
     assert save_media("image", _frames(1, 8, 8)[0], tmp_path / "i", ext="png")["kind"] == "image"
     v = save_media("video", _frames(2, 8, 8), tmp_path / "v", ext="mp4", fps=4, crf=30)
     assert v["kind"] == "video" and v["path"].endswith("v.mp4")
+    # a soundtrack's sample rate reaches the video writer (the holders' media_kwargs pass it so)
+    sv = save_media("video", _frames(2, 8, 8), tmp_path / "sv.mp4", ext="mp4", fps=4, audio=np.zeros((2, 800)),
+                    sample_rate=8000)
+    assert sv["audio"] is True and sv["sample_rate"] == 8000 and sv["channels"] == 2
     a = save_media("audio", np.zeros(800), tmp_path / "a.flac", ext="flac", sample_rate=8000)
     assert a["kind"] == "audio" and a["duration"] == 0.1
     with pytest.raises(ValueError, match="fps"):

@@ -118,6 +118,49 @@ def test_the_owner_setattr_is_not_called():
     assert "greet" not in vars(thing)
 
 
+
+def test_a_deep_copy_made_during_a_patch_is_the_unpatched_object():
+    """LTX-2's pipelines deep-copy their scheduler for the audio latents: the copy has none of the
+    call's patches (nested ones included) and its own state; nothing of the bookkeeping stays after."""
+    import copy
+
+    thing = Thing()
+    thing.state = [1]
+    with patched(thing, "greet", shouting):
+        with patched(thing, "greet", suffixed("!")):
+            clone = copy.deepcopy(thing)
+            assert thing.greet("x") == "HELLO X!"
+    assert clone.greet("x") == "hello x" and "greet" not in vars(clone)
+    assert clone.state == [1] and clone.state is not thing.state
+    assert vars(thing) == {"state": [1]} and vars(clone) == {"state": [1]}
+    owned = Thing()
+    owned.greet = lambda who: f"hi {who}"          # an instance's own value before the patch comes back in the copy
+    with patched(owned, "greet", shouting):
+        assert copy.deepcopy(owned).greet("x") == "hi x"
+
+
+def test_a_scheduler_copied_during_the_step_hook_steps_on_its_own():
+    """The step hook's wrap is not carried into a copy: stepping the copy neither reports a step nor
+    advances the original's schedule (what LTX-2's audio scheduler did before)."""
+    import copy
+
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    from toolkit.models.step_hook import wrap_scheduler_step
+
+    scheduler = FlowMatchEulerDiscreteScheduler()
+    seen = []
+    with wrap_scheduler_step(scheduler, lambda i, n, t, lat, x0: seen.append(i)):
+        audio = copy.deepcopy(scheduler)
+        for s in (scheduler, audio):
+            s.set_timesteps(2)
+        sample = torch.zeros(1, 4)
+        for t in scheduler.timesteps:
+            scheduler.step(torch.ones(1, 4), t, sample)
+            audio.step(torch.ones(1, 4), t, sample)
+    assert seen == [0, 1] and scheduler.step_index == audio.step_index == 2
+
 # -- a pipeline call, on tiny models ----------------------------------------------------------------
 
 PATCHED = {"pipe": ("encode_prompt", "get_timesteps", "scheduler"), "scheduler": ("step", "set_timesteps"),

@@ -22,10 +22,18 @@ order, innermost first: a later patch of the same attribute wraps the earlier on
    on a cache hit too and "sampling" after the arch's set_timesteps ran.
 7. the step cache: diffusers' own named hooks on the denoisers' forward, through its HookRegistry
    (toolkit/models/step_cache.py); no attribute here is shared with the patches above.
+
+A deep copy of a patched object, made during the call, is the object without the call's patches:
+LTX-2's pipelines (and SkyReels-V2's, Cosmos 3's) `copy.deepcopy(self.scheduler)` for a second
+modality; a copied patch would still be bound to the original (its step, its counter), so the copy
+would step the original's schedule and report its latents as the original's steps.
 """
 import contextlib
+import copy
+import functools
 
 _ABSENT = object()
+_UNPATCHED = "_aitk_unpatched"      # an instance's own values from before its active patches: {name: value}
 
 
 @contextlib.contextmanager
@@ -38,6 +46,7 @@ def patched(obj, name: str, wrapper):
     previous = own.get(name, _ABSENT)
     patch = wrapper(getattr(obj, name))
     own[name] = patch
+    first = _note_unpatched(obj, name, previous)
     try:
         yield patch
     finally:
@@ -46,3 +55,46 @@ def patched(obj, name: str, wrapper):
                 del own[name]
             else:
                 own[name] = previous
+        if first:
+            _forget_unpatched(own, name)
+
+
+def _note_unpatched(obj, name: str, previous) -> bool:
+    """Keep `name`'s value from before the first of its active patches, for deep copies; True when
+    this patch is that first one. A class with its own __deepcopy__ keeps it (copies keep patches)."""
+    own = vars(obj)
+    book = own.get(_UNPATCHED)
+    if book is None:
+        if getattr(type(obj), "__deepcopy__", None) is not None:
+            return False
+        book = own[_UNPATCHED] = {}
+        own["__deepcopy__"] = functools.partial(_unpatched_copy, obj)
+    if name in book:
+        return False
+    book[name] = previous
+    return True
+
+
+def _forget_unpatched(own: dict, name: str):
+    book = own.get(_UNPATCHED, {})
+    book.pop(name, None)
+    if not book:
+        own.pop(_UNPATCHED, None)
+        own.pop("__deepcopy__", None)
+
+
+def _unpatched_copy(obj, memo):
+    """copy.deepcopy(obj) as if no patch were active (what the default deep copy does, over the
+    instance's values from before its patches)."""
+    book = vars(obj)[_UNPATCHED]
+    state = {k: v for k, v in vars(obj).items() if k not in book and k not in (_UNPATCHED, "__deepcopy__")}
+    state.update({k: v for k, v in book.items() if v is not _ABSENT})
+    cls = type(obj)
+    clone = cls.__new__(cls)
+    memo[id(obj)] = clone
+    state = copy.deepcopy(state, memo)
+    if hasattr(clone, "__setstate__"):
+        clone.__setstate__(state)
+    else:
+        clone.__dict__.update(state)
+    return clone

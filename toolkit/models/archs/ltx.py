@@ -48,6 +48,8 @@ TRANSFORMER_KNOWN = {
 def transformer_signature(view) -> dict:
     if not view.has("patchify_proj.weight") or not view.has("adaln_single.linear.weight"):
         raise FileKindError("no patchify_proj / adaln_single: not an LTX-Video transformer")
+    if view.has("audio_patchify_proj.weight"):          # the same names, with an audio stream beside them
+        raise FileKindError("audio_patchify_proj: an LTX-2 transformer (arch ltx2), not LTX-Video's")
     return {"width": view.dim("patchify_proj.weight"), "in_channels": view.dim("patchify_proj.weight", 1),
             "out_channels": view.dim("proj_out.weight"),
             "caption_channels": view.dim("caption_projection.linear_1.weight", 1),

@@ -7,6 +7,7 @@ offload) and tags the result with its ComponentIdentity. A load interceptor (the
 pool) can answer a load from memory or be told about a fresh one; holders never see it.
 """
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -351,7 +352,9 @@ def aitk(cls: type) -> type:
 # -- helpers ------------------------------------------------------------------------------------
 def _import_class(library: str, name: str):
     """A class named in model_index.json: a library ("diffusers", "transformers") or, as diffusers
-    writes for pipeline-local modules, a pipeline package's name (ACE-Step's, diffusers.pipelines.ace_step)."""
+    writes for pipeline-local modules, a pipeline package's name (ACE-Step's, diffusers.pipelines.ace_step).
+    A component folder's own config says "diffusers" for a pipeline-local class too (LTX-2's
+    LTX2TextConnectors, LTX2Vocoder): the pipeline package that exports it."""
     for module_name in (library, f"diffusers.pipelines.{library}"):
         try:
             module = __import__(module_name, fromlist=[name])
@@ -359,6 +362,26 @@ def _import_class(library: str, name: str):
             continue
         if hasattr(module, name):
             return getattr(module, name)
+    return _pipeline_local_class(name) if library == "diffusers" else None
+
+
+@functools.lru_cache(maxsize=None)
+def _pipeline_local_class(name: str):
+    """The class a diffusers pipeline package exports under `name` (its lazy module's names: no
+    pipeline is imported but the one that has it), or None."""
+    import importlib
+    import pkgutil
+
+    import diffusers.pipelines
+    for info in pkgutil.iter_modules(diffusers.pipelines.__path__):
+        if not info.ispkg:
+            continue
+        try:
+            package = importlib.import_module(f"diffusers.pipelines.{info.name}")
+        except ImportError:
+            continue
+        if name in dir(package):
+            return getattr(package, name, None)
     return None
 
 
