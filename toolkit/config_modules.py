@@ -9,7 +9,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 from toolkit.errors import ConfigError, check_keys, check_values
 from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting, type_hints
-from toolkit.models.arch import IMAGE_INPUTS, INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec
+from toolkit.models.arch import IMAGE_INPUTS, INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec, load_object
 from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
 
@@ -292,6 +292,8 @@ class GenerateImageConfig(Settings):
                                                            f"{where}.{name}")
         warnings = []
         _settle(values, spec, where, variant, warnings)
+        if spec.check:          # the arch's own rule across its keys, before the request is queued
+            load_object(spec.check)(values, extras, where)
         return cls(**values, extras=extras, warnings=tuple(warnings))
 
     @classmethod

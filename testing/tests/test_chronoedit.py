@@ -47,11 +47,12 @@ def test_temporal_reasoning_runs_as_the_bare_pipeline_and_yields_the_last_frame(
 
 
 def test_temporal_reasoning_with_another_sampler_is_refused_naming_the_sampler(holder, tmp_path):
-    gen = replace(_gen(holder, tmp_path, enable_temporal_reasoning=True), sampler="euler")
+    """While the request is validated (the arch row's check), so the engine answers 422 before queueing."""
     with pytest.raises(ConfigError) as e:
-        holder.pipeline_kwargs(gen)
+        _gen(holder, tmp_path, enable_temporal_reasoning=True, sampler="euler")
     assert e.value.key == "sample.sampler"
-    assert "enable_temporal_reasoning" not in holder.pipeline_kwargs(replace(_gen(holder, tmp_path), sampler="euler"))
+    assert _gen(holder, tmp_path, enable_temporal_reasoning=True, sampler="unipc").sampler == "unipc"
+    assert "enable_temporal_reasoning" not in holder.pipeline_kwargs(_gen(holder, tmp_path, sampler="euler"))
 
 
 def test_the_image_to_edit_is_loaded_at_the_request_size(holder, tmp_path):

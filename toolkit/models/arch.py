@@ -354,6 +354,9 @@ class ArchSpec:
     # learned pos_embed's size): past it the transformer indexes out of its table. None: no such bound
     max_side: int | None = None
     sample_extras: dict = field(default_factory=dict)   # name -> Extra: per-arch sample keys
+    # "module:function(values, extras, where)": a rule across the request's keys only this arch has (a
+    # ConfigError naming the field), run while the request is validated, before it is queued
+    check: str = ""
     variants: dict = field(default_factory=dict)        # name -> Variant; the first is the default
     checkpoint_formats: dict = field(default_factory=dict)  # profile key -> detected formats it accepts (inspect)
     file_layouts: FileLayouts | None = None    # its own readers' files, as inspection tells them apart

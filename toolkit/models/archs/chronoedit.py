@@ -50,6 +50,13 @@ SAMPLE_EXTRAS = {"enable_temporal_reasoning": Extra("bool", False),
                  "num_temporal_reasoning_steps": Extra("int", 50)}
 
 
+def check_request(values: dict, extras: dict, where: str):
+    """Temporal reasoning trims the UniPC solver's history: another sampler is refused before queueing."""
+    if extras.get("enable_temporal_reasoning") and values.get("sampler") not in (None, "unipc"):
+        raise ConfigError(f"{where}.sampler", "temporal reasoning trims the UniPC solver's history: it runs with "
+                          "the model's UniPC only")
+
+
 class ChronoEditModel(Wan21I2VModel):
     """Wan 2.1 I2V's holder (the image embedding repeated per video) returning the last frame."""
 
@@ -60,9 +67,6 @@ class ChronoEditModel(Wan21I2VModel):
     def pipeline_kwargs(self, gen) -> dict:
         kw = super().pipeline_kwargs(gen)
         if gen.extras["enable_temporal_reasoning"]:
-            if gen.sampler not in (None, "unipc"):
-                raise ConfigError("sample.sampler", "temporal reasoning trims the UniPC solver's history: it runs "
-                                  "with the model's UniPC only")
             kw.update(enable_temporal_reasoning=True, num_frames=REASONING_FRAMES,
                       num_temporal_reasoning_steps=gen.extras["num_temporal_reasoning_steps"])
         return kw
@@ -99,6 +103,7 @@ def _tiny(b):
 SPEC = ArchSpec(
     name="chronoedit", modality="image", default_name_or_path="nvidia/ChronoEdit-14B-Diffusers",
     pipeline="ChronoEditPipeline", holder=ChronoEditModel, components=COMPONENTS,
+    check="toolkit.models.archs.chronoedit:check_request",
     tasks=(Task("edit", "ChronoEditPipeline"),), output_type="pil",
     # NVIDIA's script: 50 steps, guidance 5.0, 1280x720's area (at the input's aspect)
     defaults=SampleDefaults(1280, 720, 50, 5.0),
