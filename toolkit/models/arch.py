@@ -13,6 +13,10 @@ from toolkit.latent_formats import LatentFormat
 # component kinds: which load policy applies (quantize/offload) and what a pool entry is
 DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR, IMAGE_ENCODER = (
     "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor", "image_encoder")
+# a diffusers guider (ClassifierFreeGuidance, ...): a config object, as a scheduler is, that a pipeline runs its
+# guidance through instead of taking a guidance_scale argument
+GUIDER = "guider"
+CONFIG_KINDS = (SCHEDULER, GUIDER)      # weightless: one checkpoint's settings, never a shared file
 MODALITIES = ("image", "video", "audio")
 
 
@@ -111,7 +115,8 @@ class SingleFile:
 class Component:
     role: str                  # the pipeline's __init__ argument
     cls: str                   # library class (model_index.json may name a subclass of it)
-    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO | PROCESSOR | IMAGE_ENCODER
+    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | GUIDER | AUDIO | PROCESSOR
+                               # | IMAGE_ENCODER
     subfolder: str | None = None
     optional: bool = False     # the pipeline takes None when the model has no such component
     reader: Reader | None = None
