@@ -63,6 +63,9 @@ CROSS_PAIRS = {
     ("flux", "pixart"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
     # CogVideoX-5b-I2V ships -5b's T5 and VAE
     ("cogvideox", "cogvideox_i2v"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer", "vae": "vae"},
+    # HunyuanVideo 1.5's i2v repos ship the t2v ones' Qwen2.5-VL text model, Glyph-ByT5 and VAE
+    ("hunyuan_video15", "hunyuan_video15_i2v"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer",
+                                                               "tokenizer_2", "vae")},
 }
 
 

@@ -59,5 +59,6 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, TINY_SAMPLE),
     description="HunyuanVideo 1.5 image-to-video (8.3B DiT; Qwen2.5-VL + Glyph-ByT5 + SigLIP, 32-channel 16x VAE)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
     batch_arg=None,                   # one video per pass (hunyuan_video15's docstring)
 )
