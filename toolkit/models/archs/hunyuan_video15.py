@@ -38,16 +38,17 @@ TEXT_HIDDEN = 32
 
 
 class HunyuanVideo15Model(BaseModel):
-    """The request's guidance_scale goes to a per-call copy of the pipeline's guider (the resident one is
-    never changed); the rest is BaseModel's call, the task's input image included."""
+    """The request's guidance_scale goes to a per-call copy of each guider the pipeline holds (the resident
+    ones are never changed); the rest is BaseModel's call, the task's input image included."""
 
     def pipeline_kwargs(self, gen):
         kw = super().pipeline_kwargs(gen)
-        del kw["guidance_scale"]          # the guider's, below
+        del kw["guidance_scale"]          # the guiders', below
         return kw
 
     def call_patches(self, gen, pipe) -> list:
-        return [(pipe, "guider", lambda resident: resident.new(guidance_scale=gen.guidance_scale))]
+        roles = [c.role for c in self.components if c.kind == GUIDER and getattr(pipe, c.role, None) is not None]
+        return [(pipe, role, lambda resident: resident.new(guidance_scale=gen.guidance_scale)) for role in roles]
 
 
 # -- the tiny instance (shared with hunyuan_video15_i2v) ------------------------------------------------
