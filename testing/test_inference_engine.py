@@ -69,6 +69,7 @@ CROSS_PAIRS = {
     # HunyuanImage 2.1 runs Qwen-Image's Qwen2.5-VL-7B and HunyuanVideo 1.5's Glyph-ByT5
     ("qwen_image", "hunyuan_image"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
     ("hunyuan_video15", "hunyuan_image"): {"text_encoder_2": "text_encoder_2", "tokenizer_2": "tokenizer_2"},
+    ("flux", "mochi"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
 }
 
 
