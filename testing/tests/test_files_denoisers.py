@@ -24,7 +24,7 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "pixart",
+DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "lumina2", "mochi", "pixart",
              "qwen_image", "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b",
              "wan22_a14b_i2v", "zimage")
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
@@ -318,6 +318,7 @@ REAL = (
     ("ltx", "ltxv-2b", "ltx", None, ()),
     ("ltx", "ltxv-13b", "ltx", None, ()),
     ("hunyuan_video", "hunyuanvideo", "hunyuan_video", None, ()),
+    ("mochi", "mochi-1-preview", "mochi", None, ()),
     ("lumina2", "lumina-image-2.0", "lumina2", None, ()),
     ("pixart", "pixart-alpha-1024", "pixart", "alpha", ()),
     ("pixart", "pixart-sigma-1024", "pixart", "sigma", ()),
