@@ -336,6 +336,9 @@ class ArchSpec:
     # the whole scheduler config its repo ships (scheduler/scheduler_config.json): what a model read from
     # single files (which carry none) samples with; a variant's `scheduler` entries go on top
     scheduler_file: dict = field(default_factory=dict)
+    # role -> the config each GUIDER its repo ships (guider/guider_config.json, with `_class_name`): what a model
+    # read from single files guides with (a variant whose repo has none says so in `without`)
+    guider_files: dict = field(default_factory=dict)
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
     lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)

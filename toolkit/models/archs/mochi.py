@@ -58,20 +58,9 @@ def to_original(state: dict) -> dict:
 
 def convert_original(checkpoint: dict, config: dict) -> dict:
     """Genmo's layout (any depth and width; ComfyUI's `model.diffusion_model.` prefix or none) -> diffusers'
-    names, the model's shapes from `config`; a key the file lacks or has over is an error naming it."""
-    from diffusers import MochiTransformer3DModel
-
-    from toolkit.models.formats.at_width import strip
-    from toolkit.models.formats.component_file import build_empty
-    from toolkit.models.formats.original_layout import LayoutError, from_original
-
-    ckpt = strip(checkpoint)
-    shapes = {k: tuple(v.shape) for k, v in build_empty(MochiTransformer3DModel, config).state_dict().items()}
-    out = from_original(ckpt, shapes, RENAMES, FUSED, SWAPPED)
-    if ckpt or set(out) != set(shapes):
-        raise LayoutError(f"not a Mochi transformer of this config: missing {sorted(set(shapes) - set(out))[:3]}, "
-                          f"unexpected {sorted(ckpt)[:3]}")
-    return out
+    names, the model's shapes from `config`."""
+    from toolkit.models.formats.original_layout import read_original
+    return read_original(checkpoint, "MochiTransformer3DModel", config, RENAMES, FUSED, SWAPPED)
 
 
 def transformer_signature(view) -> dict:
