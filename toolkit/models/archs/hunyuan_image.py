@@ -9,16 +9,104 @@ The distilled checkpoint has no guiders: its guidance is embedded (`distilled_gu
 MeanFlow end-time embedding, and runs 8 steps.
 
 The refiner (HunyuanImageRefinerPipeline) is no task here: another VAE class and transformer, and a call that
-refines an image without a strength, which none of the engine's tasks is."""
+refines an image without a strength, which none of the engine's tasks is.
+
+Its files: Tencent's original layout (ComfyUI's `diffusion_models/hunyuanimage2.1*.safetensors`: HunyuanVideo's
+names, fused qkv and linear1, plus the glyph projection `byt5_in` and the distilled model's `guidance_in` and
+`time_r_in`), read by the tables below (diffusers has no converter for it), with the configs below; the
+guiders from `guider_files` (the official APG start steps: 5, and 38 for quoted text)."""
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, GUIDER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component,
-                                 Latents, SampleDefaults, Tiny, Variant)
+                                 Latents, SampleDefaults, SingleFile, Tiny, Variant)
+from toolkit.models.archs import hunyuan_video
 from toolkit.models.archs.hunyuan_video15 import HunyuanVideo15Model, tiny_glyph_byt5
 from toolkit.models.archs.qwen_image import TEXT_HIDDEN, tiny_qwen25vl
+from toolkit.models.formats import llm_encoders
+from toolkit.models.formats.dit_configs import from_known
+from toolkit.models.formats.file_view import FileKindError
 
 # hunyuanvideo-community/HunyuanImage-2.1-Diffusers: flow matching, shift 5 (the model card's; 4 distilled)
 SCHEDULER_FILE = dict(_class_name="FlowMatchEulerDiscreteScheduler", num_train_timesteps=1000, shift=5.0)
 REPO = "hunyuanvideo-community/HunyuanImage-2.1-Diffusers"
+# the base repo's guider/ and ocr_guider/: APG mixed with CFG 3.5, APG from step 5 (38 for prompts with quoted
+# text), the official HunyuanImage 2.1 values; the distilled repo has none
+GUIDER_FILES = {"guider": dict(_class_name="AdaptiveProjectedMixGuidance", guidance_scale=3.5,
+                               adaptive_projected_guidance_start_step=5),
+                "ocr_guider": dict(_class_name="AdaptiveProjectedMixGuidance", guidance_scale=3.5,
+                                   adaptive_projected_guidance_start_step=38)}
+
+# hunyuanvideo-community/HunyuanImage-2.1(-Distilled)-Diffusers transformer/config.json (diffusers'
+# scripts/convert_hunyuan_image_to_diffusers.py); and the tiny factory's
+_HI21 = dict(in_channels=64, out_channels=64, num_attention_heads=28, attention_head_dim=128, num_layers=20,
+             num_single_layers=40, num_refiner_layers=2, patch_size=[1, 1], qk_norm="rms_norm", guidance_embeds=False,
+             text_embed_dim=3584, text_embed_2_dim=1472, rope_theta=256.0, rope_axes_dim=[64, 64])
+TINY_TRANSFORMER = dict(in_channels=64, out_channels=64, num_attention_heads=2, attention_head_dim=16, num_layers=1,
+                        num_single_layers=1, num_refiner_layers=1, patch_size=[1, 1], text_embed_dim=TEXT_HIDDEN,
+                        text_embed_2_dim=32, rope_axes_dim=[8, 8])
+TRANSFORMER_KNOWN = {
+    "hunyuanimage-2.1": _HI21,
+    "hunyuanimage-2.1-distilled": dict(_HI21, guidance_embeds=True, use_meanflow=True),
+    "tiny": TINY_TRANSFORMER,
+}
+
+# Tencent's names <- diffusers': HunyuanVideo's tables, and what HunyuanImage has over them
+_E = r"^time_guidance_embed\."
+RENAMES = (
+    (_E + r"timestep_embedder\.linear_1", "time_in.mlp.0"), (_E + r"timestep_embedder\.linear_2", "time_in.mlp.2"),
+    (_E + r"timestep_embedder_r\.linear_1", "time_r_in.mlp.0"),
+    (_E + r"timestep_embedder_r\.linear_2", "time_r_in.mlp.2"),
+    (_E + r"guidance_embedder\.linear_1", "guidance_in.mlp.0"), (_E + r"guidance_embedder\.linear_2", "guidance_in.mlp.2"),
+    (r"^context_embedder_2\.norm", "byt5_in.layernorm"), (r"^context_embedder_2\.linear_(\d)", r"byt5_in.fc\1"),
+) + hunyuan_video.RENAMES
+FUSED = hunyuan_video.FUSED
+SWAPPED = (r"^norm_out\.linear\.",)          # the final modulation: (shift, scale) in Tencent's order
+
+
+def to_original(state: dict) -> dict:
+    from toolkit.models.formats.original_layout import to_original as remap
+    return remap(state, RENAMES, FUSED, SWAPPED)
+
+
+def convert_original(checkpoint: dict, config: dict) -> dict:
+    from toolkit.models.formats.original_layout import read_original
+    return read_original(checkpoint, "HunyuanImageTransformer2DModel", config, RENAMES, FUSED, SWAPPED)
+
+
+def transformer_signature(view) -> dict:
+    if not view.has("byt5_in.fc1.weight") or not view.has("double_blocks.0.img_attn_qkv.weight"):
+        raise FileKindError("no byt5_in / double_blocks.0.img_attn_qkv: not a HunyuanImage 2.1 transformer")
+    width, in_channels, *patch = view.shape("img_in.proj.weight")
+    return {"width": width, "in_channels": in_channels, "patch": patch, "patch_out": view.dim("final_layer.linear.weight"),
+            "head_dim": view.dim("double_blocks.0.img_attn_q_norm.weight"),
+            "text_embed_dim": view.dim("txt_in.input_embedder.weight", 1),
+            "text_embed_2_dim": view.dim("byt5_in.fc1.weight", 1),
+            "num_layers": view.count(r"double_blocks\.(\d+)\."), "num_single_layers": view.count(r"single_blocks\.(\d+)\."),
+            "num_refiner_layers": view.count(r"txt_in\.individual_token_refiner\.blocks\.(\d+)\."),
+            "mlp": view.dim("double_blocks.0.img_mlp.fc1.weight"), "guidance_embeds": view.has("guidance_in.mlp.0.weight"),
+            "use_meanflow": view.has("time_r_in.mlp.0.weight")}
+
+
+def transformer_facts(c: dict) -> dict:
+    width = c["num_attention_heads"] * c["attention_head_dim"]
+    patch = list(c["patch_size"])
+    return {"width": width, "in_channels": c["in_channels"], "patch": patch,
+            "patch_out": c["out_channels"] * patch[0] * patch[1], "head_dim": c["attention_head_dim"],
+            "text_embed_dim": c["text_embed_dim"], "text_embed_2_dim": c["text_embed_2_dim"],
+            "num_layers": c["num_layers"], "num_single_layers": c["num_single_layers"],
+            "num_refiner_layers": c["num_refiner_layers"], "mlp": int(width * c.get("mlp_ratio", 4.0)),
+            "guidance_embeds": c.get("guidance_embeds", False), "use_meanflow": c.get("use_meanflow", False)}
+
+
+def transformer_config(view):
+    return from_known(transformer_signature(view), TRANSFORMER_KNOWN, transformer_facts, "the HunyuanImage 2.1 transformer",
+                      variants={"hunyuanimage-2.1": "base", "hunyuanimage-2.1-distilled": "distilled"})
+
+
+TRANSFORMER_FILE = SingleFile(
+    "toolkit.models.archs.hunyuan_image:convert_original", "toolkit.models.archs.hunyuan_image:to_original",
+    anchors=("byt5_in.fc1.weight", "double_blocks.0.img_attn_qkv.weight"),
+    config="toolkit.models.archs.hunyuan_image:transformer_config", kind="hunyuan_image_dit",
+    label="HunyuanImage 2.1 transformer")
 
 VARIANTS = {
     "base": Variant(),
@@ -60,20 +148,16 @@ def tiny_transformer(b, **over):
     import torch
     from diffusers import HunyuanImageTransformer2DModel
 
-    dims = dict(in_channels=64, out_channels=64, num_attention_heads=2, attention_head_dim=16, num_layers=1,
-                num_single_layers=1, num_refiner_layers=1, patch_size=(1, 1), text_embed_dim=TEXT_HIDDEN,
-                text_embed_2_dim=32, rope_axes_dim=(8, 8))
-    dims.update(over)
     with b.seeded("transformer"):
-        return HunyuanImageTransformer2DModel(**dims).eval().to(torch.bfloat16)
+        return HunyuanImageTransformer2DModel(**{**TINY_TRANSFORMER, **over}).eval().to(torch.bfloat16)
 
 
 def tiny_guiders() -> dict:
-    """The base repo's two APG+CFG guiders (CFG 3.5; APG from step 5), the OCR one's APG from a later step."""
+    """The base repo's two guiders, as `guider_files` (the tiny request's 6 steps reach the general one's APG)."""
     from diffusers import AdaptiveProjectedMixGuidance
 
-    return dict(guider=AdaptiveProjectedMixGuidance(guidance_scale=3.5, adaptive_projected_guidance_start_step=1),
-                ocr_guider=AdaptiveProjectedMixGuidance(guidance_scale=3.5, adaptive_projected_guidance_start_step=2))
+    return {role: AdaptiveProjectedMixGuidance(**{k: v for k, v in config.items() if k != "_class_name"})
+            for role, config in GUIDER_FILES.items()}
 
 
 def _tiny(b):
@@ -95,17 +179,19 @@ SPEC = ArchSpec(
         Component("ocr_guider", "BaseGuidance", GUIDER, optional=True),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),
         Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER),
-        Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER),
+        Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER,
+                  single_file=llm_encoders.QWEN25_VL_7B),          # Qwen-Image's file (`qwen_2.5_vl_7b*`)
         Component("text_encoder_2", "transformers:T5EncoderModel", TEXT_ENCODER),
         Component("vae", "AutoencoderKLHunyuanImage", VAE),
-        Component("transformer", "HunyuanImageTransformer2DModel", DENOISER),
+        Component("transformer", "HunyuanImageTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
     ),
     # the model card: 2048x2048, 50 steps, guidance 3.5
     defaults=SampleDefaults(2048, 2048, 50, 3.5),
     variants=VARIANTS,
     size_divisor=64,                  # the pipeline's own rule (32x VAE, twice)
     latents=Latents("BCHW", 64, spatial=32, format=latent_formats.HUNYUAN_IMAGE21), scheduler_file=SCHEDULER_FILE,
-    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 3, "guidance_scale": 3.5}),
+    guider_files=GUIDER_FILES,
+    tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 6, "guidance_scale": 3.5}),
     description="HunyuanImage 2.1 text-to-image (17B DiT, 2K; Qwen2.5-VL + Glyph-ByT5, 64-channel 32x VAE)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
