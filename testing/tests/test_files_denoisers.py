@@ -24,11 +24,12 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
-DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_image", "hunyuan_video", "ltx", "lumina2", "mochi",
-             "pixart",
+DIT_ARCHS = ("chroma", "flux", "flux2_klein", "flux_kontext", "hunyuan_image", "hunyuan_video", "hunyuan_video15",
+             "hunyuan_video15_i2v", "ltx", "lumina2", "mochi", "pixart",
              "qwen_image", "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b",
              "wan22_a14b_i2v", "zimage")
-AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21"}
+AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21",
+             "hunyuan_video15_i2v": "hunyuan_video15"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
                 "llama3")
@@ -339,6 +340,9 @@ REAL = (
     ("mochi", "mochi-1-preview", "mochi", None, ()),
     ("hunyuan_image", "hunyuanimage-2.1", "hunyuan_image", "base", ()),
     ("hunyuan_image", "hunyuanimage-2.1-distilled", "hunyuan_image", "distilled", ()),
+    ("hunyuan_video15", "hunyuanvideo-1.5-t2v", "hunyuan_video15", None, ("hunyuan_video15_i2v",)),
+    ("hunyuan_video15_i2v", "hunyuanvideo-1.5-i2v", "hunyuan_video15", None, ("hunyuan_video15_i2v",)),
+    ("hunyuan_video15_i2v", "hunyuanvideo-1.5-i2v-step-distilled", "hunyuan_video15_i2v", "480p_step_distilled", ()),
     ("lumina2", "lumina-image-2.0", "lumina2", None, ()),
     ("pixart", "pixart-alpha-1024", "pixart", "alpha", ()),
     ("pixart", "pixart-sigma-1024", "pixart", "sigma", ()),

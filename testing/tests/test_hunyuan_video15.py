@@ -83,3 +83,19 @@ def test_i2v_writes_the_checkpoints_bucket_for_the_images_aspect(tiny, tmp_path)
     assert np.array_equal(got, ref.frames[0])
     rec, = holder.generate_images([gen], paths=[str(tmp_path / "out.mp4")])
     assert (rec["width"], rec["height"]) == (64, 48)
+
+
+@pytest.mark.parametrize("variant,target", [("720p", 960), ("480p_step_distilled", 640), ("720p_distilled", 960)])
+def test_a_real_file_read_i2v_transformer_takes_the_variants_bucket(tiny, variant, target):
+    """The 480p and 720p checkpoints have one shape: a transformer read from a real file has the config of its
+    shapes, and the pipeline's resolution bucket (target_size) is the variant's. A folder model's, and the
+    tiny file's exact config, stay as they are."""
+    from toolkit.models.formats.file_view import FileConfig
+
+    holder = get_model_class("hunyuan_video15_i2v")({"arch": "hunyuan_video15_i2v", "name_or_path": tiny(
+        "hunyuan_video15_i2v"), "local_only": True, "variant": variant}, device="cpu").load_model()
+    assert holder.pipeline.target_size == 64                    # the folder's own config
+    transformer = holder.loaded["transformer"]
+    for known, want in (("hunyuanvideo-1.5-i2v", target), ("tiny", 64)):
+        transformer._aitk_file_config = FileConfig({}, known=known)
+        assert holder.build_pipeline(dict(holder.loaded)).target_size == want, known
