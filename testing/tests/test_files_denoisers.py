@@ -32,7 +32,7 @@ AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14
              "hunyuan_video15_i2v": "hunyuan_video15"}
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
-                "llama3")
+                "llama3", "byt5")
 
 
 def in_file(arch: str) -> tuple:

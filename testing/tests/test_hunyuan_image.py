@@ -87,3 +87,26 @@ def test_the_distilled_checkpoint_takes_the_scale_as_embedded_guidance(tiny, tmp
     got = _image(holder, gen)
     assert np.array_equal(got, _bare_image(_bare(tmp_path / "distilled"), holder, gen))
     assert not np.array_equal(got, _image(holder, _gen(holder, guidance_scale=6.0)))
+
+
+def test_comfyui_files_alone_need_no_folder_for_the_guiders_or_the_glyph_tokenizer(tiny, tmp_path, no_hub,
+                                                                                   monkeypatch):
+    """The denoiser and text encoder as ComfyUI's files, the rest given but the guiders (the row's guider_files)
+    and ByT5's tokenizer (written from code, as toolkit/tokenizers.py finds none): the folder model's image."""
+    from testing.tiny_runs import load, realigned, run
+    from toolkit.models.tiny.checkpoints import write_component
+
+    monkeypatch.setenv("AITK_TOKENIZER_CACHE", str(tmp_path / "tokenizers"))
+    folder = tiny("hunyuan_image")
+    files = {role: write_component("hunyuan_image", folder, role, tmp_path / f"{role}.safetensors",
+                                   prefix=prefix)["path"]
+             for role, prefix in (("transformer", "model.diffusion_model."), ("text_encoder", ""))}
+    rest = {r: f"{folder}/{r}" for r in ("tokenizer", "text_encoder_2", "vae")}
+    holder = load({"name_or_path": files["transformer"], "components": {"text_encoder": files["text_encoder"], **rest}})
+    assert holder.model_config.arch == "hunyuan_image" and holder.model_config.variant == "base"
+    assert holder.loaded["guider"].config.adaptive_projected_guidance_start_step == 5
+    assert holder.loaded["ocr_guider"].config.adaptive_projected_guidance_start_step == 38
+    assert str(tmp_path / "tokenizers") in holder.loaded["tokenizer_2"].name_or_path
+    lat, out = run(realigned(holder), tmp_path)
+    ref_lat, ref_out = run(realigned(load({"arch": "hunyuan_image", "name_or_path": folder})), tmp_path)
+    assert torch.equal(lat, ref_lat) and np.array_equal(out, ref_out)

@@ -178,7 +178,7 @@ SPEC = ArchSpec(
         Component("guider", "BaseGuidance", GUIDER, optional=True),
         Component("ocr_guider", "BaseGuidance", GUIDER, optional=True),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),
-        Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER),
+        Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER, vocab="byt5"),
         Component("text_encoder", "transformers:Qwen2_5_VLForConditionalGeneration", TEXT_ENCODER,
                   single_file=llm_encoders.QWEN25_VL_7B),          # Qwen-Image's file (`qwen_2.5_vl_7b*`)
         Component("text_encoder_2", "transformers:T5EncoderModel", TEXT_ENCODER),

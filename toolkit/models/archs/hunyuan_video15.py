@@ -230,7 +230,7 @@ COMPONENTS = (
     Component("scheduler", "SchedulerMixin", SCHEDULER),
     Component("guider", "BaseGuidance", GUIDER),
     Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="qwen2_5"),
-    Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER),
+    Component("tokenizer_2", "PreTrainedTokenizerBase", TOKENIZER, vocab="byt5"),
     Component("text_encoder", "transformers:Qwen2_5_VLTextModel", TEXT_ENCODER),
     Component("text_encoder_2", "transformers:T5EncoderModel", TEXT_ENCODER),
     Component("vae", "AutoencoderKLHunyuanVideo15", VAE),
