@@ -106,6 +106,13 @@ CROSS_PAIRS = {
     ("flux2_klein", "flux2"): {"vae": "vae"},       # one FLUX.2 VAE
     ("sdxl", "auraflow"): {"vae": "vae"},          # AuraFlow ships SDXL's VAE
     ("flux", "flex1"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae")},
+    # HunyuanVideo 1.5's i2v repos ship the t2v ones' Qwen2.5-VL text model, Glyph-ByT5 and VAE
+    ("hunyuan_video15", "hunyuan_video15_i2v"): {r: r for r in ("text_encoder", "text_encoder_2", "tokenizer",
+                                                               "tokenizer_2", "vae")},
+    # HunyuanImage 2.1 runs Qwen-Image's Qwen2.5-VL-7B and HunyuanVideo 1.5's Glyph-ByT5
+    ("qwen_image", "hunyuan_image"): {"text_encoder": "text_encoder", "tokenizer": "tokenizer"},
+    ("hunyuan_video15", "hunyuan_image"): {"text_encoder_2": "text_encoder_2", "tokenizer_2": "tokenizer_2"},
+    ("flux", "mochi"): {"text_encoder_2": "text_encoder", "tokenizer_2": "tokenizer"},   # both T5-v1.1-XXL
 }
 
 

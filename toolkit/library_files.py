@@ -107,7 +107,7 @@ def complete(entries: list, files: list):
     """For each detected checkpoint or denoiser in `entries`: its companions, what is missing, its `model`.
     `files`: the trees' component files (companions.component_files)."""
     from toolkit.local_weights import weights_here
-    from toolkit.models.arch import DENOISER, SCHEDULER, TOKENIZER
+    from toolkit.models.arch import DENOISER, GUIDER, SCHEDULER, TOKENIZER
     from toolkit.models.registry import ARCHS
     for e in entries:
         if not e.pop("_detected", False) or not e["complete"]:
@@ -128,6 +128,10 @@ def complete(entries: list, files: list):
                 continue
             if c.kind == SCHEDULER:
                 if not spec.scheduler_for_files(e["variant"]):
+                    needs.append(c.role)
+                continue
+            if c.kind == GUIDER:
+                if c.role not in spec.guider_files:
                     needs.append(c.role)
                 continue
             if c.kind == TOKENIZER:

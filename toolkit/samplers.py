@@ -25,6 +25,7 @@ class Sampler:
     schedule: str = "automatic"    # A1111's scheduler (Automatic, Karras) this entry stands for
     overrides: dict = field(default_factory=dict)   # config keys set on top of the model's scheduler config
     shift_key: str | None = None   # flow: the key this class reads the flow shift from
+    inverts: bool = False          # flow: the class honours `invert_sigmas` (see samplers_for)
 
     def public(self) -> dict:
         return {"name": self.name, "label": self.label, "schedule": self.schedule, "scheduler": self.cls}
@@ -35,7 +36,7 @@ class Sampler:
 # (FlowMatch* `shift`, or `flow_shift`) is carried to whichever key the new class reads.
 _FLOW_SIGMAS = {"use_flow_sigmas": True, "prediction_type": "flow_prediction"}
 FLOW_SAMPLERS = (
-    Sampler("euler", "FlowMatchEulerDiscreteScheduler", "Euler", shift_key="shift"),
+    Sampler("euler", "FlowMatchEulerDiscreteScheduler", "Euler", shift_key="shift", inverts=True),
     Sampler("heun", "FlowMatchHeunDiscreteScheduler", "Heun", shift_key="shift"),
     Sampler("dpm++_2m", "DPMSolverMultistepScheduler", "DPM++ 2M", shift_key="flow_shift",
             overrides={**_FLOW_SIGMAS, "algorithm_type": "dpmsolver++", "solver_order": 2,
@@ -93,8 +94,12 @@ def family_of(config) -> str | None:
 
 
 def samplers_for(config, exclude=()) -> tuple:
-    """The Sampler rows a model with this scheduler config may use (its family's, minus `exclude`)."""
-    return tuple(s for s in FAMILIES.get(family_of(config), ()) if s.name not in exclude)
+    """The Sampler rows a model with this scheduler config may use (its family's, minus `exclude`). A flow
+    schedule on inverted sigmas (`invert_sigmas`: Mochi's time runs from noise at 0 to data at 1000) is
+    sampled only by a class that inverts them too: another would run, feeding the model the wrong times."""
+    config = config or {}
+    return tuple(s for s in FAMILIES.get(family_of(config), ()) if s.name not in exclude
+                 and (s.inverts or not config.get("invert_sigmas")))
 
 
 def find(config, name: str, exclude=()) -> Sampler | None:

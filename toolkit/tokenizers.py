@@ -94,6 +94,10 @@ VOCABULARIES = {
                                                   ("baidu/ERNIE-Image-Turbo", "tokenizer"))),
     "ernie_ministral3_pe": Vocabulary("ernie_ministral3_pe", (), (("baidu/ERNIE-Image", "pe_tokenizer"),
                                                         ("baidu/ERNIE-Image-Turbo", "pe_tokenizer"))),
+    # ByT5's bytes (HunyuanImage 2.1's and HunyuanVideo 1.5's Glyph-ByT5): no data to find, written from code
+    "byt5": Vocabulary("byt5", ("comfy/text_encoders/byt5_tokenizer",),
+                       (("hunyuanvideo-community/HunyuanImage-2.1-Diffusers", "tokenizer_2"), ("google/byt5-small", "")),
+                       "toolkit.tokenizers:write_byt5"),
     # HunyuanVideo's LLaVA-Llama-3 (Llama 3's 128k BPE and LLaVA's added tokens)
     "llama3": Vocabulary("llama3", ("comfy/text_encoders/llama_tokenizer",),
                          (("hunyuanvideo-community/HunyuanVideo", "tokenizer"),
@@ -350,6 +354,13 @@ def write_clip_l(folder: str):
 def write_clip_g(folder: str):
     """SDXL's tokenizer_2 (OpenCLIP bigG's): pads with "!"."""
     _write_clip(folder, "!")
+
+
+def write_byt5(folder: str):
+    """google/byt5-small's tokenizer: the 256 bytes after pad, eos, unk, and 125 extra ids; nothing to
+    download. (Glyph-ByT5's own adds colour and font tokens the diffusers pipelines never write.)"""
+    from transformers import ByT5Tokenizer
+    ByT5Tokenizer().save_pretrained(folder)
 
 
 # -- SentencePiece models embedded in ComfyUI's files (no sentencepiece package needed) --------------

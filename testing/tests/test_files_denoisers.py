@@ -26,20 +26,21 @@ from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
 DIT_ARCHS = ("auraflow", "chroma", "chronoedit", "cosmos2", "cosmos2_5", "ernie_image", "flex1", "flux", "flux2",
-             "flux2_klein", "flux_kontext", "hidream", "hunyuan_video", "kandinsky5", "kandinsky5_edit",
-             "kandinsky5_i2v", "kandinsky5_image", "ltx", "ltx2", "lumina2", "pixart", "qwen_image", "qwen_image_2",
-             "qwen_image_edit", "qwen_image_layered", "sd3", "skyreels_v2", "skyreels_v2_df", "skyreels_v2_i2v",
-             "stable_audio", "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
+             "flux2_klein", "flux_kontext", "hidream", "hunyuan_image", "hunyuan_video", "hunyuan_video15",
+             "hunyuan_video15_i2v", "kandinsky5", "kandinsky5_edit", "kandinsky5_i2v", "kandinsky5_image", "ltx",
+             "ltx2", "lumina2", "mochi", "pixart", "qwen_image", "qwen_image_2", "qwen_image_edit",
+             "qwen_image_layered", "sd3", "skyreels_v2", "skyreels_v2_df", "skyreels_v2_i2v", "stable_audio",
+             "wan21", "wan21_i2v", "wan22_5b", "wan22_a14b", "wan22_a14b_i2v", "wan_vace", "zimage")
 # (Kandinsky 5's tiny video and editing transformers have one shape; the real editing one is Image Lite's)
 AMBIGUOUS = {"flux_kontext": "flux", "qwen_image_edit": "qwen_image", "wan22_a14b": "wan21", "skyreels_v2": "wan21",
              "skyreels_v2_i2v": "wan21_i2v", "chronoedit": "wan21_i2v", "kandinsky5_i2v": "kandinsky5",
-             "kandinsky5_edit": "kandinsky5"}
+             "kandinsky5_edit": "kandinsky5", "hunyuan_video15_i2v": "hunyuan_video15"}
 # what a Wan 2.1 14B file (T2V, I2V) fits besides the Wan row the detector names
 WAN_14B_ALIKE = ("skyreels_v2", "skyreels_v2_df", "wan22_a14b")
 WAN_I2V_14B_ALIKE = ("chronoedit", "skyreels_v2_i2v")
 PREFIXES = ("model.diffusion_model.", "diffusion_model.", "")
 VOCABULARIES = ("clip_l", "clip_g", "clip_h", "t5_xxl", "umt5_xxl", "qwen2_5", "qwen3", "gemma2", "gemma3", "mistral3",
-                "llama3", "ernie_mistral3", "ernie_ministral3_pe", "llama3_1", "pile_t5")
+                "llama3", "ernie_mistral3", "ernie_ministral3_pe", "llama3_1", "pile_t5", "byt5")
 
 
 def in_file(arch: str) -> tuple:
@@ -48,9 +49,9 @@ def in_file(arch: str) -> tuple:
 
 
 def others(arch: str, folder: str, but=None) -> dict:
-    """Every component but the denoisers and what their files hold (and the scheduler: the row's
-    scheduler_file), from the tiny folder."""
-    but = set(in_file(arch) if but is None else but)
+    """Every component but the denoisers and what their files hold (and the scheduler and guiders: the row's
+    scheduler_file and guider_files), from the tiny folder."""
+    but = set(in_file(arch) if but is None else but) | set(ARCHS[arch].guider_files)
     return {c.role: os.path.join(folder, c.folder) for c in ARCHS[arch].components
             if c.kind not in (DENOISER, "scheduler") and c.role not in but
             and os.path.isdir(os.path.join(folder, c.folder))}
@@ -110,6 +111,9 @@ def test_a_comfyui_denoiser_loads_offline_and_equals_its_folder(arch, tiny, tmp_
     # the scheduler from the row's scheduler_file (the repo's config), no folder: the same sampling
     public = lambda s: {k: v for k, v in s.config.items() if not k.startswith("_")}     # noqa: E731
     assert public(holder.loaded["scheduler"]) == public(reference.loaded["scheduler"])
+    for role in ARCHS[arch].guider_files:       # and the guiders from its guider_files
+        assert type(holder.loaded[role]) is type(reference.loaded[role])
+        assert public(holder.loaded[role]) == public(reference.loaded[role]), role
     lat, out = run(realigned(holder), tmp_path)
     ref_lat, ref_out = run(realigned(reference), tmp_path)
     assert torch.equal(lat, ref_lat) and np.array_equal(out, ref_out)
@@ -306,6 +310,20 @@ def test_the_scheduler_file_is_the_tiny_folders_scheduler(arch, tiny):
     assert built == folder
 
 
+@pytest.mark.parametrize("arch", [a for a in DIT_ARCHS if ARCHS[a].guider_files])
+def test_the_guider_files_are_the_tiny_folders_guiders(arch, tiny):
+    """Likewise each guider config the row holds: the tiny model's guiders are built from the same."""
+    from toolkit.models.arch import load_class
+    for role, config in ARCHS[arch].guider_files.items():
+        config = dict(config)
+        cls = load_class(config.pop("_class_name"))
+        with open(os.path.join(tiny(arch), role, "guider_config.json")) as f:
+            folder = json.load(f)
+        assert folder["_class_name"] == cls.__name__
+        built = {k: v for k, v in cls.from_config(config).config.items() if not k.startswith("_")}
+        assert built == {k: v for k, v in folder.items() if not k.startswith("_")}, role
+
+
 def test_every_tokenizer_names_an_agreed_vocabulary():
     for arch in DIT_ARCHS:
         for comp in ARCHS[arch].components:
@@ -362,6 +380,12 @@ REAL = (
     ("kandinsky5_i2v", "kandinsky5-pro-video", "kandinsky5", "pro-sft-5s", ("kandinsky5_i2v",)),
     ("kandinsky5_image", "kandinsky5-lite-image", "kandinsky5_image", None, ()),
     ("kandinsky5_edit", "kandinsky5-lite-edit", "kandinsky5_edit", None, ()),
+    ("mochi", "mochi-1-preview", "mochi", None, ()),
+    ("hunyuan_image", "hunyuanimage-2.1", "hunyuan_image", "base", ()),
+    ("hunyuan_image", "hunyuanimage-2.1-distilled", "hunyuan_image", "distilled", ()),
+    ("hunyuan_video15", "hunyuanvideo-1.5-t2v", "hunyuan_video15", None, ("hunyuan_video15_i2v",)),
+    ("hunyuan_video15_i2v", "hunyuanvideo-1.5-i2v", "hunyuan_video15", None, ("hunyuan_video15_i2v",)),
+    ("hunyuan_video15_i2v", "hunyuanvideo-1.5-i2v-step-distilled", "hunyuan_video15_i2v", "480p_step_distilled", ()),
     ("lumina2", "lumina-image-2.0", "lumina2", None, ()),
     ("pixart", "pixart-alpha-1024", "pixart", "alpha", ()),
     ("pixart", "pixart-sigma-1024", "pixart", "sigma", ()),

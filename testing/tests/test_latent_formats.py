@@ -23,9 +23,13 @@ COMFY = {
     "ChromaRadiance": ((1.0, 0.0, 0.0), None),          # pixel space: the identity
     "QwenImage21": ((-0.0158, -0.0115, -0.0174), (-0.1228, -0.1869, -0.3083)),
     "LTXAV": ((0.001135, -0.010555, -0.004925), (-0.347892, -0.363814, -0.370287)),     # LTX-2's video stream
+    "HunyuanVideo15": ((0.0568, -0.0521, -0.0131), (0.0456, -0.0202, -0.0644)),
+    "HunyuanImage21": ((-0.0154, -0.0397, -0.0521), (0.0007, -0.0256, -0.0206)),
+    "Mochi": ((-0.0069, -0.0045, 0.0018), (-0.094, -0.1418, -0.1453)),
 }
 CHANNELS = {"SD15": 4, "SDXL": 4, "SD3": 16, "Flux": 16, "Flux2": 32, "Wan21": 16, "Wan22": 48, "HunyuanVideo": 16,
-            "LTXV": 128, "ChromaRadiance": 3, "QwenImage21": 64, "LTXAV": 128}
+            "LTXV": 128, "ChromaRadiance": 3, "QwenImage21": 64, "LTXAV": 128, "HunyuanVideo15": 32,
+            "HunyuanImage21": 64, "Mochi": 12}
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))

@@ -99,6 +99,17 @@ def test_flow_shift_carries_to_the_key_the_new_class_reads():
     assert karras.config.beta_schedule == "scaled_linear" and karras.config.steps_offset == 1
 
 
+def test_a_schedule_on_inverted_sigmas_is_sampled_only_by_classes_that_invert_them():
+    """Mochi's: the classes that ignore `invert_sigmas` run, but feed the model un-inverted times."""
+    inverted = {"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 1.0, "invert_sigmas": True}
+    names = [s.name for s in samplers.samplers_for(inverted)]
+    assert names == ["euler"] and samplers.find(inverted, "unipc") is None
+    euler = samplers.build(samplers.find(inverted, "euler"), inverted)
+    euler.set_timesteps(sigmas=[1.0, 0.5])
+    assert euler.timesteps.tolist() == [0.0, 500.0], "the built class does not invert them"
+    assert len(samplers.samplers_for({**inverted, "invert_sigmas": False})) == len(samplers.FLOW_SAMPLERS)
+
+
 @pytest.mark.parametrize("name,schedule,family,want", [
     ("Euler", "Automatic", samplers.DIFFUSION, "euler"), ("Euler a", None, samplers.DIFFUSION, "euler_a"),
     ("DPM++ 2M", "Karras", samplers.DIFFUSION, "dpm++_2m_karras"), ("DPM++ 2M", "automatic", samplers.DIFFUSION,
@@ -166,6 +177,7 @@ def test_the_row_family_is_the_loaded_schedulers(arch, tiny):
     spec = ARCHS[arch]
     assert samplers.family_of(loaded) == samplers.family_of(spec.scheduler_config)
     assert loaded["_class_name"] == spec.scheduler_config["_class_name"]
+    assert bool(loaded.get("invert_sigmas")) == bool(spec.scheduler_config.get("invert_sigmas"))
 
 
 # -- every (arch, sampler) pair, on the tiny models -------------------------------------------------

@@ -14,6 +14,10 @@ from toolkit.latent_formats import LatentFormat
 DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR, IMAGE_ENCODER, SAFETY_CHECKER = (
     "denoiser", "text_encoder", "tokenizer", "vae", "scheduler", "audio", "processor", "image_encoder",
     "safety_checker")
+# a diffusers guider (ClassifierFreeGuidance, ...): a config object, as a scheduler is, that a pipeline runs its
+# guidance through instead of taking a guidance_scale argument
+GUIDER = "guider"
+CONFIG_KINDS = (SCHEDULER, GUIDER)      # weightless: one checkpoint's settings, never a shared file
 MODALITIES = ("image", "video", "audio")
 
 
@@ -116,8 +120,9 @@ class SingleFile:
 class Component:
     role: str                  # the pipeline's __init__ argument
     cls: str                   # library class (model_index.json may name a subclass of it)
-    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | AUDIO | PROCESSOR | IMAGE_ENCODER
-    #                            | SAFETY_CHECKER (a guardrail the pipeline runs on the prompt and output: never quantized)
+    kind: str                  # DENOISER | TEXT_ENCODER | TOKENIZER | VAE | SCHEDULER | GUIDER | AUDIO | PROCESSOR
+    #                            | IMAGE_ENCODER | SAFETY_CHECKER (a guardrail the pipeline runs on the prompt and output:
+    #                            never quantized)
     subfolder: str | None = None
     optional: bool = False     # the pipeline takes None when the model has no such component
     reader: Reader | None = None
@@ -370,6 +375,9 @@ class ArchSpec:
     # the whole scheduler config its repo ships (scheduler/scheduler_config.json): what a model read from
     # single files (which carry none) samples with; a variant's `scheduler` entries go on top
     scheduler_file: dict = field(default_factory=dict)
+    # role -> the config each GUIDER its repo ships (guider/guider_config.json, with `_class_name`): what a model
+    # read from single files guides with (a variant whose repo has none says so in `without`)
+    guider_files: dict = field(default_factory=dict)
     samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
     # the sample extra that says how many images one output is (Qwen-Image-Layered's `layers`): each is

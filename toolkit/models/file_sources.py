@@ -10,9 +10,10 @@ For each component, the first of:
 2. the component inside `name_or_path`'s file (formats/detect.py: an all-in-one checkpoint holds them
    all, a ComfyUI denoiser file its denoiser; a GGUF denoiser has its config from its shapes);
 3. `extras_name_or_path` (a diffusers folder or repo: the other components and their configs);
-4. what the row holds as data: the scheduler's config (`ArchSpec.scheduler_file`), a tokenizer
-   found offline (toolkit/tokenizers.py; the ComfyUI installs of the model folders looked in too),
-   a component built over that tokenizer (`Component.built`: Qwen-Image-Edit's processor);
+4. what the row holds as data: the scheduler's and guiders' configs (`ArchSpec.scheduler_file`,
+   `guider_files`), a tokenizer found offline (toolkit/tokenizers.py; the ComfyUI installs of the
+   model folders looked in too), a component built over that tokenizer (`Component.built`:
+   Qwen-Image-Edit's processor);
 5. a companion file from the model folders (engine.model_folders, and the ComfyUI or A1111 tree the
    model's own file lies in): the component file that fits this role of this arch, as GET /library
    shows it (toolkit/companions.py), read as if given as `model.components.<role>`;
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from toolkit.errors import ConfigError
-from toolkit.models.arch import DENOISER, SCHEDULER, TOKENIZER
+from toolkit.models.arch import DENOISER, GUIDER, SCHEDULER, TOKENIZER
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class FileSources:
             return Source(mc.extras_name_or_path, mc.extras_name_or_path)
         if comp.kind == SCHEDULER and self.spec.scheduler_for_files(mc.variant):
             return Source(self.spec.scheduler_for_files(mc.variant), subfolder=False)
+        if comp.kind == GUIDER and comp.role in self.spec.guider_files:
+            return Source(dict(self.spec.guider_files[comp.role]), subfolder=False)
         if comp.kind == TOKENIZER and comp.vocab:
             return Source(self._tokenizer(comp), subfolder=False)
         if comp.built:
@@ -292,6 +295,8 @@ class FileSources:
             if _file(self.mc.name_or_path) and comp.role in self.detection(self.mc.name_or_path).parts:
                 continue
             if comp.kind == SCHEDULER and self.spec.scheduler_for_files(self.mc.variant):
+                continue
+            if comp.kind == GUIDER and comp.role in self.spec.guider_files:
                 continue
             if comp.kind == TOKENIZER and comp.vocab:
                 continue

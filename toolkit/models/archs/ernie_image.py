@@ -145,7 +145,7 @@ def _tiny(b):
     from diffusers import ErnieImageTransformer2DModel
     from transformers import Ministral3Config, Ministral3ForCausalLM, Mistral3Config, Mistral3Model
 
-    from toolkit.models.archs.flux2_klein import _tiny_vae as tiny_flux2_vae
+    from toolkit.models.archs.flux2_klein import tiny_vae as tiny_flux2_vae
 
     tokenizer = tiny_tokenizer()
     with b.seeded("text_encoder", "ernie_mistral3"):

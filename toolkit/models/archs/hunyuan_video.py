@@ -33,6 +33,9 @@ TRANSFORMER_KNOWN = {
 def transformer_signature(view) -> dict:
     if not view.has("img_in.proj.weight") or not view.has("txt_in.input_embedder.weight"):
         raise FileKindError("no img_in.proj / txt_in.input_embedder: not a HunyuanVideo transformer")
+    if view.has("byt5_in.fc1.weight") or len(view.shape("img_in.proj.weight")) != 5:
+        # HunyuanImage 2.1 has its layout and anchors, with a glyph projection and 2D patches
+        raise FileKindError("a glyph projection (byt5_in) or 2D patches: not a HunyuanVideo transformer")
     width, in_channels, patch_t, patch, _ = view.shape("img_in.proj.weight")
     return {"width": width, "in_channels": in_channels, "patch": [patch_t, patch],
             "patch_out": view.dim("final_layer.linear.weight"),

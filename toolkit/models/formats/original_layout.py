@@ -9,7 +9,8 @@ the way users download them (toolkit/models/tiny/comfy_fp8.py checks each invers
 - renames: (regex, replacement), the first that matches renames the key.
 
 `from_original` reads the same tables the other way, for a reader that cannot use diffusers'
-converter (a GGUF file's packed rows: toolkit/models/formats/gguf_layouts.py).
+converter (a GGUF file's packed rows: toolkit/models/formats/gguf_layouts.py); `read_original` is that
+as a row's converter, where diffusers has none that reads the file (or one fixed to the real depth).
 """
 import re
 
@@ -59,6 +60,25 @@ def from_original(checkpoint: dict, shapes: dict, renames=(), fused=(), swapped=
         if name in checkpoint:
             t = checkpoint.pop(name)
             out[key] = _swap(t) if any(re.match(rx, key) for rx in swapped) else t
+    return out
+
+
+def read_original(checkpoint: dict, load_cls, config: dict, renames=(), fused=(), swapped=()) -> dict:
+    """An original-layout checkpoint (ComfyUI's `model.diffusion_model.` prefix or none; any depth and
+    width) in the names of `load_cls` built from `config` (its shapes, on the meta device); a key the
+    checkpoint lacks or has over is a LayoutError naming it."""
+    from toolkit.models.formats.at_width import strip
+    from toolkit.models.formats.component_file import build_empty
+
+    if isinstance(load_cls, str):
+        from toolkit.models.arch import load_class
+        load_cls = load_class(load_cls)
+    ckpt = strip(checkpoint)
+    shapes = {k: tuple(v.shape) for k, v in build_empty(load_cls, config).state_dict().items()}
+    out = from_original(ckpt, shapes, renames, fused, swapped)
+    if ckpt or set(out) != set(shapes):
+        raise LayoutError(f"not a {load_cls.__name__} of this config: missing {sorted(set(shapes) - set(out))[:3]}, "
+                          f"unexpected {sorted(ckpt)[:3]}")
     return out
 
 

@@ -81,7 +81,8 @@ def own_roles(arch: str) -> tuple:
 
 def shared_roles(arch: str) -> tuple:
     """Components a shared pair has in common (text encoders, tokenizers, VAE, ...), from the files."""
-    return tuple(c.role for c in _spec(arch).components if not c.own and c.kind != "scheduler")
+    from toolkit.models.arch import CONFIG_KINDS
+    return tuple(c.role for c in _spec(arch).components if not c.own and c.kind not in CONFIG_KINDS)
 
 
 def build_pipeline(arch: str, seed: int = 0, shared_seed: int | None = None):

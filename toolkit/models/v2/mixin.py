@@ -175,8 +175,8 @@ class OstrisModelMixin:
     @classmethod
     def _code_config_identity(cls, config: dict, role: str):
         import hashlib
-        if not _is_scheduler(cls):
-            raise ComponentLoadError(f"{role}: only a scheduler can be built from an in-code config")
+        if not (_is_scheduler(cls) or _is_guider(cls)):
+            raise ComponentLoadError(f"{role}: only a scheduler or a guider can be built from an in-code config")
         config = dict(config)
         name = config.pop("_class_name", None)
         load_cls = aitk(_import_class("diffusers", name)) if name else cls
@@ -188,7 +188,7 @@ class OstrisModelMixin:
 
     @classmethod
     def _from_code_config(cls, config: dict, role: str, policy: LoadPolicy):
-        """A weightless component (a scheduler) from an in-code config, identified by that config."""
+        """A weightless component (a scheduler, a guider) from an in-code config, identified by that config."""
         load_cls, identity, config = cls._code_config_identity(config, role)
         interceptor = get_load_interceptor()
         if interceptor is not None:
@@ -452,6 +452,11 @@ def _is_transformers_model(cls) -> bool:
 def _is_scheduler(cls) -> bool:
     from diffusers import SchedulerMixin
     return issubclass(cls, SchedulerMixin)
+
+
+def _is_guider(cls) -> bool:
+    from diffusers.guiders.guider_utils import BaseGuidance
+    return issubclass(cls, BaseGuidance)
 
 
 def _is_module_class(cls) -> bool:
