@@ -79,7 +79,7 @@ def test_repeated_prompt_skips_the_text_encoder(arch, tiny, tmp_path):
 def test_uncached_archs_say_why():
     uncached = {name: spec.uncached_conditioning for name, spec in ARCHS.items() if spec.uncached_conditioning}
     # every other arch's prompt encoding is cached
-    assert set(uncached) == {"qwen_image_edit", "longcat_image_edit", "omnigen"}
+    assert set(uncached) == {"qwen_image_edit", "longcat_image_edit", "omnigen", "kandinsky5_edit"}
     assert all(len(why) > 20 for why in uncached.values())
 
 

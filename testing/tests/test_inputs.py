@@ -189,15 +189,17 @@ def test_models_serves_tasks_with_their_inputs():
     from toolkit.models.registry import ARCHS
     sd1, edit, klein = ARCHS["sd1"].public(), ARCHS["qwen_image_edit"].public(), ARCHS["flux2_klein"].public()
     assert [t["name"] for t in sd1["tasks"]] == ["txt2img", "img2img", "inpaint"] and not sd1["needs_ctrl_img"]
-    assert sd1["tasks"][2] == {"name": "inpaint", "needs": ["init_img", "mask_img"], "takes": [], "strength": 1.0}
+    assert sd1["tasks"][2] == {"name": "inpaint", "needs": ["init_img", "mask_img"], "takes": [], "strength": 1.0,
+                               "kinds": {"init_img": "image", "mask_img": "image"}}
     assert edit["needs_ctrl_img"] and edit["tasks"] == [
-        {"name": "edit", "needs": ["ctrl_img"], "takes": ["ctrl_img_1", "ctrl_img_2"], "strength": None}]
+        {"name": "edit", "needs": ["ctrl_img"], "takes": ["ctrl_img_1", "ctrl_img_2"], "strength": None,
+         "kinds": {"ctrl_img": "image", "ctrl_img_1": "image", "ctrl_img_2": "image"}}]
     assert not klein["needs_ctrl_img"] and [t["name"] for t in klein["tasks"]] == ["txt2img", "edit", "inpaint"]
     assert klein["tasks"][2] == {"name": "inpaint", "needs": ["init_img", "mask_img"], "takes": ["ctrl_img"],
-                                 "strength": 0.8}
+                                 "strength": 0.8, "kinds": dict.fromkeys(("init_img", "mask_img", "ctrl_img"), "image")}
     i2v = ARCHS["wan21_i2v"].public()
     assert not i2v["needs_ctrl_img"] and i2v["tasks"] == [{"name": "i2v", "needs": ["init_img"], "takes": [],
-                                                           "strength": None}]
+                                                           "strength": None, "kinds": {"init_img": "image"}}]
 
 
 def test_needed_inputs_are_those_no_task_runs_without():

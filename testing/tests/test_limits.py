@@ -317,7 +317,9 @@ def test_estimate_accepts_the_suites_tiny_requests():
         s = spec.tiny.sample
         need = _estimate(arch, "cpu", width=s.get("width", 0), height=s.get("height", 0),
                          num_frames=s.get("num_frames", 1), duration=s.get("duration", 0.0))
-        assert need < 64 << 20, (arch, need)
+        # HiDream's pipeline rescales every request to about 1 MP, so its tiny runs at 1024x1024
+        bound = 2 << 30 if s.get("width", 0) * s.get("height", 0) >= 1024 * 1024 else 64 << 20
+        assert need < bound, (arch, need)
 
 
 @pytest.mark.parametrize("arch", ["sd1", "zimage", "flux", "sana", "wan21", "ltx", "hunyuan_video", "ace_step"])

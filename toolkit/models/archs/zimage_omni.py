@@ -75,5 +75,7 @@ SPEC = ArchSpec(
     description="Z-Image Omni (Z-Image's DiT with a SigLIP2 branch; Qwen3 text encoder, 16-ch VAE); unreleased weights",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=ZIMAGE.samplers_excluded,         # the same sigmas list and mu as ZImagePipeline passes
+    # its denoiser class's GGUF row (the reader knows the class, not the arch); no Omni GGUF is published
+    gguf=ZIMAGE.gguf,
     step_caches={"taylorseer": {"cache_identifiers": [r"layers\.\d+\.attention"]}},
 )
