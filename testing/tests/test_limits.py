@@ -410,3 +410,33 @@ def test_a_pixel_space_denoiser_is_counted_by_its_tokens():
     for arch in pixel:
         assert _estimate(arch, width=2048, height=2048) < 4 * GB
         assert _estimate(arch, width=2048, height=2048) > _estimate(arch, width=512, height=512)
+
+
+VIDEO_ARCHS = tuple(a for a in ARCHS if ARCHS[a].modality == "video")
+
+
+@pytest.mark.parametrize("arch", VIDEO_ARCHS)
+def test_a_video_floor_never_exceeds_what_a_tiny_run_holds(arch, tiny, monkeypatch, tmp_path):
+    """The frame terms of the memory floor (the decoded clip, the latents over its latent frames) are
+    the model's whatever its widths: with the widths taken out (one denoiser feature per position, no
+    decoder features), the floor of each video arch's tiny request is at most what its run holds at its
+    peak, so the pre-flight never refuses a clip for frames it will not hold."""
+    import torch
+
+    from testing.fixtures import input_image
+    from testing.peak_memory import PeakLive
+    from toolkit.models.base_model import BaseModel
+    from toolkit.models.tiny import sample_settings
+
+    holder = get_model_class(arch)({"arch": arch, "name_or_path": tiny(arch), "local_only": True}).load_model()
+    sample = sample_settings(arch)
+    for name in ARCHS[arch].needed_inputs:       # an image-to-video-only arch's first frame
+        sample[name] = input_image(tmp_path / f"{name}.png", sample["width"], sample["height"])
+    gen = GenerateImageConfig.from_dict({**sample, "prompt": "waves on a shore", "seed": 3}, holder.model_config)
+    monkeypatch.setattr(BaseModel, "DENOISER_FEATURES", 1)
+    monkeypatch.setattr(BaseModel, "decode_features", classmethod(lambda cls, spec: 0))
+    floor = BaseModel.estimate_activation_bytes(holder.model_config, gen, device="cpu")
+    with torch.no_grad(), PeakLive() as meter:
+        holder.generate_single(gen)
+    clip = gen.num_frames * gen.width * gen.height * 3 * 4
+    assert clip <= floor <= meter.peak, (arch, floor, meter.peak)

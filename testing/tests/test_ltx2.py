@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from testing.engine_client import InProcessEngine
+from testing.peak_memory import PeakLive
 from toolkit.config_modules import GenerateImageConfig
 from toolkit.media import save_media
 from toolkit.models.base_model import BaseModel, get_model_class
@@ -99,31 +100,6 @@ def test_each_variant_departs_from_the_pipeline_defaults_as_its_model_does(varia
         assert not {"use_cross_timestep", "stg_scale", "spatio_temporal_guidance_blocks"} & set(kw)
 
 
-class _PeakLive(torch.utils._python_dispatch.TorchDispatchMode):
-    """The most bytes of tensor storage made while active that were alive at once (a storage counts
-    from the op that made it until nothing holds it; views and in-place results are the storage)."""
-
-    def __init__(self):
-        super().__init__()
-        self.live, self.peak, self._refs = 0, 0, {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        from torch.multiprocessing.reductions import StorageWeakRef
-
-        out = func(*args, **(kwargs or {}))
-        for ptr in [p for p, (ref, _n) in self._refs.items() if ref.expired()]:
-            self.live -= self._refs.pop(ptr)[1]
-        for t in torch.utils._pytree.tree_leaves(out):
-            if isinstance(t, torch.Tensor) and t.device.type == "cpu":
-                storage = t.untyped_storage()
-                ptr, n = storage.data_ptr(), storage.nbytes()
-                if ptr and n and ptr not in self._refs:
-                    self._refs[ptr] = (StorageWeakRef(storage), n)
-                    self.live += n
-        self.peak = max(self.peak, self.live)
-        return out
-
-
 def test_the_memory_floor_is_below_a_measured_tiny_run(tiny, monkeypatch):
     """estimate_activation_bytes is a floor: with the tiny model's own widths in place of the real
     ones (the denoiser's features per latent position, the VAE decoder's last-stage features per
@@ -141,7 +117,7 @@ def test_the_memory_floor_is_below_a_measured_tiny_run(tiny, monkeypatch):
     gen = GenerateImageConfig.from_dict({"prompt": "rain on a tin roof", "width": 96, "height": 64, "num_frames": 33,
                                          "fps": 8, "num_inference_steps": 2, "seed": 3}, holder.model_config)
     floor = BaseModel.estimate_activation_bytes(holder.model_config, gen, device="cpu")
-    with torch.no_grad(), _PeakLive() as meter:
+    with torch.no_grad(), PeakLive() as meter:
         holder.generate_single(gen)
     frames_alone = 33 * 64 * 96 * 3 * 4
     assert frames_alone < floor <= meter.peak, (floor, meter.peak)
