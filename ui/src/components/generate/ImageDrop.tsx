@@ -1,5 +1,5 @@
 'use client';
-// One input-image slot: drop an image (a file, or a result dragged from the gallery) or pick one;
+// One input slot (an image, or a video or audio: `kind`): drop a file (or a result dragged from the gallery) or pick one;
 // it is checked by its header (mediaSignature.ts: a non-image named .png is refused here, not at
 // Generate), uploaded to the engine's assets (POST /assets) and the slot holds the asset id; a
 // thumbnail, Replace and Clear.
@@ -19,11 +19,13 @@ interface Props {
   kind?: MediaKind;
 }
 
-function Thumb({ url, name }: { url: string; name: string }) {
+function Thumb({ url, name, kind }: { url: string; name: string; kind: MediaKind }) {
   const { src, error } = useMediaUrl(url);
   const [broken, setBroken] = useState(false);
   if (error || broken) return <div className="thumb missing small">not available</div>;
   if (!src) return <div className="thumb missing small muted">…</div>;
+  if (kind === 'video') return <video className="thumb" src={src} muted playsInline controls aria-label={name} onError={() => setBroken(true)} data-testid="input-thumb" />;
+  if (kind === 'audio') return <audio src={src} controls aria-label={name} onError={() => setBroken(true)} data-testid="input-thumb" />;
   // eslint-disable-next-line @next/next/no-img-element
   return <img className="thumb" src={src} alt={name} onError={() => setBroken(true)} data-testid="input-thumb" />;
 }
@@ -64,7 +66,7 @@ export default function ImageDrop({ label, testId, assetId, job, onChange, kind 
     e.stopPropagation();
     setOver(false);
     droppedFile(e.dataTransfer)
-      .then((f) => (f ? take(f) : setState({ busy: false, error: 'Drop an image file (or a result from the gallery).' })))
+      .then((f) => (f ? take(f) : setState({ busy: false, error: kind === 'image' ? 'Drop an image file (or a result from the gallery).' : `Drop a${kind === 'audio' ? 'n' : ''} ${kind} file.` })))
       .catch((err) => setState({ busy: false, error: `Could not read the dropped image: ${(err as Error).message}` }));
   };
 
@@ -84,7 +86,7 @@ export default function ImageDrop({ label, testId, assetId, job, onChange, kind 
     >
       <div className="image-drop-label">{label}</div>
       <div className="row wrap">
-        {assetId && job && <Thumb url={assetUrl(job.name, assetId)} name={assetDisplayName(assetId)} />}
+        {assetId && job && <Thumb url={assetUrl(job.name, assetId)} name={assetDisplayName(assetId)} kind={kind} />}
         <div className="grow small">
           {assetId ? (
             <span className="asset-name" title={assetId}>

@@ -18,7 +18,8 @@ export default function ResultMedia({ item, src, error, testId }: Props) {
   if (!src) return <div className="media-missing muted">loading…</div>;
   const kind = item.result.kind;
   const onError = () => setBroken(true);
-  if (kind === 'video') return <video src={src} controls loop muted playsInline onError={onError} data-testid={testId} />;
+  // a video with a soundtrack (LTX-2's) is not muted: its controls play the sound
+  if (kind === 'video') return <video src={src} controls loop muted={!item.result.audio} playsInline onError={onError} data-testid={testId} data-audio={item.result.audio ? '1' : '0'} />;
   if (kind === 'audio') return <audio src={src} controls onError={onError} data-testid={testId} />;
   // eslint-disable-next-line @next/next/no-img-element
   return <img src={src} alt={String(item.sample.prompt ?? '') || 'result'} onError={onError} data-testid={testId} data-width={item.result.width ?? ''} />;
