@@ -282,6 +282,14 @@ class BaseModel:
                                   batch: int = 1) -> int:
         """A floor of the device memory `gen` needs beyond the weights (formula above); a class
         method, so the engine asks it without building a holder or importing torch."""
+        return max(cls.estimate_stage_bytes(model_config, gen, device, batch).values())
+
+    @classmethod
+    def estimate_stage_bytes(cls, model_config, gen: GenerateImageConfig, device: str = "cpu",
+                             batch: int = 1) -> dict:
+        """The same floor per stage, as the placement planner takes it (toolkit/placement.py):
+        {"encode": 0 (the encoders' activations are left to engine.reserve_gb), "denoise":
+        batch * (denoise + latents), "decode": batch * (decode + latents)}."""
         mc = ModelConfig.from_dict(model_config) if isinstance(model_config, dict) else model_config
         spec = get_arch(mc.arch)
         lat = spec.latents
@@ -299,7 +307,8 @@ class BaseModel:
         at_once = min(frames, lat.temporal) if spec.modality == "video" else frames
         decode = (at_once * height * width * cls.decode_features(spec) * cls.DECODE_LIVE * b
                   + frames * height * width * 3 * b)
-        return batch * (max(denoise, decode) + positions * lat.channels * b)
+        latents = positions * lat.channels * b
+        return {"encode": 0, "denoise": batch * (denoise + latents), "decode": batch * (decode + latents)}
 
     # -- sampling -----------------------------------------------------------------------------
     def pipeline_kwargs(self, gen: GenerateImageConfig) -> dict:
