@@ -12,7 +12,7 @@ import functools
 import math
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
@@ -73,74 +73,25 @@ class BaseModel:
     def source_for(self, spec: Component) -> tuple[str, str]:
         """(source, config_source) for a component. A single-file name_or_path holds the denoiser;
         everything else (and its config) comes from extras_name_or_path, else the arch's default repo."""
-        mc = self.model_config
-        base = mc.extras_name_or_path or self.spec.default_source(mc.variant)
-        main = mc.name_or_path
-        if spec.role in mc.components:      # an explicit file: its config from the extras, else the model folder
-            folder = not mc.extras_name_or_path and main and os.path.isdir(os.path.expanduser(main))
-            return mc.components[spec.role], (main if folder else base)
-        if os.path.isfile(os.path.expanduser(main)):
-            return (main, base) if spec.kind == DENOISER else (base, base)
-        if mc.extras_name_or_path and os.path.isdir(main) and not os.path.isdir(os.path.join(main, spec.folder)):
-            return base, base
-        return main, main
+        return source_for(self.model_config, self.spec, spec)
 
     def component_loads(self):
         """(role, funnel class, source, load kwargs) of every component load_model reads, in order; an
         optional component the model lacks is (role, None, None, None). A prefetch reads the same list."""
-        from toolkit.models.file_sources import FileSources, named_by_files
         from toolkit.models.v2 import aitk
-        from toolkit.models.v2.sources import component_present
 
-        mc = self.model_config
-        files = FileSources(mc, self.spec, self.library_folders, self.library_roots) if named_by_files(mc) else None
-        absent = self.spec.absent(mc.variant)
-        for spec in self.components:
-            if spec.role in absent and spec.role not in mc.components:
-                yield spec.role, None, None, None       # the variant has none (the SDXL refiner's CLIP-L)
-                continue
-            src = self._original_file(spec) if files is None else None
-            if src is not None:     # a file people have, given for a folder's model (model.vae): read by its row
-                source, config_source, part = src.source, src.config_source, src.part
-                subfolder = None
-                whole = False
-            elif files is not None:           # single files people have (toolkit/models/file_sources.py)
-                src = files.source(spec)
-                source, config_source, part = src.source, src.config_source, src.part
-                subfolder = spec.folder if src.subfolder else None
-                whole = src.subfolder           # a folder or repo of the whole model (else the component's own)
-            else:
-                source, config_source = self.source_for(spec)
-                part = None
-                subfolder = None if spec.role in self.model_config.components else spec.folder
-                whole = True
-            if (spec.optional and whole and isinstance(source, str)
-                    and not component_present(source, spec.role, spec.folder)):
+        for spec, where in component_sources(self.model_config, self.spec, self.library_folders, self.library_roots):
+            if where is None:
                 yield spec.role, None, None, None
                 continue
-            kwargs = dict(role=spec.role, subfolder=subfolder, policy=self.policy_for(spec),
-                          config_source=config_source, reader=spec.reader, allow_hub=not self.model_config.local_only,
+            kwargs = dict(role=spec.role, subfolder=where.subfolder, policy=self.policy_for(spec),
+                          config_source=where.config_source, reader=spec.reader,
+                          allow_hub=not self.model_config.local_only,
                           converter=spec.single_file.converter if spec.single_file else None,
-                          field=self.field_for(spec, source))
-            if part is not None:
-                kwargs.update(part=part, single_file=spec.single_file, reader=None)
-            yield spec.role, aitk(spec.load_class()), source, kwargs
-
-    def _original_file(self, spec: Component):
-        """The Source of a component file given for a folder's model when the file is in the original
-        layout its row reads with a config from the file (an LDM VAE as `model.vae`), else None (a file
-        in the library's names: the folder's config, as before)."""
-        from toolkit.models.file_sources import FileSources
-        mc = self.model_config
-        given = mc.components.get(spec.role)
-        if not given or mc.extras_name_or_path or not os.path.isfile(os.path.expanduser(given)) \
-                or spec.single_file is None or not spec.single_file.config:
-            return None
-        try:
-            src = FileSources(mc, self.spec)._given(spec, given)
-        except ConfigError:
-            return None
-        return src if src.part is not None else None
+                          field=self.field_for(spec, where.source))
+            if where.part is not None:
+                kwargs.update(part=where.part, single_file=spec.single_file, reader=None)
+            yield spec.role, aitk(spec.load_class()), where.source, kwargs
 
     def field_for(self, spec: Component, source) -> str:
         """The request key that chose `source` for this component (a malformed file's error names it)."""
@@ -668,6 +619,78 @@ def batch_paths(path: str, n: int) -> list[str]:
         return [path]
     stem, ext = os.path.splitext(path)
     return [f"{stem}-{i}{ext}" for i in range(n)]
+
+
+@dataclass(frozen=True)
+class ComponentSource:
+    """Where one component is read from (BaseModel.component_loads' half that needs no library):
+    `source` a folder, repo id, file or in-code config; `subfolder` the component's folder in it;
+    `part` its key prefix in a file people have."""
+    source: object
+    config_source: object = None
+    part: str | None = None
+    subfolder: str | None = None
+
+
+def component_sources(mc, arch_spec, folders=(), roots=None):
+    """(Component, ComponentSource | None) for each of the arch's components, in order, None for an
+    optional one the model lacks. Torch-free: the load funnel reads these, and the placement planner
+    sizes them from their files' headers (toolkit/models/component_sizes.py) before anything is read."""
+    from toolkit.models.file_sources import FileSources, named_by_files
+    from toolkit.models.v2.sources import component_present
+
+    files = FileSources(mc, arch_spec, folders, roots) if named_by_files(mc) else None
+    absent = arch_spec.absent(mc.variant)
+    for spec in arch_spec.components:
+        if spec.role in absent and spec.role not in mc.components:
+            yield spec, None        # the variant has none (the SDXL refiner's CLIP-L)
+            continue
+        src = _original_file(mc, arch_spec, spec) if files is None else None
+        if src is not None:     # a file people have, given for a folder's model (model.vae): read by its row
+            where, whole = ComponentSource(src.source, src.config_source, src.part), False
+        elif files is not None:           # single files people have (toolkit/models/file_sources.py)
+            src = files.source(spec)
+            where = ComponentSource(src.source, src.config_source, src.part, spec.folder if src.subfolder else None)
+            whole = src.subfolder           # a folder or repo of the whole model (else the component's own)
+        else:
+            source, config_source = source_for(mc, arch_spec, spec)
+            where = ComponentSource(source, config_source, None, None if spec.role in mc.components else spec.folder)
+            whole = True
+        if (spec.optional and whole and isinstance(where.source, str)
+                and not component_present(where.source, spec.role, spec.folder)):
+            yield spec, None
+            continue
+        yield spec, where
+
+
+def source_for(mc, arch_spec, spec: Component) -> tuple[str, str]:
+    """(source, config_source) for a component of a model named by a folder or repo (BaseModel.source_for)."""
+    base = mc.extras_name_or_path or arch_spec.default_source(mc.variant)
+    main = mc.name_or_path
+    if spec.role in mc.components:      # an explicit file: its config from the extras, else the model folder
+        folder = not mc.extras_name_or_path and main and os.path.isdir(os.path.expanduser(main))
+        return mc.components[spec.role], (main if folder else base)
+    if os.path.isfile(os.path.expanduser(main)):
+        return (main, base) if spec.kind == DENOISER else (base, base)
+    if mc.extras_name_or_path and os.path.isdir(main) and not os.path.isdir(os.path.join(main, spec.folder)):
+        return base, base
+    return main, main
+
+
+def _original_file(mc, arch_spec, spec: Component):
+    """The Source of a component file given for a folder's model when the file is in the original
+    layout its row reads with a config from the file (an LDM VAE as `model.vae`), else None (a file
+    in the library's names: the folder's config, as before)."""
+    from toolkit.models.file_sources import FileSources
+    given = mc.components.get(spec.role)
+    if not given or mc.extras_name_or_path or not os.path.isfile(os.path.expanduser(given)) \
+            or spec.single_file is None or not spec.single_file.config:
+        return None
+    try:
+        src = FileSources(mc, arch_spec)._given(spec, given)
+    except ConfigError:
+        return None
+    return src if src.part is not None else None
 
 
 def get_model_class(arch: str) -> type:
