@@ -107,6 +107,7 @@ class Budget:
     host_free: int = 1 << 62
     host_reserve: int = HOST_RESERVE
     pool_host: int = 0
+    free_label: str = "free"          # "in total" for the engine's pre-flight (everything else freed)
 
     @property
     def device(self) -> int:
@@ -119,10 +120,10 @@ class Budget:
     def explain(self, where: str) -> str:
         if where == "device":
             held = f" + {size(self.pool_device)} the pool holds" if self.pool_device else ""
-            return (f"the device's {size(max(self.device, 0))} budget ({size(self.device_free)} free{held} "
+            return (f"the device's {size(max(self.device, 0))} budget ({size(self.device_free)} {self.free_label}{held} "
                     f"less engine.reserve_gb {size(self.reserve)})")
         held = f" + {size(self.pool_host)} of pool copies" if self.pool_host else ""
-        return (f"the host's {size(max(self.host, 0))} budget ({size(self.host_free)} of free RAM{held} "
+        return (f"the host's {size(max(self.host, 0))} budget ({size(self.host_free)} of RAM {self.free_label}{held} "
                 f"less a {size(self.host_reserve)} reserve)")
 
 
@@ -135,6 +136,7 @@ class Plan:
     host_need: int
     budget: Budget
     activation: dict = field(default_factory=dict)     # stage -> bytes
+    costs: dict = field(default_factory=dict)          # role -> device bytes: resident always, else while its stage runs
 
     @property
     def fits(self) -> bool:
@@ -179,8 +181,9 @@ def evaluate(parts, placements: dict, groups: dict, activation, budget: Budget, 
         peak = max(peak, resident + max(costs, default=0) + act[stage])
     host = sum(p.bytes for p in parts if placements[p.role] in (CPU_CACHE, LAYERS))
     host += max((p.bytes for p in parts if placements[p.role] == STAGED), default=0)
+    costs = {p.role: p.stage_cost(placements[p.role], groups.get(p.role, 1)) for p in parts}
     return Plan(dict(placements), {r: g for r, g in groups.items() if placements.get(r) == LAYERS}, rung,
-                peak, host, budget, act)
+                peak, host, budget, act, costs)
 
 
 def candidates(parts, forced: dict | None = None, *, staged: bool = True) -> list:

@@ -17,15 +17,18 @@ from dataclasses import dataclass, replace
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models import step_cache
-from toolkit.models.arch import (AUDIO, DENOISER, IMAGE_ENCODER, PROCESSOR, TEXT_ENCODER, TOKENIZER, VAE, Component,
-                                 load_class)
+from toolkit.models.arch import (AUDIO, DENOISER, IMAGE_ENCODER, PROCESSOR, SAFETY_CHECKER, TEXT_ENCODER, TOKENIZER,
+                                 VAE, Component, load_class)
 from toolkit.models.patches import patched
 from toolkit.models.registry import get_arch
 from toolkit.models.step_hook import wrap_scheduler_step
 
 
 class BaseModel:
-    def __init__(self, model_config, device: str = "cpu", status_hook=None):
+    def __init__(self, model_config, device: str = "cpu", status_hook=None, plan=None, memory=None):
+        """`plan`: the toolkit.placement.Plan to load with (the worker plans per request; None: planned
+        at load_model from the device's free memory, or on a CPU the request's placements, the rest
+        resident). `memory`: a simulated device (v2/residency.SimulatedDevice) the stage switch counts on."""
         from toolkit.models.tiny import is_tiny, resolve_tiny
         from toolkit.models.v2.policy import resolve_dtype
 
@@ -49,6 +52,9 @@ class BaseModel:
         self.library_folders = ()               # engine.model_folders: where a file's companions are found
         self.library_roots = None               # engine.model_roots (None: anywhere): the file's own tree only inside
         self.preview_decoder = None             # (tae, AutoencoderTiny): the worker's, for preview images
+        self.plan = plan                        # toolkit.placement.Plan: where each component lives
+        self.memory = memory
+        self.residency = None                   # v2/residency.Residency: the stage switch, once loaded
 
     # -- status -------------------------------------------------------------------------------
     def print_and_status_update(self, message: str, stage: str = "status"):
@@ -60,15 +66,25 @@ class BaseModel:
         from toolkit.models.v2 import LoadPolicy
 
         mc = self.model_config
-        offload = "model" if mc.low_vram else None
+        plan = self.placement_plan()
+        where = plan.placements.get(spec.role, "resident")
+        group = plan.groups.get(spec.role, 1)
         if spec.kind == DENOISER:
-            return LoadPolicy(self.dtype, self.device, mc.qtype if mc.quantize else None,
-                              "layer" if mc.layer_offloading else offload)
+            return LoadPolicy(self.dtype, self.device, mc.qtype if mc.quantize else None, where, group)
         if spec.kind == TEXT_ENCODER:
-            return LoadPolicy(self.dtype, self.device, mc.qtype_te if mc.quantize_te else None, offload)
-        if spec.kind in (VAE, AUDIO, IMAGE_ENCODER):     # an image encoder (CLIP vision) is small: never quantized
-            return LoadPolicy(self.dtype, self.device, None, offload)
+            return LoadPolicy(self.dtype, self.device, mc.qtype_te if mc.quantize_te else None, where)
+        if spec.kind in (VAE, AUDIO, IMAGE_ENCODER, SAFETY_CHECKER):   # an image encoder (CLIP vision) is small:
+            return LoadPolicy(self.dtype, self.device, None, where)      # never quantized
         return LoadPolicy(self.dtype, self.device)
+
+    def placement_plan(self):
+        """The plan this holder loads with (toolkit/placement.py): given by the worker, else made now
+        (v2/residency.plan_for: on CUDA from the free memory and the arch's default request)."""
+        if self.plan is None:
+            from toolkit.models.v2.residency import plan_for
+            self.plan = plan_for(self.model_config, device=self.device, folders=self.library_folders,
+                                 roots=self.library_roots, memory=self.memory)
+        return self.plan
 
     def source_for(self, spec: Component) -> tuple[str, str]:
         """(source, config_source) for a component. A single-file name_or_path holds the denoiser;
@@ -109,8 +125,7 @@ class BaseModel:
         self.pipeline = self.build_pipeline(dict(self.loaded))
         if self.model_config.loras:        # a holder used on its own; the worker applies them per request
             self.apply_loras(self.model_config)
-        if self.model_config.low_vram and self.device.startswith("cuda"):
-            self.pipeline.enable_model_cpu_offload(device=self.device)
+        self.residency = self.build_residency()
         self.load_seconds = time.perf_counter() - t0
         self.print_and_status_update(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
@@ -122,9 +137,15 @@ class BaseModel:
         are deleted. Afterwards the holder's configs (what files record) carry these LoRAs."""
         from toolkit.models import lora_adapters
 
+        streamed = {role: m for role, m in self.loaded.items() if getattr(m, "_aitk_group_offload", False)}
+        before = {role: _param_count(m) for role, m in streamed.items()}
         lora_adapters.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
                    status=status or self.print_and_status_update,
                    fields=[model_config.lora_key(i) for i in range(len(model_config.loras))])
+        for role, module in streamed.items():    # adapters added or removed: the streamed groups are made again
+            if _param_count(module) != before[role]:
+                from diffusers.hooks.group_offloading import _maybe_remove_and_reapply_group_offloading
+                _maybe_remove_and_reapply_group_offloading(module)
         fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
                       lora_fuse=model_config.lora_fuse)
         self.model_config = replace(self.model_config, **fields)
@@ -154,7 +175,19 @@ class BaseModel:
                        if k in params or k in self.spec.pipeline_init_kwargs})
         return config
 
+    def build_residency(self):
+        """The stage switch over the loaded components (v2/residency.Residency), hooked on the pipeline's
+        modules when any of them is not resident."""
+        from toolkit.models.v2.residency import Residency
+        plan = self.placement_plan()
+        residency = Residency(self.device, plan.placements, plan.costs, self.memory)
+        residency.attach({role: module for role, module in self.loaded.items() if role in plan.placements})
+        return residency
+
     def unload(self):
+        if self.residency is not None:
+            self.residency.detach()
+            self.residency = None
         self.pipeline = None
         self._task_pipelines.clear()
         self.loaded.clear()
@@ -452,6 +485,8 @@ class BaseModel:
                 stack.enter_context(global_rng_seeded(seed))
             # the request's step cache: hooks on the resident denoiser, removed on the way out
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
+            if self.residency is not None:     # the last visiting component leaves the device after the call
+                stack.enter_context(self.residency.call())
             out = pipe(**kwargs, generator=generator, output_type=self.output_type)
         return self.extract_output(out) if n == 1 and rows is None else self.extract_outputs(out, n)
 
@@ -619,6 +654,10 @@ def batch_paths(path: str, n: int) -> list[str]:
         return [path]
     stem, ext = os.path.splitext(path)
     return [f"{stem}-{i}{ext}" for i in range(n)]
+
+
+def _param_count(module) -> int:
+    return sum(1 for _ in module.parameters())
 
 
 @dataclass(frozen=True)
