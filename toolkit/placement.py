@@ -294,7 +294,9 @@ def _others(plan_: Plan, parts, role: str) -> str:
 
 
 def size(n: int) -> str:
-    return f"{n / GiB:.1f} GiB" if abs(n) >= GiB else f"{n / (1 << 20):.0f} MiB"
+    if abs(n) >= GiB:
+        return f"{n / GiB:.1f} GiB"
+    return f"{n / (1 << 20):.1f} MiB" if abs(n) >= 1 << 20 else f"{n / 1024:.0f} KiB"
 
 
 # -- model.placement: what a request asks ------------------------------------------------------------------
