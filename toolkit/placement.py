@@ -199,8 +199,8 @@ def candidates(parts, forced: dict | None = None, *, staged: bool = True) -> lis
         placements = {}
         for p in parts:
             choice = forced.get(p.role) or assign(p.kind)
-            if choice == LAYERS and not p.streams:
-                choice = CPU_CACHE
+            if choice == LAYERS and not p.streams and p.role not in forced:
+                choice = CPU_CACHE          # auto streams only what has blocks; what a request asked stays
             placements[p.role] = choice
         if not staged and any(placements[r] == STAGED for r in placements if r not in forced):
             continue

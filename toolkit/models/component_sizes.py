@@ -12,8 +12,9 @@ and subfolder, the single file, the part of an all-in-one checkpoint). Its bytes
   a quantized component (model.quantize / quantize_te, optimum-quanto) at the qtype's bits for its matrices;
 - a GGUF file: its tensors as stored (they stay packed);
 - a .bin/.pt file: its size on disk.
-A denoiser's repeated blocks (`transformer_blocks.7.`, `single_transformer_blocks.3.`, `blocks.12.`,
-`layers.5.`, `down_blocks.1.`) are counted from the same names: what `layers` streams.
+A denoiser's repeated blocks (the items of its own ModuleLists: `transformer_blocks.7.`,
+`single_transformer_blocks.3.`, `blocks.12.`, `layers.5.`, `down_blocks.1.`) are counted from the same names:
+what `layers` streams.
 
 Answers are cached per file (path, size, mtime): a request is sized without reading a header twice.
 """
@@ -27,8 +28,10 @@ from toolkit.placement import WEIGHTED, Part
 FLOAT = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
 FP8 = ("F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ")
 QBITS = {"qfloat8": 8, "qfloat8_e4m3fn": 8, "qfloat8_e5m2": 8, "qint8": 8, "qint4": 4, "qint2": 2}
-# `<list>.<index>.`: a block of a ModuleList, the unit diffusers' group offloading moves
-BLOCK = re.compile(r"(?:^|\.)((?:[a-z_]*blocks?|layers))\.(\d+)\.")
+# `<list>.<index>.`: a block of one of the module's own ModuleLists (a direct child: `transformer_blocks.3.`,
+# `layers.7.`, `noise_refiner.0.`, `down_blocks.1.`; ComfyUI's `double_blocks.2.` behind its prefix), the unit
+# diffusers' block-level group offloading moves
+BLOCK = re.compile(r"^(?:model\.diffusion_model\.|diffusion_model\.)?([A-Za-z_]\w*)\.(\d+)\.")
 _cache: dict = {}
 _lock = threading.Lock()
 
