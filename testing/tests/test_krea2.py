@@ -99,8 +99,10 @@ def test_engine_generates_from_a_profile_and_swaps_only_the_diffusion_model(kfil
         res = next(h for h, _ in frames if h["type"] == "result")
         assert Image.open(res["path"]).size == (64, 64)
         h = c.health()
+        placement = h["active"].pop("placement")            # where each component lives (engine.md#placement)
         assert h["active"] == {"arch": "krea2", "name_or_path": "krea2-turbo", "profile": "krea2-turbo",
                                "variant": "turbo"}
+        assert placement["rung"] == "resident" and set(placement["placement"]) == {"transformer", "text_encoder", "vae"}
         assert "/" not in repr(h["active"]) and "/tmp" not in repr(h)
         pool = eng.engine.worker.core.pool
         loads = pool.loads

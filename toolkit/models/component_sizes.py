@@ -95,9 +95,10 @@ def size_tensors(tensors, *, float_bytes: int, qbits: int | None = None, denoise
     return Part("", "", total, len(blocks), max(blocks.values()), total - sum(blocks.values()))
 
 
-def component_files(where) -> tuple:
+def component_files(where, allow_hub: bool = True) -> tuple:
     """(files, prefix) holding one component (a ComponentSource), or (None, "") when they are not
-    here (a hub repo not in the local cache, a `tiny:` name not built, an in-code config)."""
+    here (a hub repo not in the local cache, or any repo id when `allow_hub` is off: a local-only model
+    never asks the hub library even for its cache; a `tiny:` name not built; an in-code config)."""
     from toolkit.models.v2.identity import weight_files_in
     source = where.source
     if not isinstance(source, str) or source.startswith("tiny:"):
@@ -108,6 +109,8 @@ def component_files(where) -> tuple:
     if os.path.isdir(path):
         folder = os.path.join(path, where.subfolder) if where.subfolder else path
         return _weights(weight_files_in(folder)), ""
+    if not allow_hub:
+        return None, ""
     folder = _cached_snapshot(source, where.subfolder)
     return (_weights(weight_files_in(folder)), "") if folder else (None, "")
 
@@ -143,7 +146,7 @@ def parts(mc, folders=(), roots=None, device: str = "cpu") -> list:
     for comp, where in component_sources(mc, spec, folders, roots):
         if where is None or comp.kind not in WEIGHTED:
             continue
-        files, prefix = component_files(where)
+        files, prefix = component_files(where, allow_hub=not mc.local_only)
         if not files:
             continue
         qbits = (QBITS.get(mc.qtype) if comp.kind == DENOISER and mc.quantize else
