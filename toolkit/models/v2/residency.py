@@ -400,14 +400,18 @@ def plan_for(mc, gen=None, *, device: str, folders=(), roots=None, pool=None, me
 
 
 def budget_now(device: str, pool=None, memory=None, reserve: int = P.GiB) -> "P.Budget":
-    """The planner's Budget from the device's free memory (torch.cuda.mem_get_info, or the simulated
-    device's) and the host's available RAM, plus what `pool` holds at each."""
+    """The planner's Budget from the device's free memory (torch.cuda.mem_get_info plus what torch's caching
+    allocator holds unused, or the simulated device's) and the host's available RAM, plus what `pool` holds
+    at each."""
     from toolkit.models.v2.pool import available_memory
     if memory is not None:
         free, _total = memory.mem_get_info()
         host = memory.host_available()
     else:
-        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        dev = torch.device(device)
+        free, _total = torch.cuda.mem_get_info(dev)
+        # blocks torch's caching allocator holds but no tensor uses (the last request's activations) are free too
+        free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
         host = None
     if host is None:
         host = available_memory("host")
