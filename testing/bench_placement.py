@@ -71,7 +71,8 @@ def auto_rows(folder, gen) -> list:
     from toolkit.config_modules import ModelConfig
     from toolkit.models import component_sizes
     from toolkit.models.base_model import get_model_class
-    from toolkit.models.v2.residency import SimulatedDevice, plan_for
+    from toolkit.models.v2.planning import plan_for
+    from toolkit.models.v2.residency import SimulatedDevice
 
     mc = ModelConfig.from_dict({"arch": "zimage", "name_or_path": folder})
     parts = component_sizes.parts(mc)
@@ -82,7 +83,8 @@ def auto_rows(folder, gen) -> list:
     rows = []
     for total in peaks + [peaks[-1] - 1]:
         try:
-            plan = plan_for(mc, gen, device="cpu", memory=SimulatedDevice(total), reserve=0, parts=parts)
+            plan = plan_for(mc, gen, estimate=get_model_class("zimage").estimate_stage_bytes, device="cpu",
+                            memory=SimulatedDevice(total), reserve=0, parts=parts)
             rows.append({"device_mib": round(total / 2 ** 20, 3), "rung": plan.rung, "plan": plan.summary()})
         except P.PlacementError as e:
             rows.append({"device_mib": round(total / 2 ** 20, 3), "rung": "refused", "plan": str(e)[:110] + "..."})

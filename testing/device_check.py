@@ -223,7 +223,8 @@ def placement_check(args, torch):
     from toolkit.models.base_model import get_model_class
     from toolkit.models.tiny import cached_tiny
     from toolkit.models.v2.pool import ComponentPool
-    from toolkit.models.v2.residency import SimulatedDevice, plan_for
+    from toolkit.models.v2.planning import plan_for
+    from toolkit.models.v2.residency import SimulatedDevice
 
     cuda = not args.dry_run
     if cuda:
@@ -272,7 +273,8 @@ def placement_check(args, torch):
         label = f"{cap_units:g} {'GB' if cuda else 'MiB'}" if cap_units else "whole card"
         row = {"cap": label, "path": "engine auto"}
         try:
-            plan = plan_for(mc, gen, device=device, pool=pool, memory=memory, reserve=(1 << 30) if cuda else 0)
+            plan = plan_for(mc, gen, estimate=get_model_class("flux").estimate_stage_bytes, device=device, pool=pool,
+                            memory=memory, reserve=(1 << 30) if cuda else 0)
             holder = get_model_class("flux")(mc, device=device, memory=memory, plan=plan)
             with pool.building():
                 holder.load_model()

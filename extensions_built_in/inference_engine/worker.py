@@ -247,11 +247,13 @@ class WorkerCore:
         (every request plans again), the request's own placements kept. A plan that fits nowhere is a
         ConfigError naming the component, its bytes and the budget."""
         from toolkit import placement
-        from toolkit.models.v2.residency import plan_for, requested_for
+        from toolkit.models.base_model import get_model_class
+        from toolkit.models.v2.planning import plan_for, requested_for
         head = runs[0].sample
         rows = sum(r.sample.batch_size for r in runs)
         try:
-            return plan_for(mc, head, device=self.device, pool=self.pool, memory=self.memory, reserve=self.reserve,
+            return plan_for(mc, head, estimate=get_model_class(mc.arch).estimate_stage_bytes, device=self.device,
+                            pool=self.pool, memory=self.memory, reserve=self.reserve,
                             batch=rows, parts=self._model_parts(mc))
         except placement.PlacementError as e:
             raise ConfigError("model.placement" if requested_for(mc)[0] else "model", str(e)) from None

@@ -4,7 +4,7 @@ before queueing it (a plan that fits nowhere is a 422), and the worker plans its
 
     parts(model_config, folders=(), roots=None, device="cpu") -> [Part]       (unknown sizes left out)
 
-Where each component's files are is the funnel's own answer (base_model.component_sources: the folder
+Where each component's files are is the funnel's own answer (component_sources.py: the folder
 and subfolder, the single file, the part of an all-in-one checkpoint). Its bytes once loaded:
 - a safetensors file or folder: every tensor's elements at the size it is loaded with: an ordinary float
   tensor (F16, BF16, F32) at the model's dtype (`auto`: bf16 on CUDA, float32 on the CPU), FP8 and integer
@@ -139,7 +139,7 @@ def _cached_snapshot(repo_id: str, subfolder: str | None) -> str | None:
 def parts(mc, folders=(), roots=None, device: str = "cpu") -> list:
     """The planner's Parts for `mc`'s weighted components whose files are here (the others are left
     out: the plan then covers what is known, and the load itself finds the rest)."""
-    from toolkit.models.base_model import component_sources
+    from toolkit.models.component_sources import component_sources
     spec = mc.spec
     float_bytes = dtype_bytes(mc.dtype, device)
     out = []

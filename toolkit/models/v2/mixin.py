@@ -128,10 +128,9 @@ class OstrisModelMixin:
                                      f"{type(e).__name__}: {e}") from e
         module._aitk_identity = identity
         if isinstance(module, torch.nn.Module):     # how a staged placement reads it again (v2/residency.py)
-            module._aitk_reload = (cls, source, dict(role=role, subfolder=subfolder, policy=policy,
-                                                     config_source=config_source, allow_hub=allow_hub, reader=reader,
-                                                     converter=converter, field=field, single_file=single_file,
-                                                     part=part, **kwargs))
+            module._aitk_reload = _reloader(cls, source, dict(
+                role=role, subfolder=subfolder, policy=policy, config_source=config_source, allow_hub=allow_hub,
+                reader=reader, converter=converter, field=field, single_file=single_file, part=part, **kwargs))
         if isinstance(module, OstrisModelMixin):
             if policy.qtype and status:
                 status(f"quantizing {role} ({policy.qtype})", stage="quantizing")
@@ -341,6 +340,28 @@ def aitk(cls: type) -> type:
                      {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "_aitk_base": cls})
         _MIXED[cls] = mixed
     return mixed
+
+
+class _NoPool:
+    """A load interceptor that neither answers nor registers: a staged component's re-read is no pool load."""
+
+    def lookup(self, identity, policy):
+        return None
+
+    def register(self, identity, module, policy):
+        pass
+
+
+def _reloader(cls, source, kwargs):
+    """`reload(device) -> module`: the component read again as it was, resident on `device`, past the pool
+    (what a staged placement does at each of its stages: v2/residency.materialize)."""
+    from dataclasses import replace
+
+    def reload(device):
+        policy = replace(kwargs["policy"], device=str(device), placement="resident", group=1)
+        with thread_load_interceptor(_NoPool()):
+            return cls.load(source, **{**kwargs, "policy": policy})
+    return reload
 
 
 # -- helpers ------------------------------------------------------------------------------------

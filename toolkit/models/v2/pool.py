@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from toolkit.models.v2.mixin import set_load_interceptor
+from toolkit.models.v2.residency import module_bytes
 
 
 @dataclass
@@ -81,25 +82,6 @@ class AdapterEntry:
     def describe(self) -> dict:
         return {"key": self.key, "name": self.name, "bytes": self.bytes, "hits": self.hits, "active": self.active,
                 "scale": self.scale, "last_used": self.last_used}
-
-
-def module_bytes(module) -> int:
-    if not isinstance(module, torch.nn.Module):
-        return 0
-    if getattr(module, "_aitk_released", False):      # staged, between its stages: its size when read
-        return getattr(module, "_aitk_nbytes", 0)
-    seen, total = set(), 0
-    for t in list(module.parameters()) + list(module.buffers()):
-        try:
-            storage = t.untyped_storage()
-            ptr = storage.data_ptr()
-            if ptr in seen:
-                continue
-            seen.add(ptr)
-            total += storage.nbytes()
-        except (RuntimeError, NotImplementedError):  # tensor subclasses (quantized) without one storage
-            total += t.numel() * t.element_size()
-    return total
 
 
 def _device_of(module) -> str | None:

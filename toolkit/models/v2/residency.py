@@ -23,7 +23,6 @@ arithmetic against what the runtime did.
 """
 import contextlib
 import threading
-from dataclasses import replace
 
 import torch
 
@@ -31,16 +30,6 @@ from toolkit import placement as P
 
 _RELEASED = "_aitk_released"
 _CASTABLE = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-
-
-class _NoPool:
-    """A load interceptor that neither answers nor registers: a staged component's re-read is no pool load."""
-
-    def lookup(self, identity, policy):
-        return None
-
-    def register(self, identity, module, policy):
-        pass
 
 
 # -- at rest (the funnel) -------------------------------------------------------------------------------
@@ -105,12 +94,31 @@ def is_released(module) -> bool:
     return bool(getattr(module, _RELEASED, False))
 
 
+def module_bytes(module) -> int:
+    """The bytes a module's tensors hold (each storage once); a released (staged) module's as when it was read."""
+    if not isinstance(module, torch.nn.Module):
+        return 0
+    if is_released(module):
+        return getattr(module, "_aitk_nbytes", 0)
+    seen, total = set(), 0
+    for t in list(module.parameters()) + list(module.buffers()):
+        try:
+            storage = t.untyped_storage()
+            ptr = storage.data_ptr()
+            if ptr in seen:
+                continue
+            seen.add(ptr)
+            total += storage.nbytes()
+        except (RuntimeError, NotImplementedError):  # tensor subclasses (quantized) without one storage
+            total += t.numel() * t.element_size()
+    return total
+
+
 def release(module):
     """Every parameter and buffer replaced by a meta placeholder of its shape and dtype: the module keeps
     its structure, config and hooks (a pipeline asks its `.dtype`), its memory is freed."""
     if is_released(module):
         return
-    from toolkit.models.v2.pool import module_bytes
     module._aitk_nbytes = module_bytes(module)
     for m in module.modules():
         for name, p in list(m._parameters.items()):
@@ -125,18 +133,13 @@ def release(module):
 
 
 def materialize(module, device, policy=None):
-    """Read a released module again from its files through the funnel (no pool), onto `device`, and move
-    the fresh tensors into it: the same class and config read the same way give the same values."""
-    from toolkit.models.v2.mixin import thread_load_interceptor
+    """Read a released module again from its files through the funnel (no pool: the load funnel's
+    `_aitk_reload`), onto `device`, and move the fresh tensors into it: the same class and config read the
+    same way give the same values."""
     reload = getattr(module, "_aitk_reload", None)
     if reload is None:
         raise RuntimeError(f"{type(module).__name__}: released, and no way to read it again")
-    cls, source, kwargs = reload
-    base = kwargs["policy"] if policy is None else policy
-    fresh_policy = type(base)(base.dtype, str(device), base.qtype, P.RESIDENT, 1)
-    with thread_load_interceptor(_NoPool()):
-        fresh = cls.load(source, **{**kwargs, "policy": fresh_policy})
-    transplant(module, fresh)
+    transplant(module, reload(device))
     setattr(module, _RELEASED, False)
 
 
@@ -355,66 +358,5 @@ class SimulatedDevice:
         return None if self.host_total is None else max(0, self.host_total - self.host_used())
 
 
-__all__ = ["Residency", "SimulatedDevice", "is_released", "materialize", "offload", "onload", "place", "release",
-           "transplant"]
-
-
-# -- planning with live numbers ----------------------------------------------------------------------------
-def requested_for(mc) -> tuple:
-    """(forced, groups) `mc`'s placement and aliases fix (toolkit/placement.requested)."""
-    return P.requested(mc.placement, {c.role: c.kind for c in mc.spec.components}, low_vram=mc.low_vram,
-                       layer_offloading=mc.layer_offloading)
-
-
-def plan_for(mc, gen=None, *, device: str, folders=(), roots=None, pool=None, memory=None, reserve: int = P.GiB,
-             batch: int = 1, parts=None):
-    """The Plan `mc` runs with for `gen` (None: the arch's default request) on `device` now: its parts from
-    their files' headers, the request's activation floor per stage, the device's free memory (the simulated
-    device's, when `memory` is one) plus what `pool` holds there, less `reserve`; the host's likewise. On a
-    CPU device that is not simulated nothing is planned: the request's placements, the rest resident.
-    Raises placement.PlacementError when nothing fits."""
-    from toolkit.config_modules import GenerateImageConfig
-    from toolkit.models import component_sizes
-    from toolkit.models.base_model import get_model_class
-
-    forced, groups = requested_for(mc)
-    if parts is None:
-        parts = component_sizes.parts(mc, folders, roots, device=device)
-    known = {p.role for p in parts}
-    if memory is None and not str(device).startswith("cuda"):
-        placements = {p.role: forced.get(p.role, P.RESIDENT) for p in parts}
-        plan = P.evaluate(parts, placements, {r: groups.get(r, 1) for r in placements}, 0,
-                          P.Budget(device_free=0, reserve=0), "as asked" if forced else "resident")
-    else:
-        gen = gen if gen is not None else GenerateImageConfig.from_dict({"prompt": ""}, mc)
-        activation = get_model_class(mc.arch).estimate_stage_bytes(mc, gen, device="cuda" if memory is None else device,
-                                                                   batch=batch)
-        plan = P.plan(parts, activation=activation, budget=budget_now(device, pool, memory, reserve), forced=forced,
-                      groups=groups, staged=not mc.loras)
-    # a component whose size is not known here (its files are not read yet) takes what was asked, else resident
-    extra = {role: p for role, p in forced.items() if role not in known}
-    if extra:
-        plan = replace(plan, placements={**plan.placements, **extra},
-                       groups={**plan.groups, **{r: groups.get(r, 1) for r, p in extra.items() if p == P.LAYERS}})
-    return plan
-
-
-def budget_now(device: str, pool=None, memory=None, reserve: int = P.GiB) -> "P.Budget":
-    """The planner's Budget from the device's free memory (torch.cuda.mem_get_info plus what torch's caching
-    allocator holds unused, or the simulated device's) and the host's available RAM, plus what `pool` holds
-    at each."""
-    from toolkit.models.v2.pool import available_memory
-    if memory is not None:
-        free, _total = memory.mem_get_info()
-        host = memory.host_available()
-    else:
-        dev = torch.device(device)
-        free, _total = torch.cuda.mem_get_info(dev)
-        # blocks torch's caching allocator holds but no tensor uses (the last request's activations) are free too
-        free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
-        host = None
-    if host is None:
-        host = available_memory("host")
-    pool_device = pool.bytes_at("device") if pool is not None else 0
-    pool_host = pool.bytes_at("host") if pool is not None else 0
-    return P.Budget(device_free=free, reserve=reserve, pool_device=pool_device, host_free=host, pool_host=pool_host)
+__all__ = ["Residency", "SimulatedDevice", "is_released", "materialize", "module_bytes", "offload", "onload", "place",
+           "release", "transplant"]
