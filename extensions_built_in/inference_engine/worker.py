@@ -192,7 +192,7 @@ class WorkerCore:
                        placement={**plan.describe(), "summary": plan.summary()} if plan is not None else {})
 
     def load(self, mc):
-        self._ensure_holder(mc, None)
+        self._ensure_holder(mc, None, self._plan(mc))
         self._info_idle()
 
     def unload_all(self):
@@ -242,15 +242,15 @@ class WorkerCore:
             members.end(rid, *(error or ("error", "the call ended without a result")))
 
     # -- placement (toolkit/placement.py: the plan; toolkit/models/v2/residency.py: its runtime) -----------
-    def _plan(self, mc, runs):
-        """The placement `mc` runs with for these requests: planned from the device's free memory now
-        (every request plans again), the request's own placements kept. A plan that fits nowhere is a
-        ConfigError naming the component, its bytes and the budget."""
+    def _plan(self, mc, runs=None):
+        """The placement `mc` runs with for these requests (None: a warm load, the arch's default request):
+        planned from the device's free memory now (every request plans again), the request's own placements
+        kept. A plan that fits nowhere is a ConfigError naming the component, its bytes and the budget."""
         from toolkit import placement
         from toolkit.models.base_model import get_model_class
         from toolkit.models.v2.planning import plan_for, requested_for
-        head = runs[0].sample
-        rows = sum(r.sample.batch_size for r in runs)
+        head = runs[0].sample if runs else None
+        rows = sum(r.sample.batch_size for r in runs) if runs else 1
         try:
             return plan_for(mc, head, estimate=get_model_class(mc.arch).estimate_stage_bytes, device=self.device,
                             pool=self.pool, memory=self.memory, reserve=self.reserve,

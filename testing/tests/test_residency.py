@@ -135,3 +135,17 @@ def test_header_sizes_are_what_the_pool_holds(tiny):
                                                        "dtype": "bf16"}))
     full = component_sizes.parts(ModelConfig.from_dict({"arch": "zimage", "name_or_path": tiny("zimage")}))
     assert [p.bytes * 2 for p in half] == [p.bytes for p in full]   # the tiny files are float32, loaded as bf16
+
+
+def test_host_copies_stay_warm_within_keep_host_bytes(tiny):
+    """A model switched away from keeps its cpu_cache copies in the pool within keep_host_bytes (engine.keep_host_gb),
+    as keep_resident_bytes keeps device entries: switching back is a re-placement, not a disk read."""
+    for keep_host, kept in ((1 << 30, True), (0, False)):
+        pool = ComponentPool(keep_resident_bytes=0, keep_host_bytes=keep_host)
+        _build("zimage", tiny("zimage"), pool, "cpu_cache")
+        cached = {k for k, e in pool.entries.items() if e.at_rest == "host" and e.bytes}
+        _build("flux", tiny("flux"), pool, "resident")
+        assert (cached <= set(pool.entries)) is kept
+        loads = pool.loads
+        _build("zimage", tiny("zimage"), pool, "cpu_cache")
+        assert (pool.loads == loads) is kept                 # back: nothing read when the copies were kept
