@@ -146,6 +146,6 @@ def test_host_copies_stay_warm_within_keep_host_bytes(tiny):
         cached = {k for k, e in pool.entries.items() if e.at_rest == "host" and e.bytes}
         _build("flux", tiny("flux"), pool, "resident")
         assert (cached <= set(pool.entries)) is kept
-        loads = pool.loads
+        read = pool.loaded_bytes
         _build("zimage", tiny("zimage"), pool, "cpu_cache")
-        assert (pool.loads == loads) is kept                 # back: nothing read when the copies were kept
+        assert (pool.loaded_bytes == read) is kept           # back: no weights read when the copies were kept
