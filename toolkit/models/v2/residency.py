@@ -39,7 +39,7 @@ def place(module, policy, previous=None):
     if getattr(module, "_aitk_group_offload", False):
         _remove_group_offload(module)
     if is_released(module) and policy.placement != P.STAGED:
-        materialize(module, policy.device if policy.placement == P.RESIDENT else "cpu", policy)
+        materialize(module, policy.device if policy.placement == P.RESIDENT else "cpu")
     where = policy.placement
     if where == P.STAGED:
         release(module)
@@ -132,7 +132,7 @@ def release(module):
     setattr(module, _RELEASED, True)
 
 
-def materialize(module, device, policy=None):
+def materialize(module, device):
     """Read a released module again from its files through the funnel (no pool: the load funnel's
     `_aitk_reload`), onto `device`, and move the fresh tensors into it: the same class and config read the
     same way give the same values."""
