@@ -218,14 +218,16 @@ class WorkerCore:
             plan = self._plan(mc, members.runs)
             holder = self._ensure_holder(mc, members, plan)
             members.check()
+            lighter = None
             try:
                 with self.prefetcher.sampling():      # the next model's reads overlap this one's steps
                     ends = self._sample(holder, members, mc, t0)
             except Exception as e:
-                lighter = self._lighter(mc, holder.plan) if is_oom(e) and not isinstance(e, GenerationCancelled) else None
+                lighter = self._lighter(mc, holder.plan) if is_oom(e) else None
                 if lighter is None:
                     raise
-                holder = self._retry(mc, members, e, lighter)
+            if lighter is not None:    # past the except block: its traceback held the failed attempt's tensors
+                holder = self._retry(mc, members, lighter)
                 with self.prefetcher.sampling():
                     ends = self._sample(holder, members, mc, t0)
         except GenerationCancelled:
@@ -284,14 +286,22 @@ class WorkerCore:
                                      plan.groups, plan.activation, plan.budget, plan.rung)
         return placement.lighter(parts, current, staged=not mc.loras)
 
-    def _retry(self, mc, members, error, plan):
+    def _retry(self, mc, members, plan):
         """Out of memory while sampling: said in a status frame (stage `retry`, the job log's `retry` line)
         naming the stage and the model, then the holder is placed by `plan` and the call runs once more.
         Dtype and quantization stay as they are: only where the components live changes."""
+        import gc
+
+        import torch
         message = (f"out of memory in the {self._stage} stage of {_model_label(mc)}; retrying once with "
                    f"placement {plan.summary()} ({plan.rung})")
         self._status_fn(members, "Generating")(message, "retry")
         members.check()
+        if self.holder is not None and self.holder.residency is not None:
+            self.holder.residency.finish()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
         return self._ensure_holder(mc, members, plan)
 
     def _oom_message(self, mc, e) -> str:
