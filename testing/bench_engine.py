@@ -374,9 +374,9 @@ def all_archs(args) -> dict:
             body = {"model": {"arch": arch, "name_or_path": folder}, "sample": sample,
                     "stream": {"latents": "raw", "every_n_steps": 1}}
             holder = get_model_class(arch)({"arch": arch, "name_or_path": folder}, device="cpu")
-            # the holder here reads the uploaded input where the engine stored it
-            local = dict(sample, ctrl_img=os.path.join(job, "assets", sample["ctrl_img"])) if sample.get("ctrl_img") \
-                else sample
+            # the holder here reads the uploaded inputs where the engine stored them
+            local = {k: os.path.join(job, "assets", v) if k in GenerateImageConfig.INPUTS and v else v
+                     for k, v in sample.items()}
             gen = GenerateImageConfig.from_dict(local, holder.model_config)
             from diffusers import DiffusionPipeline
             bare = DiffusionPipeline.from_pretrained(folder, local_files_only=True, dtype=torch.float32)

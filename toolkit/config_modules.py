@@ -51,8 +51,11 @@ class ModelConfig(Settings):
     qtype: str = setting("qfloat8", choices=QTYPES)
     quantize_te: bool = False              # quantize the text encoder(s)
     qtype_te: str = setting("qfloat8", choices=QTYPES)
-    low_vram: bool = False                 # keep components on the CPU until used
-    layer_offloading: bool = False         # stream denoiser blocks to the device one group at a time
+    low_vram: bool = False                 # alias: placement cpu_cache for every component
+    layer_offloading: bool = False         # alias: placement layers for the denoiser(s)
+    # where each component lives (toolkit/placement.py): auto | resident | cpu_cache | staged | layers,
+    # {layers: N}, or {role: one of them}; normalized by placement.parse
+    placement: object = "auto"
     lora_path: str | None = None           # one-LoRA shorthand: kept as given, and the first entry of `loras`
     lora_scale: float = 1.0
     loras: tuple = ()                      # LoraRef, in the order their outputs are added
@@ -107,6 +110,7 @@ class ModelConfig(Settings):
             if f.name in values and values[f.name] is not None and f.name != "loras":
                 values[f.name] = coerce(values[f.name], hints[f.name], f"{where}.{f.name}", bound_of(f))
         values["loras"] = _loras(values, where)
+        values["placement"] = _placement(values, spec, where)
         return cls(**{k: v for k, v in values.items() if v is not None})
 
     @property
@@ -127,6 +131,18 @@ class ModelConfig(Settings):
     def without_loras(self) -> "ModelConfig":
         """The holder's identity: LoRAs are switched on a resident holder, never part of what is loaded."""
         return replace(self, lora_path=None, lora_scale=1.0, loras=(), lora_fuse=False)
+
+
+def _placement(values: dict, spec, where: str):
+    """`model.placement` normalized (toolkit/placement.parse), errors naming `model.placement[.<role>]`.
+    A staged component is read again for every stage, so LoRA adapters injected into it would be lost:
+    a request with LoRAs may not ask for one (auto never stages it)."""
+    from toolkit import placement
+    value = placement.parse(values.get("placement"), {c.role: c.kind for c in spec.components}, f"{where}.placement")
+    if values.get("loras") and placement.STAGED in (value, *(value.values() if isinstance(value, dict) else ())):
+        raise ConfigError(f"{where}.placement", "a staged component is read again for each stage, which would drop "
+                          "its LoRA adapters: use cpu_cache with LoRAs")
+    return value
 
 
 def _vae_override(values: dict, spec, where: str):

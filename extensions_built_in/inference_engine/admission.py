@@ -103,6 +103,35 @@ def check_memory(mc, gen, memory: dict | None):
                           f"the {device} device's {_size(total)} in total")
 
 
+def check_placement(mc, gen, memory: dict | None, reserve: int, folders=(), roots=None):
+    """The placement pre-flight (toolkit/placement.py): refuse a request whose plan fits nowhere, not even in
+    its lightest placement with everything else freed: the device's total less engine.reserve_gb, the host's
+    RAM less the planner's host reserve. Each component's bytes come from its files' headers
+    (toolkit/models/component_sizes.py), torch-free. Only where placement is planned (a CUDA device, or a
+    simulated one) and the sizes are known here; the worker plans again from free memory before it loads.
+    A ConfigError on `model.placement` when the request placed a component, else on `model`: a 422."""
+    from toolkit import placement
+    from toolkit.models import component_sizes
+    memory = memory or {}
+    total = int(memory.get("total") or 0)
+    device = str(memory.get("device") or "cpu")
+    if total <= 0 or not (device.startswith("cuda") or memory.get("simulated")):
+        return
+    parts = component_sizes.parts(mc, folders, roots, device=device)
+    if not parts:
+        return
+    forced, groups = placement.requested(mc.placement, {c.role: c.kind for c in mc.spec.components},
+                                         low_vram=mc.low_vram, layer_offloading=mc.layer_offloading)
+    activation = get_model_class(mc.arch).estimate_stage_bytes(mc, gen, device=device, batch=gen.batch_size)
+    budget = placement.Budget(device_free=total, reserve=reserve, host_free=int(memory.get("host_total") or 1 << 62),
+                              free_label="in total")
+    try:
+        placement.plan(parts, activation=activation, budget=budget, forced=forced, groups=groups,
+                       staged=not mc.loras)
+    except placement.PlacementError as e:
+        raise ConfigError("model.placement" if forced else "model", str(e)) from None
+
+
 def _size(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 

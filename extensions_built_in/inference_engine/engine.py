@@ -197,6 +197,7 @@ class Engine:
         self.profiles = profiles or EMPTY_PROFILES
         self.faults = faults
         self.worker_options = {"device": device, "keep_resident_gb": s.keep_resident_gb, "faults": faults,
+                               "keep_host_gb": s.keep_host_gb, "reserve_gb": s.reserve_gb,
                                "cond_cache_mb": s.cond_cache_mb, "prefetch": s.prefetch,
                                "model_folders": tuple(self.model_folders), "preview_decoder": s.preview_decoder,
                                "model_roots": tuple(self.model_roots) if self.model_roots is not None else None}
@@ -510,7 +511,8 @@ class Engine:
         w = self.worker
         return {"ok": True, "busy": self.busy(), "queue": len(self._queue),
                 "active": {"arch": mc.arch, "name_or_path": mc.profile or display_name(mc.name_or_path),
-                           "profile": mc.profile, "variant": mc.variant} if mc else None,
+                           "profile": mc.profile, "variant": mc.variant,
+                           "placement": dict(state.placement) if state and state.placement else None} if mc else None,
                 "memory": state.memory if state else {"device": self.device, "used": 0, "total": 0},
                 "pool": state.pool if state else {"hits": 0, "misses": 0, "evictions": 0, "loads": 0,
                                                   "resident_bytes": 0, "entries": []},
@@ -793,6 +795,8 @@ class Engine:
                         self._time_step(req)
                 elif msg.header.get("type") == "status":
                     _time_load(req, msg.header.get("stage"))
+                    if msg.header.get("stage") == "retry":      # an out-of-memory retry: the job log says so
+                        joblog.emit(joblog.retry_line(req.request_id, msg.header.get("message", "")))
                 req.publish(dict(msg.header), msg.payload)
         elif isinstance(msg, m.Done):
             req = self.requests.get(msg.request_id)
@@ -883,6 +887,8 @@ class EnginePolicy(Policy):
         lim.check_request(self.engine.limits, mc, gen)
         state = self.engine.worker_state
         lim.check_memory(mc, gen, state.memory if state else None)
+        lim.check_placement(mc, gen, state.memory if state else None, int(self.engine.settings.reserve_gb * (1 << 30)),
+                            self.engine.model_folders, self.engine.model_roots)
 
     def input(self, value, where, kind="image"):
         return self.engine.resolve_asset(value, where, kind)

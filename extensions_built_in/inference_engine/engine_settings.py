@@ -21,6 +21,10 @@ class EngineSettings(Settings):
     output_folder: str | None = setting(None, doc="default: <job_folder>/outputs")
     dtype: str = setting("auto", choices=DTYPES, doc="a request's dtype when it names none")
     keep_resident_gb: float = setting(0.0, min=0, doc="components kept loaded beside the active model")
+    keep_host_gb: float = setting(0.0, min=0, doc="host copies (cpu_cache, layers, prefetched) kept beside the "
+                                                  "active model")
+    reserve_gb: float = setting(1.0, min=0, doc="device memory no placement plan uses (the CUDA allocator's "
+                                                "slack, activations past the estimate)")
     idle_unload_seconds: float = setting(0.0, min=0, doc="unload after this long idle (0: never)")
     profiles_file: str | None = setting(None, doc="model profiles (TOML or YAML): names requests may ask for")
     compat_port: int | None = setting(None, min=0, max=65535, doc="the A1111/OpenAI routes on a port of their own")

@@ -5,7 +5,8 @@ State messages (its pool's counters and entries), the only thing that reaches th
 
 Lines (docs/engine.md, "The job log"):
   request <id> <status> <arch> <model> <W>x<H> <steps> steps <seconds>s prompt="<first 60 chars>" [...]
-  load <arch> <model> <bytes> bytes <seconds>s pool hits <n> misses <n> [for request <id>]
+  load <arch> <model> <bytes> bytes <seconds>s pool hits <n> misses <n> placement <role>=<p> ... [for request <id>]
+  retry <id> out of memory in the <stage> stage of <model>; retrying once with placement <role>=<p> ... (<rung>)
   evict <role> <class> <bytes> bytes (memory|released)
   lora load <file name> <bytes> bytes [for request <id>]
   worker restart: <reason>
@@ -84,7 +85,7 @@ def state_lines(prev, new, request_id: str | None = None) -> list[str]:
                      f"{n.get('loaded_bytes', 0) - p.get('loaded_bytes', 0)} bytes "
                      f"{n.get('load_seconds', 0) - p.get('load_seconds', 0):.2f}s "
                      f"pool hits {n.get('hits', 0) - p.get('hits', 0)} misses {n.get('misses', 0) - p.get('misses', 0)}"
-                     f"{suffix}")
+                     f"{placement_part(new)}{suffix}")
     kept = {e["key"] for e in n.get("entries", [])}
     why = "memory" if n.get("evictions", 0) > p.get("evictions", 0) else "released"
     for e in p.get("entries", []):
@@ -96,6 +97,16 @@ def state_lines(prev, new, request_id: str | None = None) -> list[str]:
             if a["key"] not in known:
                 lines.append(f"lora load {model_name(a.get('name'))} {a.get('bytes', 0)} bytes{suffix}")
     return lines
+
+
+def placement_part(state) -> str:
+    """` placement transformer=layers:1 text_encoder=cpu_cache ...` of a State (empty when unknown)."""
+    summary = (getattr(state, "placement", None) or {}).get("summary")
+    return f" placement {summary}" if summary else ""
+
+
+def retry_line(request_id: str, message: str) -> str:
+    return f"retry {request_id} {_one_line(message)}"
 
 
 def worker_restart_line(reason: str) -> str:

@@ -69,6 +69,7 @@ class State:
     builds: int
     cond_cache: dict = field(default_factory=dict)   # ConditioningCache.stats(): hits, misses, bytes, ...
     prefetch: dict = field(default_factory=dict)     # Prefetcher.stats(): done, skipped, failed, loads, bytes
+    placement: dict = field(default_factory=dict)    # the holder's Plan.describe() and `summary` (toolkit/placement.py)
 
 
 @dataclass(frozen=True)

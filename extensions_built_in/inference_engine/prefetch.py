@@ -14,7 +14,9 @@ Rules:
   between components if it is for another model. So the pool never sees two loads at once; the
   pool's own lock still guards its books against the HTTP thread's reads.
 - It reads only what fits: the weight bytes it would add must stay within the RAM available less a
-  margin and less `keep_resident_gb` (room promised to warm components is not spent on a guess).
+  margin (the placement planner's host reserve, toolkit/placement.HOST_RESERVE) and less `keep_resident_gb`
+  and `keep_host_gb` (room promised to warm components is not spent on a guess). What it reads is a host
+  copy in the pool (`at_rest: host`), which the planner counts as host memory the next build reuses.
 - It is a hint: a model that fails to resolve or load is recorded (stats `failed`; the message, which may name paths, only in `last_error`, never in /health) and
   forgotten; the request itself loads what is missing and reports its own error.
 """
@@ -24,8 +26,9 @@ import time
 from dataclasses import replace
 
 from toolkit.models.v2.pool import available_memory
+from toolkit.placement import HOST_RESERVE
 
-MARGIN_BYTES = 1 << 30          # RAM a prefetch leaves free besides the budget (activations, decode, OS)
+MARGIN_BYTES = HOST_RESERVE     # RAM a prefetch leaves free besides the budget: the placement planner's host reserve
 
 
 class _Register:
@@ -157,7 +160,8 @@ class Prefetcher:
         for _role, cls, source, kwargs in holder.component_loads():
             if cls is None:
                 continue
-            kwargs = {**kwargs, "policy": replace(kwargs["policy"], device="cpu", offload=None)}
+            # read into host memory as a cpu_cache copy would be: a build's hit places it (v2/residency.py)
+            kwargs = {**kwargs, "policy": replace(kwargs["policy"], device="cpu", placement="cpu_cache")}
             identity = cls.identify(source, **kwargs)
             if identity.key in self.pool.entries or identity.key in seen:
                 continue
@@ -170,7 +174,7 @@ class Prefetcher:
 
         plan = self._plan(model)
         need = sum(size for *_rest, identity in plan for _file, size, _mtime in identity.weights)
-        budget = self.free_memory("cpu") - self.margin_bytes - self.pool.keep_resident_bytes
+        budget = self.free_memory("host") - self.margin_bytes - self.pool.keep_resident_bytes - self.pool.keep_host_bytes
         if need > budget:
             return {"status": "skipped", "need": need, "budget": budget,
                     "reason": f"{need} bytes to read, {max(budget, 0)} within the memory budget"}

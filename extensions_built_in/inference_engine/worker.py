@@ -32,7 +32,10 @@ class Faults:
     component load or sampling step; a stuck step (sleeps `stuck_seconds` at step n with Python
     signals blocked, ignoring cancel, as a long CUDA kernel would); a crash (`os._exit`) at step n.
     `hold_step` holds step n until the request is cancelled (a long step that does honour a cancel).
-    Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1,stuck_step=1,crash_step=2"."""
+    `device_mb` (with `host_mb`) makes the device a simulated one of that size (v2/residency.SimulatedDevice:
+    a fake mem_get_info the placement planner and /health read, counting what is placed and moved there),
+    so placement plans, retries and refusals run on a CPU.
+    Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1,stuck_step=1,crash_step=2,device_mb=64"."""
     load_oom: int = 0
     sample_oom: int = 0
     load_delay: float = 0.0     # seconds per component load: makes "cancel during a load" testable
@@ -40,6 +43,8 @@ class Faults:
     stuck_seconds: float = 3600.0
     crash_step: int = 0
     hold_step: int = 0
+    device_mb: float = 0.0      # a simulated device of this many MiB (0: the real one)
+    host_mb: float = 0.0        # and host memory of this many MiB (0: the real RAM)
     _loads: int = 0
     _steps: int = 0
 
@@ -50,7 +55,8 @@ class Faults:
         return cls(load_oom=int(values.get("load_oom", 0)), sample_oom=int(values.get("sample_oom", 0)),
                    load_delay=float(values.get("load_delay", 0)), stuck_step=int(values.get("stuck_step", 0)),
                    stuck_seconds=float(values.get("stuck_seconds", 3600)), crash_step=int(values.get("crash_step", 0)),
-                   hold_step=int(values.get("hold_step", 0)))
+                   hold_step=int(values.get("hold_step", 0)), device_mb=float(values.get("device_mb", 0)),
+                   host_mb=float(values.get("host_mb", 0)))
 
     def reset(self, **faults):
         """Count steps and loads from zero again, with these faults armed (tests reuse one engine)."""
@@ -95,15 +101,26 @@ class WorkerCore:
 
     def __init__(self, emit, *, device: str = "cpu", keep_resident_gb: float = 0, faults: Faults | None = None,
                  pool=None, cond_cache_mb: float = 256, prefetch: bool = True, model_folders=(), model_roots=None,
-                 preview_decoder: str = "auto"):
+                 preview_decoder: str = "auto", reserve_gb: float = 1.0, keep_host_gb: float = 0):
         from extensions_built_in.inference_engine.prefetch import Prefetcher
         from toolkit.models.v2.cond_cache import ConditioningCache
         from toolkit.models.v2.pool import ComponentPool
+        from toolkit.models.v2.residency import SimulatedDevice
 
         self.emit = emit
         self.device = device
-        self.pool = pool or ComponentPool(int(keep_resident_gb * (1 << 30)))
         self.faults = faults or Faults.from_env()
+        self.reserve = int(reserve_gb * (1 << 30))    # engine.reserve_gb: device memory no plan uses
+        self.pool = pool or ComponentPool(int(keep_resident_gb * (1 << 30)), free_memory=self._free_memory,
+                                          keep_host_bytes=int(keep_host_gb * (1 << 30)))
+        # a simulated device (Faults.device_mb): the placement tests' fake mem_get_info
+        self.memory = None
+        if self.faults.device_mb:
+            self.memory = SimulatedDevice(int(self.faults.device_mb * (1 << 20)), lambda: self.pool.bytes_at("device"),
+                                          int(self.faults.host_mb * (1 << 20)) if self.faults.host_mb else None,
+                                          lambda: self.pool.bytes_at("host"))
+        self._parts: dict = {}        # model (without LoRAs) -> its planner Parts (file headers)
+        self._stage = "loading"       # the running request's stage (loading, encoding, sampling, decoding, saving)
         # prompt embeddings shared by every holder built here (a swap keeps them): see cond_cache.py
         self.cond_cache = ConditioningCache(int(cond_cache_mb * (1 << 20)))
         # engine.model_folders: a model named by one file takes its companion files from there
@@ -153,21 +170,33 @@ class WorkerCore:
             self.unload_all()
         self.emit(self.state())
 
+    def _free_memory(self, where: str) -> int:
+        """The pool's free-memory question (where a load lands: the device, or "host")."""
+        from toolkit.models.v2.pool import available_memory
+        if self.memory is not None:
+            if where == "host":
+                host = self.memory.host_available()
+                return available_memory("host") if host is None else host
+            return self.memory.mem_get_info()[0]
+        return available_memory(where)
+
     def state(self) -> m.State:
         mc = self.active_config
         sched = getattr(getattr(self.holder, "pipeline", None), "scheduler", None)
+        plan = getattr(self.holder, "plan", None)
         return m.State(active=mc, scheduler=type(sched).__name__ if sched else None,
                        pool={**self.pool.stats(), "loaded_bytes": self.pool.loaded_bytes,
-                             "load_seconds": self.load_seconds}, memory=memory_info(self.device), builds=self.builds,
-                       cond_cache=self.cond_cache.stats(), prefetch=self.prefetcher.stats())
+                             "load_seconds": self.load_seconds},
+                       memory=memory_info(self.device, self.memory), builds=self.builds,
+                       cond_cache=self.cond_cache.stats(), prefetch=self.prefetcher.stats(),
+                       placement={**plan.describe(), "summary": plan.summary()} if plan is not None else {})
 
     def load(self, mc):
-        self._ensure_holder(mc, None)
+        self._ensure_holder(mc, None, self._plan(mc))
         self._info_idle()
 
     def unload_all(self):
-        self.holder = None
-        self.active_config = None
+        self._drop_holder()
         with self.prefetcher.paused():
             self.pool.unload_all()
         self.cond_cache.clear()
@@ -183,24 +212,100 @@ class WorkerCore:
         members = _Members(self, msg.requests)
         t0 = time.perf_counter()
         error, ends = None, {}
+        self._stage = "loading"
+        mc = msg.requests[0].model
         try:
-            mc = msg.requests[0].model
-            holder = self._ensure_holder(mc, members)
+            plan = self._plan(mc, members.runs)
+            holder = self._ensure_holder(mc, members, plan)
             members.check()
-            with self.prefetcher.sampling():      # the next model's reads overlap this one's steps
-                ends = self._sample(holder, members, mc, t0)
+            lighter = None
+            try:
+                with self.prefetcher.sampling():      # the next model's reads overlap this one's steps
+                    ends = self._sample(holder, members, mc, t0)
+            except Exception as e:
+                lighter = self._lighter(mc, holder.plan) if is_oom(e) else None
+                if lighter is None:
+                    raise
+            if lighter is not None:    # past the except block: its traceback held the failed attempt's tensors
+                holder = self._retry(mc, members, lighter)
+                with self.prefetcher.sampling():
+                    ends = self._sample(holder, members, mc, t0)
         except GenerationCancelled:
             error = ("cancelled", "cancelled")
         except ConfigError as e:
             error = ("error", e.one_line())
         except Exception as e:  # the worker keeps serving whatever one call did
-            error = ("error", f"out of memory: {e}" if is_oom(e) else f"{type(e).__name__}: {e}")
+            error = ("error", self._oom_message(mc, e) if is_oom(e) else f"{type(e).__name__}: {e}")
         self._info_idle()
         self.emit(self.state())          # what is resident is known before a request is seen to end
         for rid, end in ends.items():
             members.end(rid, *end)
         for rid in list(members.live):
             members.end(rid, *(error or ("error", "the call ended without a result")))
+
+    # -- placement (toolkit/placement.py: the plan; toolkit/models/v2/residency.py: its runtime) -----------
+    def _plan(self, mc, runs=None):
+        """The placement `mc` runs with for these requests (None: a warm load, the arch's default request):
+        planned from the device's free memory now (every request plans again), the request's own placements
+        kept. A plan that fits nowhere is a ConfigError naming the component, its bytes and the budget."""
+        from toolkit import placement
+        from toolkit.models.base_model import get_model_class
+        from toolkit.models.v2.planning import plan_for, requested_for
+        head = runs[0].sample if runs else None
+        rows = sum(r.sample.batch_size for r in runs) if runs else 1
+        try:
+            return plan_for(mc, head, estimate=get_model_class(mc.arch).estimate_stage_bytes, device=self.device,
+                            pool=self.pool, memory=self.memory, reserve=self.reserve,
+                            batch=rows, parts=self._model_parts(mc))
+        except placement.PlacementError as e:
+            raise ConfigError("model.placement" if requested_for(mc)[0] else "model", str(e)) from None
+
+    def _model_parts(self, mc) -> list:
+        """`mc`'s planner Parts from its files' headers (toolkit/models/component_sizes.py), once per model."""
+        from dataclasses import replace
+
+        from toolkit.models import component_sizes
+        from toolkit.models.tiny import is_tiny, resolve_tiny
+        base = mc.without_loras()
+        key = repr(base)
+        if key not in self._parts:
+            if is_tiny(base.name_or_path):
+                base = replace(base, name_or_path=resolve_tiny(base.name_or_path, base.arch))
+            self._parts = {key: component_sizes.parts(base, self.model_folders, self.model_roots, device=self.device)}
+        return self._parts[key]
+
+    def _lighter(self, mc, plan):
+        """The next lighter plan after `plan` (toolkit/placement.lighter), or None."""
+        from toolkit import placement
+        if self.memory is None and not str(self.device).startswith("cuda"):
+            return None           # the CPU is both: no placement holds less of it
+        parts = self._model_parts(mc)
+        if not parts or plan is None or not plan.placements:
+            return None
+        current = placement.evaluate(parts, {p.role: plan.placements.get(p.role, placement.RESIDENT) for p in parts},
+                                     plan.groups, plan.activation, plan.budget, plan.rung)
+        return placement.lighter(parts, current, staged=not mc.loras)
+
+    def _retry(self, mc, members, plan):
+        """Out of memory while sampling: said in a status frame (stage `retry`, the job log's `retry` line)
+        naming the stage and the model, then the holder is placed by `plan` and the call runs once more.
+        Dtype and quantization stay as they are: only where the components live changes."""
+        import gc
+
+        import torch
+        message = (f"out of memory in the {self._stage} stage of {_model_label(mc)}; retrying once with "
+                   f"placement {plan.summary()} ({plan.rung})")
+        self._status_fn(members, "Generating")(message, "retry")
+        members.check()
+        if self.holder is not None and self.holder.residency is not None:
+            self.holder.residency.finish()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return self._ensure_holder(mc, members, plan)
+
+    def _oom_message(self, mc, e) -> str:
+        return f"out of memory in the {self._stage} stage of {_model_label(mc)}: {e}"
 
     def _sample(self, holder, members: "_Members", mc, t0: float):
         from toolkit.models import latent_copy
@@ -277,29 +382,37 @@ class WorkerCore:
             ends[rid] = ("ok", None, results)
         return ends
 
-    def _ensure_holder(self, mc, rid: str | None):
-        """The holder for `mc` without its LoRAs (reused when that matches), then `mc`'s LoRA state set
-        on it. The state is set on every request: the pool's modules are shared, so what another
+    def _ensure_holder(self, mc, rid: str | None, plan=None):
+        """The holder for `mc` without its LoRAs placed by `plan` (reused when both match: a new plan
+        rebuilds it from the pool, each component re-placed, nothing read again), then `mc`'s LoRA state
+        set on it. The state is set on every request: the pool's modules are shared, so what another
         request or holder left in them is never trusted."""
         base = mc.without_loras()
-        if self.holder is None or self.active_config is None or self.active_config.without_loras() != base:
-            self._build_holder(base, rid)
+        if (self.holder is None or self.active_config is None or self.active_config.without_loras() != base
+                or (plan is not None and not _same_placement(self.holder.plan, plan))):
+            self._build_holder(base, rid, plan)
         self._apply_loras(mc, rid)
         return self.holder
 
-    def _build_holder(self, base, rid: str | None):
+    def _drop_holder(self):
+        """Unhook and forget the holder (its visiting component leaves the device), so released entries can be freed."""
+        holder, self.holder, self.active_config = self.holder, None, None
+        if holder is not None:
+            holder.unload()
+
+    def _build_holder(self, base, rid: str | None, plan=None):
         status = self._status_fn(rid, f"Loading {base.arch}")
-        self.holder, self.active_config = None, None   # drop references so released entries can be freed
+        self._drop_holder()
         t0 = time.perf_counter()
         with self.prefetcher.paused(base):   # a prefetch never loads beside a build
             try:
-                holder = self._build(base, status)
+                holder = self._build(base, status, plan)
             except Exception as e:
                 if not is_oom(e):
                     raise
                 status("out of memory while loading: freeing unused components and retrying", "loading")
                 self.pool.evict_untouched()
-                holder = self._build(base, status)
+                holder = self._build(base, status, plan)
             self.pool.release_unused()
         self.load_seconds += time.perf_counter() - t0
         self.holder, self.active_config = holder, base
@@ -317,14 +430,14 @@ class WorkerCore:
             raise
         self.active_config = mc
 
-    def _build(self, mc, status):
+    def _build(self, mc, status, plan=None):
         from toolkit.models.base_model import get_model_class
 
         def on_status(message, stage="status"):
             if stage == "loading" and message.startswith("loading "):
                 self.faults.on_load()
             status(message, stage)
-        holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status)
+        holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status, plan=plan, memory=self.memory)
         holder.cond_cache = self.cond_cache
         holder.library_folders, holder.library_roots = self.model_folders, self.model_roots
         with self.pool.building():
@@ -345,6 +458,8 @@ class WorkerCore:
 
     def _status_fn(self, rid: str | None, prefix: str):
         def status(message, stage="status"):
+            if stage in ("loading", "encoding", "sampling", "decoding", "saving"):
+                self._stage = stage
             if isinstance(rid, _Members):      # a batch: every live member hears it
                 rid.check()
                 for run in rid.live_runs():
@@ -419,19 +534,48 @@ def result_record(rec: dict, index: int, out_dir: str) -> dict:
             "fps": rec.get("fps"), "duration": rec.get("duration"), "audio": bool(rec.get("audio"))}
 
 
-def memory_info(device: str) -> dict:
-    """The device's memory in use: CUDA's, or this worker's resident set on the CPU."""
+def memory_info(device: str, simulated=None) -> dict:
+    """The device's memory in use: CUDA's (or a simulated device's: `simulated: true`), or this worker's
+    resident set on the CPU; with the host's RAM (`host_total`, `host_available`) the placement pre-flight
+    reads."""
     import torch
+    host = _host_memory()
+    if simulated is not None:
+        free, total = simulated.mem_get_info()
+        if simulated.host_total is not None:
+            host = {"host_total": simulated.host_total, "host_available": simulated.host_available()}
+        return {"device": str(device), "used": total - free, "total": total, "simulated": True, "peak": simulated.peak,
+                **host}
     if str(device).startswith("cuda") and torch.cuda.is_available():
         free, total = torch.cuda.mem_get_info(torch.device(device))
-        return {"device": str(device), "used": total - free, "total": total}
+        return {"device": str(device), "used": total - free, "total": total, **host}
     try:
         with open("/proc/self/statm") as f:
             rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (OSError, ValueError):
         rss, total = 0, 0
-    return {"device": "cpu", "used": rss, "total": total}
+    return {"device": "cpu", "used": rss, "total": total, **host}
+
+
+def _host_memory() -> dict:
+    from toolkit.models.v2.pool import available_memory
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        total = 0
+    return {"host_total": total, "host_available": available_memory("host")}
+
+
+def _same_placement(a, b) -> bool:
+    """Two plans that place every component alike (the holder built with `a` serves `b`)."""
+    return a is not None and b is not None and a.placements == b.placements and a.groups == b.groups
+
+
+def _model_label(mc) -> str:
+    """A model's name for a message: its profile, else its weights' name (a path by its basename)."""
+    from extensions_built_in.inference_engine.joblog import model_name
+    return mc.profile or model_name(mc.name_or_path)
 
 
 # -- the worker process ------------------------------------------------------------------------------

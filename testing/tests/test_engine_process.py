@@ -48,8 +48,10 @@ def test_engine_json_lifecycle_and_signals(tiny, tiny_root, tmp_path, sig):
         assert set(ep.info) == {"host", "port", "token", "pid", "started_at"}
         while time.time() < deadline and (ep.client.health()["active"] or {}).get("arch") != "zimage":
             time.sleep(0.1)    # the warm load of the default model
-        assert ep.client.health()["active"] == {"arch": "zimage", "name_or_path": "tiny:zimage", "profile": None,
-                                                "variant": None}
+        active = ep.client.health()["active"]
+        assert active.pop("placement")["placement"] == {"text_encoder": "resident", "vae": "resident",
+                                                         "transformer": "resident"}
+        assert active == {"arch": "zimage", "name_or_path": "tiny:zimage", "profile": None, "variant": None}
         # a request in flight when the signal comes is cancelled and the process exits 0
         got = []
         body = {"model": {"arch": "zimage", "name_or_path": "tiny:zimage"},

@@ -58,7 +58,7 @@ def test_requests_loads_and_loras_are_logged(tiny, tmp_path, capsys):
     loads = _lines(out, "load")
     assert len(loads) == 1, out           # built once; later requests reuse the holder
     got = re.match(rf"load zimage {re.escape(name)} (\d+) bytes \d+\.\d\ds pool hits \d+ misses (\d+) "
-                   r"for request log-ok$", loads[0])
+                   r"placement text_encoder=resident vae=resident transformer=resident for request log-ok$", loads[0])
     assert got and int(got.group(1)) > 0 and int(got.group(2)) > 0, loads[0]
     lora_lines = _lines(out, "lora")
     assert len(lora_lines) == 1 and re.match(r"lora load style\.safetensors \d+ bytes for request log-lora$",

@@ -99,8 +99,10 @@ def test_engine_generates_from_a_profile_and_swaps_only_the_diffusion_model(kfil
         res = next(h for h, _ in frames if h["type"] == "result")
         assert Image.open(res["path"]).size == (64, 64)
         h = c.health()
+        placement = h["active"].pop("placement")            # where each component lives (engine.md#placement)
         assert h["active"] == {"arch": "krea2", "name_or_path": "krea2-turbo", "profile": "krea2-turbo",
                                "variant": "turbo"}
+        assert placement["rung"] == "resident" and set(placement["placement"]) == {"transformer", "text_encoder", "vae"}
         assert "/" not in repr(h["active"]) and "/tmp" not in repr(h)
         pool = eng.engine.worker.core.pool
         loads = pool.loads
@@ -268,3 +270,25 @@ def test_cli_one_shot_with_a_profile(kfiles, tmp_path):
     p = subprocess.run([sys.executable, "-m", "toolkit.generate", "--profiles", kfiles["profiles"], "--model-profile",
                         "nope", "--prompt", "x"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "model.profile" in p.stderr and "nope" in p.stderr
+
+
+@pytest.mark.parametrize("placement", ["staged", "cpu_cache"])
+def test_the_designs_residency_modes_from_a_profile(kfiles, placement):
+    """The Krea 2 design's two residency modes (seed 003, "Residency"), asked for by a profile request:
+    staged (each component read for its stage and released) and CPU cache (built once on the CPU, on the
+    device for its stage only). The FP8 weights stay FP8 on the way in, and the image is the resident one."""
+    from toolkit.request import resolve_request
+    profiles = load_profiles(kfiles["profiles"])
+    mc = resolve_request({"profile": "krea2-turbo", "placement": placement}, {}, profiles=profiles).model
+    assert mc.placement == placement
+    resident = _holder(resolve_request({"profile": "krea2-turbo"}, {}, profiles=profiles).model)
+    placed = _holder(mc)
+    seen = []
+    hook = placed.loaded["transformer"].register_forward_pre_hook(
+        lambda m, args: seen.append(FP8 in {p.dtype for p in m.parameters()}))
+    out = np.asarray(placed.generate_single(_gen()))
+    hook.remove()
+    assert seen and all(seen)
+    assert set(placed.plan.placements.values()) == {placement}
+    assert placed.residency.moves == 3                     # text encoder, transformer, VAE: one stage each
+    assert np.array_equal(out, np.asarray(resident.generate_single(_gen())))

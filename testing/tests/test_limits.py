@@ -342,7 +342,8 @@ def test_estimate_is_monotonic_in_size_and_frames(arch):
 
 
 def _fake_device(monkeypatch, total, device="cuda"):
-    monkeypatch.setattr(worker_module, "memory_info", lambda _d: {"device": device, "used": 0, "total": total})
+    monkeypatch.setattr(worker_module, "memory_info", lambda _d, _simulated=None: {"device": device, "used": 0,
+                                                                                 "total": total})
 
 
 def test_preflight_refuses_16384_sd1_on_a_24_gb_device(monkeypatch, tmp_path):

@@ -17,15 +17,19 @@ from dataclasses import replace
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models import step_cache
-from toolkit.models.arch import (AUDIO, DENOISER, IMAGE_ENCODER, PROCESSOR, TEXT_ENCODER, TOKENIZER, VAE, Component,
-                                 load_class)
+from toolkit.models.arch import (AUDIO, DENOISER, IMAGE_ENCODER, PROCESSOR, SAFETY_CHECKER, TEXT_ENCODER, TOKENIZER,
+                                 VAE, Component, load_class)
 from toolkit.models.patches import patched
 from toolkit.models.registry import get_arch
+from toolkit.models.component_sources import ComponentSource, component_sources, source_for  # noqa: F401
 from toolkit.models.step_hook import wrap_scheduler_step
 
 
 class BaseModel:
-    def __init__(self, model_config, device: str = "cpu", status_hook=None):
+    def __init__(self, model_config, device: str = "cpu", status_hook=None, plan=None, memory=None):
+        """`plan`: the toolkit.placement.Plan to load with (the worker plans per request; None: planned
+        at load_model from the device's free memory, or on a CPU the request's placements, the rest
+        resident). `memory`: a simulated device (v2/residency.SimulatedDevice) the stage switch counts on."""
         from toolkit.models.tiny import is_tiny, resolve_tiny
         from toolkit.models.v2.policy import resolve_dtype
 
@@ -49,6 +53,9 @@ class BaseModel:
         self.library_folders = ()               # engine.model_folders: where a file's companions are found
         self.library_roots = None               # engine.model_roots (None: anywhere): the file's own tree only inside
         self.preview_decoder = None             # (tae, AutoencoderTiny): the worker's, for preview images
+        self.plan = plan                        # toolkit.placement.Plan: where each component lives
+        self.memory = memory
+        self.residency = None                   # v2/residency.Residency: the stage switch, once loaded
 
     # -- status -------------------------------------------------------------------------------
     def print_and_status_update(self, message: str, stage: str = "status"):
@@ -60,91 +67,48 @@ class BaseModel:
         from toolkit.models.v2 import LoadPolicy
 
         mc = self.model_config
-        offload = "model" if mc.low_vram else None
+        plan = self.placement_plan()
+        where = plan.placements.get(spec.role, "resident")
+        group = plan.groups.get(spec.role, 1)
         if spec.kind == DENOISER:
-            return LoadPolicy(self.dtype, self.device, mc.qtype if mc.quantize else None,
-                              "layer" if mc.layer_offloading else offload)
+            return LoadPolicy(self.dtype, self.device, mc.qtype if mc.quantize else None, where, group)
         if spec.kind == TEXT_ENCODER:
-            return LoadPolicy(self.dtype, self.device, mc.qtype_te if mc.quantize_te else None, offload)
-        if spec.kind in (VAE, AUDIO, IMAGE_ENCODER):     # an image encoder (CLIP vision) is small: never quantized
-            return LoadPolicy(self.dtype, self.device, None, offload)
+            return LoadPolicy(self.dtype, self.device, mc.qtype_te if mc.quantize_te else None, where)
+        if spec.kind in (VAE, AUDIO, IMAGE_ENCODER, SAFETY_CHECKER):   # an image encoder (CLIP vision) is small:
+            return LoadPolicy(self.dtype, self.device, None, where)      # never quantized
         return LoadPolicy(self.dtype, self.device)
+
+    def placement_plan(self):
+        """The plan this holder loads with (toolkit/placement.py): given by the worker, else made now
+        (v2/planning.plan_for: on CUDA from the free memory and the arch's default request)."""
+        if self.plan is None:
+            from toolkit.models.v2.planning import plan_for
+            self.plan = plan_for(self.model_config, estimate=type(self).estimate_stage_bytes, device=self.device,
+                                 folders=self.library_folders, roots=self.library_roots, memory=self.memory)
+        return self.plan
 
     def source_for(self, spec: Component) -> tuple[str, str]:
         """(source, config_source) for a component. A single-file name_or_path holds the denoiser;
         everything else (and its config) comes from extras_name_or_path, else the arch's default repo."""
-        mc = self.model_config
-        base = mc.extras_name_or_path or self.spec.default_source(mc.variant)
-        main = mc.name_or_path
-        if spec.repo and spec.role not in mc.components and not any(
-                p and os.path.isdir(os.path.join(os.path.expanduser(p), spec.folder)) for p in (main, base)):
-            return spec.repo, spec.repo         # the role's own repo: the model's repos ship none of it
-        if spec.role in mc.components:      # an explicit file: its config from the extras, else the model folder
-            folder = not mc.extras_name_or_path and main and os.path.isdir(os.path.expanduser(main))
-            return mc.components[spec.role], (main if folder else base)
-        if os.path.isfile(os.path.expanduser(main)):
-            return (main, base) if spec.kind == DENOISER else (base, base)
-        if mc.extras_name_or_path and os.path.isdir(main) and not os.path.isdir(os.path.join(main, spec.folder)):
-            return base, base
-        return main, main
+        return source_for(self.model_config, self.spec, spec)
 
     def component_loads(self):
         """(role, funnel class, source, load kwargs) of every component load_model reads, in order; an
         optional component the model lacks is (role, None, None, None). A prefetch reads the same list."""
-        from toolkit.models.file_sources import FileSources, named_by_files
         from toolkit.models.v2 import aitk
-        from toolkit.models.v2.sources import component_present
 
-        mc = self.model_config
-        files = FileSources(mc, self.spec, self.library_folders, self.library_roots) if named_by_files(mc) else None
-        absent = self.spec.absent(mc.variant)
-        for spec in self.components:
-            if spec.role in absent and spec.role not in mc.components:
-                yield spec.role, None, None, None       # the variant has none (the SDXL refiner's CLIP-L)
-                continue
-            src = self._original_file(spec) if files is None else None
-            if src is not None:     # a file people have, given for a folder's model (model.vae): read by its row
-                source, config_source, part = src.source, src.config_source, src.part
-                subfolder = None
-                whole = False
-            elif files is not None:           # single files people have (toolkit/models/file_sources.py)
-                src = files.source(spec)
-                source, config_source, part = src.source, src.config_source, src.part
-                subfolder = spec.folder if src.subfolder else None
-                whole = src.subfolder           # a folder or repo of the whole model (else the component's own)
-            else:
-                source, config_source = self.source_for(spec)
-                part = None
-                own_repo = spec.repo and source == spec.repo         # read from its root
-                subfolder = None if spec.role in self.model_config.components or own_repo else spec.folder
-                whole = True
-            if (spec.optional and whole and isinstance(source, str)
-                    and not component_present(source, spec.role, spec.folder)):
+        for spec, where in component_sources(self.model_config, self.spec, self.library_folders, self.library_roots):
+            if where is None:
                 yield spec.role, None, None, None
                 continue
-            kwargs = dict(role=spec.role, subfolder=subfolder, policy=self.policy_for(spec),
-                          config_source=config_source, reader=spec.reader, allow_hub=not self.model_config.local_only,
+            kwargs = dict(role=spec.role, subfolder=where.subfolder, policy=self.policy_for(spec),
+                          config_source=where.config_source, reader=spec.reader,
+                          allow_hub=not self.model_config.local_only,
                           converter=spec.single_file.converter if spec.single_file else None,
-                          field=self.field_for(spec, source))
-            if part is not None:
-                kwargs.update(part=part, single_file=spec.single_file, reader=None)
-            yield spec.role, aitk(spec.load_class()), source, kwargs
-
-    def _original_file(self, spec: Component):
-        """The Source of a component file given for a folder's model when the file is in the original
-        layout its row reads with a config from the file (an LDM VAE as `model.vae`), else None (a file
-        in the library's names: the folder's config, as before)."""
-        from toolkit.models.file_sources import FileSources
-        mc = self.model_config
-        given = mc.components.get(spec.role)
-        if not given or mc.extras_name_or_path or not os.path.isfile(os.path.expanduser(given)) \
-                or spec.single_file is None or not spec.single_file.config:
-            return None
-        try:
-            src = FileSources(mc, self.spec)._given(spec, given)
-        except ConfigError:
-            return None
-        return src if src.part is not None else None
+                          field=self.field_for(spec, where.source))
+            if where.part is not None:
+                kwargs.update(part=where.part, single_file=spec.single_file, reader=None)
+            yield spec.role, aitk(spec.load_class()), where.source, kwargs
 
     def field_for(self, spec: Component, source) -> str:
         """The request key that chose `source` for this component (a malformed file's error names it)."""
@@ -162,8 +126,7 @@ class BaseModel:
         self.pipeline = self.build_pipeline(dict(self.loaded))
         if self.model_config.loras:        # a holder used on its own; the worker applies them per request
             self.apply_loras(self.model_config)
-        if self.model_config.low_vram and self.device.startswith("cuda"):
-            self.pipeline.enable_model_cpu_offload(device=self.device)
+        self.residency = self.build_residency()
         self.load_seconds = time.perf_counter() - t0
         self.print_and_status_update(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
@@ -175,9 +138,15 @@ class BaseModel:
         are deleted. Afterwards the holder's configs (what files record) carry these LoRAs."""
         from toolkit.models import lora_adapters
 
+        streamed = {role: m for role, m in self.loaded.items() if getattr(m, "_aitk_group_offload", False)}
+        before = {role: _param_count(m) for role, m in streamed.items()}
         lora_adapters.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
                    status=status or self.print_and_status_update,
                    fields=[model_config.lora_key(i) for i in range(len(model_config.loras))])
+        for role, module in streamed.items():    # adapters added or removed: the streamed groups are made again
+            if _param_count(module) != before[role]:
+                from diffusers.hooks.group_offloading import _maybe_remove_and_reapply_group_offloading
+                _maybe_remove_and_reapply_group_offloading(module)
         fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
                       lora_fuse=model_config.lora_fuse)
         self.model_config = replace(self.model_config, **fields)
@@ -207,7 +176,19 @@ class BaseModel:
                        if k in params or k in self.spec.pipeline_init_kwargs})
         return config
 
+    def build_residency(self):
+        """The stage switch over the loaded components (v2/residency.Residency), hooked on the pipeline's
+        modules when any of them is not resident."""
+        from toolkit.models.v2.residency import Residency
+        plan = self.placement_plan()
+        residency = Residency(self.device, plan.placements, plan.costs, self.memory)
+        residency.attach({role: module for role, module in self.loaded.items() if role in plan.placements})
+        return residency
+
     def unload(self):
+        if self.residency is not None:
+            self.residency.detach()
+            self.residency = None
         self.pipeline = None
         self._task_pipelines.clear()
         self.loaded.clear()
@@ -286,6 +267,14 @@ class BaseModel:
                                   batch: int = 1) -> int:
         """A floor of the device memory `gen` needs beyond the weights (formula above); a class
         method, so the engine asks it without building a holder or importing torch."""
+        return max(cls.estimate_stage_bytes(model_config, gen, device, batch).values())
+
+    @classmethod
+    def estimate_stage_bytes(cls, model_config, gen: GenerateImageConfig, device: str = "cpu",
+                             batch: int = 1) -> dict:
+        """The same floor per stage, as the placement planner takes it (toolkit/placement.py):
+        {"encode": 0 (the encoders' activations are left to engine.reserve_gb), "denoise":
+        batch * (denoise + latents), "decode": batch * (decode + latents)}."""
         mc = ModelConfig.from_dict(model_config) if isinstance(model_config, dict) else model_config
         spec = get_arch(mc.arch)
         lat = spec.latents
@@ -303,7 +292,8 @@ class BaseModel:
         at_once = min(frames, lat.temporal) if spec.modality == "video" else frames
         decode = (at_once * height * width * cls.decode_features(spec) * cls.DECODE_LIVE * b
                   + frames * height * width * 3 * b)
-        return batch * (max(denoise, decode) + positions * lat.channels * b)
+        latents = positions * lat.channels * b
+        return {"encode": 0, "denoise": batch * (denoise + latents), "decode": batch * (decode + latents)}
 
     # -- sampling -----------------------------------------------------------------------------
     def pipeline_kwargs(self, gen: GenerateImageConfig) -> dict:
@@ -503,6 +493,8 @@ class BaseModel:
                 stack.enter_context(global_rng_seeded(seed))
             # the request's step cache: hooks on the resident denoiser, removed on the way out
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
+            if self.residency is not None:     # the last visiting component leaves the device after the call
+                stack.enter_context(self.residency.call())
             out = pipe(**kwargs, generator=generator, output_type=self.output_type)
         return self.extract_output(out) if n == 1 and rows is None else self.extract_outputs(out, n)
 
@@ -670,6 +662,10 @@ def batch_paths(path: str, n: int) -> list[str]:
         return [path]
     stem, ext = os.path.splitext(path)
     return [f"{stem}-{i}{ext}" for i in range(n)]
+
+
+def _param_count(module) -> int:
+    return sum(1 for _ in module.parameters())
 
 
 def get_model_class(arch: str) -> type:

@@ -128,6 +128,10 @@ class OstrisModelMixin:
             raise ComponentLoadError(f"{role}: cannot load {load_cls.__name__} from {src.label}: "
                                      f"{type(e).__name__}: {e}") from e
         module._aitk_identity = identity
+        if isinstance(module, torch.nn.Module):     # how a staged placement reads it again (v2/residency.py)
+            module._aitk_reload = _reloader(cls, source, dict(
+                role=role, subfolder=subfolder, policy=policy, config_source=config_source, allow_hub=allow_hub,
+                reader=reader, converter=converter, field=field, single_file=single_file, part=part, **kwargs))
         if isinstance(module, OstrisModelMixin):
             if policy.qtype and status:
                 status(f"quantizing {role} ({policy.qtype})", stage="quantizing")
@@ -231,19 +235,9 @@ class OstrisModelMixin:
         return self
 
     def _aitk_place(self, policy: LoadPolicy, previous: LoadPolicy | None):
-        if previous is not None and previous.offload == "layer" and getattr(self, "_aitk_group_offload", False):
-            _remove_hooks(self)
-            self._aitk_group_offload = False
-        on_cpu = str(policy.device) == "cpu"
-        if policy.offload == "layer" and not on_cpu and hasattr(self, "enable_group_offload"):
-            self.to("cpu")
-            self.enable_group_offload(onload_device=torch.device(policy.device), offload_device=torch.device("cpu"),
-                                      offload_type="block_level", num_blocks_per_group=1)
-            self._aitk_group_offload = True
-        elif policy.offload == "model" and not on_cpu:
-            self.to("cpu")  # the pipeline's model offload moves it in when used
-        elif _device_of(self) != torch.device(policy.device):
-            self.to(policy.device)
+        """Where it lives at rest, per policy.placement (v2/residency.py: resident, cpu_cache, layers, staged)."""
+        from toolkit.models.v2.residency import place
+        place(self, policy, previous)
 
     # -- readers ----------------------------------------------------------------------------
     @classmethod
@@ -347,6 +341,28 @@ def aitk(cls: type) -> type:
                      {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "_aitk_base": cls})
         _MIXED[cls] = mixed
     return mixed
+
+
+class _NoPool:
+    """A load interceptor that neither answers nor registers: a staged component's re-read is no pool load."""
+
+    def lookup(self, identity, policy):
+        return None
+
+    def register(self, identity, module, policy):
+        pass
+
+
+def _reloader(cls, source, kwargs):
+    """`reload(device) -> module`: the component read again as it was, resident on `device`, past the pool
+    (what a staged placement does at each of its stages: v2/residency.materialize)."""
+    from dataclasses import replace
+
+    def reload(device):
+        policy = replace(kwargs["policy"], device=str(device), placement="resident", group=1)
+        with thread_load_interceptor(_NoPool()):
+            return cls.load(source, **{**kwargs, "policy": policy})
+    return reload
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -477,14 +493,6 @@ def _float_dtype(module: torch.nn.Module):
     return None
 
 
-def _device_of(module: torch.nn.Module):
-    for t in module.parameters():
-        return t.device
-    for t in module.buffers():
-        return t.device
-    return None
-
-
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -496,12 +504,3 @@ def _check_loading_info(info: dict, src: ResolvedSource):
         what = (missing + [str(b) for b in bad])[:3]
         raise ComponentLoadError(f"{src.label}: {len(missing)} missing and {len(bad)} mismatched weights "
                                  f"(e.g. {', '.join(what)})")
-
-
-def _remove_hooks(module):
-    from diffusers.hooks import HookRegistry
-    for m in module.modules():
-        registry = getattr(m, "_diffusers_hook", None)
-        if isinstance(registry, HookRegistry):
-            for name in list(registry.hooks.keys()) if hasattr(registry, "hooks") else []:
-                registry.remove_hook(name, recurse=False)

@@ -19,9 +19,17 @@ def resolve_dtype(name: str, device: str) -> torch.dtype:
 @dataclass(frozen=True)
 class LoadPolicy:
     dtype: torch.dtype = torch.float32
-    device: str = "cpu"
+    device: str = "cpu"             # where it computes
     qtype: str | None = None        # optimum-quanto qtype name, None = no quantization
-    offload: str | None = None      # None | "model" (low_vram: CPU until used) | "layer" (block streaming)
+    # where it lives at rest (toolkit/placement.py): resident (on `device`) | cpu_cache | staged | layers
+    placement: str = "resident"
+    group: int = 1                  # layers: blocks per group
+
+    @property
+    def at_rest(self) -> str:
+        """Where its weights are between its stages: "device" (resident), "host" (cpu_cache, layers: a
+        prefetch reads as cpu_cache) or "none" (staged: released until its stage reads it again)."""
+        return {"resident": "device", "staged": "none"}.get(self.placement, "host")
 
     @property
     def value_key(self) -> tuple:

@@ -2,8 +2,12 @@
 
 Plugged into the load funnel as its interceptor, so holders never see it. A build marks what it
 touched; afterwards `release_unused()` frees the rest (or keeps the most recently used within
-`keep_resident_bytes`). Identity is the funnel's ComponentIdentity: the weight files themselves,
-class, dtype and quantization; placement is re-applied in place on a hit.
+`keep_resident_bytes` on the device and `keep_host_bytes` in host memory). Identity is the funnel's
+ComponentIdentity: the weight files themselves, class, dtype and quantization. Placement (toolkit/placement.py)
+is no part of it: it changes where an entry lives, not its values, so a hit under another placement is
+re-placed in place (v2/residency.py: a cpu_cache copy becomes resident with one host->device copy, never a
+disk read). Each entry says where it lives at rest (`placement`, `at_rest`: device, host, none for a
+staged one), which the planner's budgets count (`bytes_at`).
 
 LoRA adapters are not components: toolkit/models/lora_adapters.py injects them into resident modules and
 switches them per request. The pool keeps their books (`adapters`: where each is injected, hits,
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from toolkit.models.v2.mixin import set_load_interceptor
+from toolkit.models.v2.residency import module_bytes
 
 
 @dataclass
@@ -31,6 +36,8 @@ class PoolEntry:
     hits: int = 0
     role: str = ""             # the role it was last loaded or reused as (one file can serve two roles)
     roles: set = field(default_factory=set)   # every role it serves in the latest build that used it
+    placement: str = "resident"   # its policy's placement (toolkit/placement.py)
+    at_rest: str = "device"       # where it is between stages: device | host | none (staged)
 
     @property
     def public_key(self) -> str:
@@ -40,7 +47,12 @@ class PoolEntry:
     def describe(self) -> dict:
         return {"key": self.public_key, "role": self.role or self.identity.role, "roles": sorted(self.roles), "class": self.identity.cls.rsplit(".", 1)[-1],
                 "bytes": self.bytes, "device": _device_of(self.module), "dtype": self.identity.dtype,
-                "qtype": self.identity.qtype, "last_used": self.last_used, "hits": self.hits}
+                "qtype": self.identity.qtype, "placement": self.placement, "at_rest": self.at_rest,
+                "last_used": self.last_used, "hits": self.hits}
+
+    def placed(self, policy):
+        self.placement = getattr(policy, "placement", "resident")
+        self.at_rest = getattr(policy, "at_rest", "device")
 
 
 @dataclass
@@ -72,23 +84,6 @@ class AdapterEntry:
                 "scale": self.scale, "last_used": self.last_used}
 
 
-def module_bytes(module) -> int:
-    if not isinstance(module, torch.nn.Module):
-        return 0
-    seen, total = set(), 0
-    for t in list(module.parameters()) + list(module.buffers()):
-        try:
-            storage = t.untyped_storage()
-            ptr = storage.data_ptr()
-            if ptr in seen:
-                continue
-            seen.add(ptr)
-            total += storage.nbytes()
-        except (RuntimeError, NotImplementedError):  # tensor subclasses (quantized) without one storage
-            total += t.numel() * t.element_size()
-    return total
-
-
 def _device_of(module) -> str | None:
     if isinstance(module, torch.nn.Module):
         for p in module.parameters():
@@ -97,7 +92,7 @@ def _device_of(module) -> str | None:
 
 
 def available_memory(device: str) -> int:
-    """Free bytes where `device`'s tensors live: CUDA free memory, or available RAM."""
+    """Free bytes where `device`'s tensors live: CUDA free memory, or available RAM (`cpu`, `host`)."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
         free, _total = torch.cuda.mem_get_info(torch.device(device))
         return free
@@ -112,8 +107,9 @@ def available_memory(device: str) -> int:
 
 
 class ComponentPool:
-    def __init__(self, keep_resident_bytes: int = 0, free_memory=available_memory):
+    def __init__(self, keep_resident_bytes: int = 0, free_memory=available_memory, keep_host_bytes: int = 0):
         self.keep_resident_bytes = keep_resident_bytes
+        self.keep_host_bytes = keep_host_bytes      # the same for entries kept in host memory (engine.keep_host_gb)
         self.free_memory = free_memory          # injectable: tests fake a small device
         self.entries: dict[str, PoolEntry] = {}
         self.hits = self.misses = self.evictions = 0
@@ -139,6 +135,7 @@ class ComponentPool:
                 entry.last_used = time.time()
                 entry.role = identity.role
                 entry.roles.add(identity.role)
+                entry.placed(policy)
                 if self._building:
                     self.last_build["reused"].append(identity.role)
                     self.last_build["reused_bytes"] += entry.bytes
@@ -153,6 +150,7 @@ class ComponentPool:
             self.loads += 1
             entry = self.entries[identity.key] = PoolEntry(identity, module, module_bytes(module), time.time(),
                                                            role=identity.role, roles={identity.role})
+            entry.placed(policy)
             self.loaded_bytes += entry.bytes
             if self._building:
                 self.last_build["loaded"].append(identity.role)
@@ -175,16 +173,24 @@ class ComponentPool:
             self._building = False
 
     def release_unused(self) -> int:
-        """Free entries the last build did not touch, keeping the most recently used of them
-        within keep_resident_bytes. Returns how many were freed."""
+        """Free entries the last build did not touch, keeping the most recently used of them within
+        keep_resident_bytes (those on the device) and keep_host_bytes (those in host memory: cpu_cache
+        and layers copies, prefetched reads). Returns how many were freed."""
         untouched = sorted((e for e in self.entries.values() if not e.touched), key=lambda e: -e.last_used)
-        budget, drop = self.keep_resident_bytes, []
+        budgets, drop = {"device": self.keep_resident_bytes, "host": self.keep_host_bytes}, []
         for e in untouched:
-            if budget and e.bytes <= budget:      # no budget: nothing untouched stays, weightless or not
-                budget -= e.bytes
+            where = "host" if e.at_rest == "host" else "device"
+            if budgets[where] and e.bytes <= budgets[where]:   # no budget: nothing untouched stays, weightless or not
+                budgets[where] -= e.bytes
             else:
                 drop.append(e)
         return self._drop(drop)
+
+    def bytes_at(self, where: str) -> int:
+        """Bytes of the entries at rest `where` (device | host): what the placement planner counts as
+        room (this model's own, or evictable)."""
+        with self._lock:
+            return sum(e.bytes for e in self.entries.values() if e.at_rest == where)
 
     def evict_untouched(self) -> int:
         """Free every entry the current build has not touched (memory pressure)."""
@@ -243,12 +249,14 @@ class ComponentPool:
         need = sum(size for _file, size, _mtime in identity.weights)   # weightless components: 0
         if not need:
             return
+        # where it lands: the device, or host memory ("host": a cpu_cache or layers copy, a staged read)
+        where = policy.device if getattr(policy, "at_rest", "device") == "device" else "host"
         victims = sorted((e for e in self.entries.values() if not e.touched), key=lambda e: e.last_used)
-        if not victims or self.free_memory(policy.device) >= need:
+        if not victims or self.free_memory(where) >= need:
             return
         for e in victims:
             self._drop([e], evicted=True)
-            if self.free_memory(policy.device) >= need:
+            if self.free_memory(where) >= need:
                 return
 
     def _drop(self, entries, evicted: bool = False) -> int:
