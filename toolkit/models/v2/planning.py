@@ -18,7 +18,8 @@ def plan_for(mc, gen=None, *, estimate, device: str, folders=(), roots=None, poo
     """The Plan `mc` runs with for `gen` (None: the arch's default request) on `device` now. `estimate`:
     the holder class's estimate_stage_bytes; `memory`: a simulated device (residency.SimulatedDevice, or
     anything answering mem_get_info and host_available), else the real one. On a CPU device that is not
-    simulated nothing is planned: the request's placements, the rest resident. Raises
+    simulated nothing is planned: the request's placements, the rest resident; nor where CUDA is named but
+    absent (the cluster's ingress names its replicas' components without a GPU of its own). Raises
     placement.PlacementError when nothing fits."""
     from toolkit.config_modules import GenerateImageConfig
     from toolkit.models import component_sizes
@@ -27,7 +28,7 @@ def plan_for(mc, gen=None, *, estimate, device: str, folders=(), roots=None, poo
     if parts is None:
         parts = component_sizes.parts(mc, folders, roots, device=device)
     known = {p.role for p in parts}
-    if memory is None and not str(device).startswith("cuda"):
+    if memory is None and not (str(device).startswith("cuda") and cuda_present()):
         placements = {p.role: forced.get(p.role, P.RESIDENT) for p in parts}
         plan = P.evaluate(parts, placements, {r: groups.get(r, 1) for r in placements}, 0,
                           P.Budget(device_free=0, reserve=0), "as asked" if forced else "resident")
@@ -42,6 +43,11 @@ def plan_for(mc, gen=None, *, estimate, device: str, folders=(), roots=None, poo
         plan = replace(plan, placements={**plan.placements, **extra},
                        groups={**plan.groups, **{r: groups.get(r, 1) for r, p in extra.items() if p == P.LAYERS}})
     return plan
+
+
+def cuda_present() -> bool:
+    import torch
+    return torch.cuda.is_available()
 
 
 def budget_now(device: str, pool=None, memory=None, reserve: int = P.GiB) -> "P.Budget":
