@@ -40,7 +40,7 @@ RESOLUTION = Param("Resolution", 512, 64, 2048, 8)
 @dataclass(frozen=True)
 class Preprocessor:
     name: str
-    modules: tuple                       # sd-webui-controlnet names it answers to (its module name, then its label)
+    modules: tuple                       # sd-webui-controlnet module names it answers to (and their MODULE_LABELS)
     resolution: Param | None = RESOLUTION   # None: works at the input's own size
     threshold_a: Param | None = None
     threshold_b: Param | None = None
@@ -67,28 +67,33 @@ PREPROCESSORS = {p.name: p for p in (
                  description="white where every channel is above the threshold"),
     Preprocessor("scribble", ("scribble_xdog",), threshold_a=Param("XDoG Threshold", 32, 1, 64),
                  description="difference of Gaussians, thresholded: a scribble"),
-    Preprocessor("lineart", ("lineart_standard", "lineart_standard (from white bg & black line)"),
+    Preprocessor("lineart", ("lineart_standard",),
                  description="lines by edges (the image minus its Gaussian blur), no model"),
     Preprocessor("tile", ("tile_resample",), resolution=None,
                  threshold_a=Param("Down Sampling Rate", 1.0, 1.0, 8.0, 0.01),
                  description="the image downscaled by the rate (area), for tile models"),
     Preprocessor("blur", ("blur_gaussian",), threshold_a=Param("Sigma", 9.0, 0.01, 64.0, 0.01),
                  description="Gaussian blur, for tile/blur models"),
-    Preprocessor("invert", ("invert", "invert (from white bg & black line)"), resolution=None,
+    Preprocessor("invert", ("invert",), resolution=None,
                  description="255 - the image: black lines on white become white on black"),
     Preprocessor("grayscale", ("recolor_luminance",), resolution=None,
                  threshold_a=Param("Gamma Correction", 1.0, 0.1, 2.0, 0.001),
                  description="luminance (CIELAB L), gamma-corrected, for recolor models"),
     Preprocessor("depth_anything", ("depth_anything", "depth_anything_v2"), model="depth_anything",
                  description="relative depth by Depth Anything (transformers), near is white"),
-    Preprocessor("depth_midas", ("depth", "depth_midas"), model="dpt",
+    Preprocessor("depth_midas", ("depth",), model="dpt",
                  description="relative depth by MiDaS/DPT (transformers' DPTForDepthEstimation)"),
-    Preprocessor("normal_midas", ("normal_map", "normal_midas"), model="dpt",
+    Preprocessor("normal_midas", ("normal_map",), model="dpt",
                  threshold_a=Param("Normal Background Threshold", 0.4, 0.0, 1.0, 0.01),
                  description="a normal map from MiDaS/DPT depth (Sobel gradients), as the extension's normal_midas"),
 )}
+# sd-webui-controlnet's labels (its `alias_names`) where they differ from its module names
+MODULE_LABELS = {"depth": "depth_midas", "normal_map": "normal_midas",
+                 "lineart_standard": "lineart_standard (from white bg & black line)",
+                 "invert": "invert (from white bg & black line)"}
 # an sd-webui-controlnet module name or label -> ours
-MODULES = {module: p.name for p in PREPROCESSORS.values() for module in p.modules}
+MODULES = {name: p.name for p in PREPROCESSORS.values() for module in p.modules
+           for name in (module, MODULE_LABELS.get(module, module))}
 
 
 def _join(where: str, key: str) -> str:

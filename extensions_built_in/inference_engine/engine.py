@@ -215,6 +215,7 @@ class Engine:
         self._files_bytes: dict = {}             # model key -> its weight files' bytes (queue_policy.load_cost)
         self.requests: dict[str, Request] = {}
         self._queue: collections.deque[Request] = collections.deque()
+        self._calls: collections.deque[WorkerCall] = collections.deque()   # worker_call()s waiting their turn
         self._finished: collections.deque[Request] = collections.deque()
         self._cv = threading.Condition()
         self._stopping = threading.Event()
@@ -521,6 +522,25 @@ class Engine:
                 "cond_cache": state.cond_cache if state else {}, "prefetch": state.prefetch if state else {},
                 "uptime": time.time() - self.started_at}
 
+    def worker_call(self, message, reply_type, timeout: float):
+        """Any thread: send `message` (one with a `task_id`, e.g. messages.Preprocess) to the worker between
+        requests, ahead of the queued ones, and return its `reply_type` answer. EngineBusy when the engine
+        stops, or the answer does not come within `timeout` seconds (a long request runs)."""
+        call = WorkerCall(message, reply_type)
+        with self._cv:
+            if self._stopping.is_set():
+                raise EngineBusy("the engine is stopping")
+            self._calls.append(call)
+            self._cv.notify_all()
+        if not call.done.wait(timeout):
+            with self._cv:
+                if call in self._calls:
+                    self._calls.remove(call)
+            raise EngineBusy(f"the worker did not get to it within {timeout:g} s (a request is running): try again")
+        if call.reply is None:
+            raise EngineBusy(call.error or "the engine is stopping")
+        return call.reply
+
     def request_unload(self):
         """Drop the holder and every pooled component (refused while a request runs or waits)."""
         with self._cv:
@@ -537,6 +557,11 @@ class Engine:
         with self._cv:
             pending = list(self._queue)
             self._queue.clear()
+            calls, self._calls = list(self._calls), collections.deque()
+        for call in calls:
+            call.error = "the engine is stopping"
+            call.done.set()
+        with self._cv:
             running = [r for r in self.running if not r.finished]
             for r in pending + running:
                 r.cancelled_by = r.cancelled_by or "the engine stopping"
@@ -580,13 +605,17 @@ class Engine:
         with self._cv:
             left = [r for r in self.requests.values() if not r.finished]
             self._queue.clear()
+            calls, self._calls = list(self._calls), collections.deque()
+        for call in calls:
+            call.error = reason
+            call.done.set()
         for r in left:
             r.cancel_event.set()
             self._finish(r, "cancelled" if self._stopping.is_set() else "error", reason)
 
     def _next_request(self) -> Request | None:
         with self._cv:
-            while not self._queue and not self._stopping.is_set():
+            while not self._queue and not self._calls and not self._stopping.is_set():
                 if self._unload_pending:
                     break
                 timeout = 1.0
@@ -596,19 +625,40 @@ class Engine:
                         break
                     timeout = min(timeout, remaining)
                 self._cv.wait(timeout)
-            if self._queue and not self._stopping.is_set():
+            call = self._calls.popleft() if self._calls and not self._stopping.is_set() else None
+            if call is None and self._queue and not self._stopping.is_set():
                 active = self.active_config
                 queued = list(self._queue)
                 i = qp.pick(queued, active.without_loras() if active else None, self.queue_policy, self.max_overtake)
                 self.current = queued[i]
                 self._queue.remove(self.current)
                 return self.current
+        if call is not None:
+            self._run_call(call)
+            return None
         if self._stopping.is_set():
             return None
         if self._unload_pending or (self.idle_unload_seconds and self.active_config is not None):
             self._unload_pending = False
             self.unload_all()
         return None
+
+    def _run_call(self, call: "WorkerCall"):
+        """A worker_call on the main thread: the message out, messages handled until its answer."""
+        try:
+            if self.worker is None or not self.worker.alive():
+                self._restart_worker(None)
+            self.worker.send(call.message)
+            task_id = call.message.task_id
+            call.reply = self._pump_until(lambda msg: isinstance(msg, call.reply_type) and msg.task_id == task_id)
+        except WorkerDied as e:
+            call.error = f"the generation worker {e}; it was restarted"
+            self._restart_worker(str(e))
+        except Exception as e:      # noqa: BLE001 - one call never ends the engine
+            contained("a worker call", e)
+            call.error = f"internal error: {type(e).__name__}: {e}"
+        finally:
+            call.done.set()
 
     def unload_all(self):
         """Drop the worker's holder and pool (waits for its State)."""
@@ -865,6 +915,16 @@ class Engine:
     def _set_idle(self):
         mc = self.active_config
         self.on_info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0)
+
+
+@dataclass(eq=False)
+class WorkerCall:
+    """A message for the worker outside the request queue (Engine.worker_call), and its answer."""
+    message: object
+    reply_type: type
+    reply: object = None
+    error: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 class EnginePolicy(Policy):

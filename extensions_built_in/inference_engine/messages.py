@@ -3,8 +3,8 @@ worker (torch, the component pool, the holders), as vLLM's EngineCoreRequest/Eng
 are: frozen dataclasses pickled over a local pipe. A request crosses as the GenerationRequest
 resolve_request made (toolkit/request.py), which the worker uses as it arrives. Nothing else crosses.
 
-engine -> worker: Run, Cancel, Load, Unload, Shutdown, Prefetch
-worker -> engine: Frame, Done, State, Info
+engine -> worker: Run, Cancel, Load, Unload, Shutdown, Prefetch, Preprocess
+worker -> engine: Frame, Done, State, Info, Preprocessed
 """
 from dataclasses import dataclass, field
 
@@ -86,3 +86,27 @@ class Prefetch:
     into CPU memory while the current request samples, within the memory budget. A hint: the worker
     may skip it, and a failed prefetch only costs the next request its own load."""
     model: object
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """Make a control map (toolkit/control_maps.make_map) in the worker, where a model-based preprocessor's
+    model loads (a pool component): `image` the input's bytes (checked by the engine), the parameters
+    checked too. Answered by a `Preprocessed` with the same `task_id` (after a State)."""
+    task_id: str
+    preprocessor: str
+    image: bytes
+    resolution: int | None = None
+    threshold_a: float | None = None
+    threshold_b: float | None = None
+
+
+# -- worker -> engine, later additions ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Preprocessed:
+    """The map of a Preprocess as PNG bytes, or why not: `error` (one line) and `field` (a ConfigError's
+    key, None for a failure that is no bad value)."""
+    task_id: str
+    png: bytes = b""
+    error: str | None = None
+    field: str | None = None

@@ -17,12 +17,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extensions_built_in.inference_engine.engine import Engine
 from extensions_built_in.inference_engine.http_guard import EngineRoute, OriginGuard
-from extensions_built_in.inference_engine.routes import catalog, downloads, files, generation, health, outputs, queue, results
+from extensions_built_in.inference_engine.routes import (catalog, downloads, files, generation, health, outputs, preprocess,
+                                                         queue, results)
 from extensions_built_in.inference_engine.routes.common import require_token
 from toolkit.errors import ConfigError
 
 NATIVE_ROUTERS = (health.router, catalog.router, generation.router, queue.router, files.router, results.router,
-                  downloads.router)
+                  downloads.router, preprocess.router)
 
 
 def create_app(engine: Engine, token: str, extra_routes=None, docs: bool = False) -> FastAPI:

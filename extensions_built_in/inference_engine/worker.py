@@ -164,6 +164,9 @@ class WorkerCore:
         if isinstance(msg, m.Run):
             self.run(msg)                 # emits its State before its Done
             return
+        if isinstance(msg, m.Preprocess):
+            self.preprocess(msg)          # emits its State before its Preprocessed
+            return
         if isinstance(msg, m.Load):
             self.load(msg.model)
         elif isinstance(msg, m.Unload):
@@ -194,6 +197,41 @@ class WorkerCore:
     def load(self, mc):
         self._ensure_holder(mc, None, self._plan(mc))
         self._info_idle()
+
+    def preprocess(self, msg: m.Preprocess):
+        """A control map (toolkit/control_maps.py); a model-based preprocessor's model loads through the funnel
+        into this worker's pool (toolkit/annotators.py), where it stays as any unused component does."""
+        import io
+
+        from PIL import Image, ImageOps
+
+        from toolkit import annotators, control_maps
+        from toolkit.errors import ConfigError
+        from toolkit.models.v2.mixin import thread_load_interceptor
+
+        def load_model(key):
+            status = lambda message, stage="status": self.emit(m.Info(f"Preprocessing: {message}"))
+            with self.prefetcher.paused(), thread_load_interceptor(self.pool):
+                return annotators.load(key, self.model_folders, device=self.device, status=status)
+
+        try:
+            with Image.open(io.BytesIO(msg.image)) as im:      # checked by the engine before it was sent
+                im = ImageOps.exif_transpose(im)
+                im.load()
+            out = control_maps.make_map(msg.preprocessor, im, resolution=msg.resolution, threshold_a=msg.threshold_a,
+                                        threshold_b=msg.threshold_b, load_model=load_model)
+            buf = io.BytesIO()
+            out.save(buf, format="PNG")
+            reply = m.Preprocessed(msg.task_id, buf.getvalue())
+        except ConfigError as e:
+            reply = m.Preprocessed(msg.task_id, error=e.message, field=e.key)
+        except annotators.AnnotatorMissing as e:
+            reply = m.Preprocessed(msg.task_id, error=str(e), field="preprocessor")
+        except Exception as e:   # the worker keeps serving whatever one map did
+            reply = m.Preprocessed(msg.task_id, error=f"{type(e).__name__}: {e}")
+        self._info_idle()
+        self.emit(self.state())          # what is resident is known before the map is seen to end
+        self.emit(reply)
 
     def unload_all(self):
         self._drop_holder()

@@ -1,5 +1,6 @@
 """Compatibility routes for clients that already exist, one module per API family:
-`a1111` (A1111 / stable-diffusion.cpp `/sdapi/v1/*`: SillyTavern, SD.Next-style clients, webuiapi)
+`a1111` (A1111 / stable-diffusion.cpp `/sdapi/v1/*`: SillyTavern, SD.Next-style clients, webuiapi),
+`controlnet` (the sd-webui-controlnet extension's /controlnet/module_list and /controlnet/detect)
 and `openai` (`/v1/images/generations`, `/v1/images/edits`, `/v1/models`); `common` holds their auth,
 error answer and the shared `Session`, `inputs` the checks and preparation of the images img2img and
 edits take, `preview` the latent PNG of /sdapi/v1/progress.
@@ -19,7 +20,7 @@ password of HTTP Basic auth with any user name (A1111 clients' `--api-auth user:
 """
 from fastapi import FastAPI, HTTPException, Request as HttpRequest
 
-from extensions_built_in.inference_engine.compat import a1111, openai
+from extensions_built_in.inference_engine.compat import a1111, controlnet, openai
 from extensions_built_in.inference_engine.compat.common import REALM, CompatError, Session, authorized, compat_error
 from extensions_built_in.inference_engine.http_guard import auth_first
 from toolkit.errors import ConfigError
@@ -41,6 +42,7 @@ def compat_routes(*, engine=None):
             route.session = Session(eng)
         app.add_exception_handler(CompatError, compat_error)
         a1111.add_routes(app, route.session, authorized)
+        controlnet.add_routes(app, route.session, authorized)
         openai.add_routes(app, route.session, authorized)
 
     route.session = None

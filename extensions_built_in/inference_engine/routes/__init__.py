@@ -10,6 +10,8 @@
 - `results`: GET /results, the results feed (every request that ended, whoever asked)
 - `downloads`: downloads a person asks for: POST /downloads, GET /downloads, DELETE /downloads/{id},
   POST /downloads/{id}/resume
+- `preprocess`: control maps: POST /preprocess (the map of an image, to see before generating),
+  GET /preprocessors
 - `outputs`: GET /outputs/{relpath}, which the compat port serves too (compat/__init__.py), each port
   behind its own token check
 
