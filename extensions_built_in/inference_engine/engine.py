@@ -673,9 +673,10 @@ class Engine:
 
     def library(self) -> dict:
         """Every model usable here: the loaded one, the tiny ones, hub cache, model folders, profiles
-        (toolkit/library.py)."""
-        from toolkit import library
-        return library.scan(self.model_folders, self.profiles, loaded=self.active_config)
+        (toolkit/library.py); `annotators`: the preprocessors' model folders found (toolkit/annotators.py)."""
+        from toolkit import annotators, library
+        return {**library.scan(self.model_folders, self.profiles, loaded=self.active_config),
+                "annotators": annotators.listing(self.model_folders)}
 
     @functools.cached_property
     def downloads(self):

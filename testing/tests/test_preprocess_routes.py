@@ -50,10 +50,14 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def srv(models, tmp_path_factory):
+    import huggingface_hub.constants
+    hub = pytest.MonkeyPatch()          # an empty hub cache: what is found is the model folder's
+    hub.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path_factory.mktemp("hub")))
     s = InProcessEngine(str(tmp_path_factory.mktemp("engine")), token=TOKEN, extra_routes=[compat_routes()],
                         model_folders=[str(models)])
     yield s
     s.close()
+    hub.undo()
 
 
 def loader(models):
@@ -127,6 +131,8 @@ def test_the_preprocessor_table_is_served(srv):
     assert rows["canny"]["params"]["threshold_a"]["default"] == 100 and rows["canny"]["model_free"]
     assert rows["depth_anything"]["available"] and not rows["depth_midas"]["available"]
     assert [a["key"] for a in body["annotators"]] == ["depth_anything"]
+    library = srv.client.get("/library").json()["annotators"]
+    assert [(a["key"], a["source"]) for a in library] == [("depth_anything", "folder")]
 
 
 # -- the sd-webui-controlnet routes ------------------------------------------------------------------------
