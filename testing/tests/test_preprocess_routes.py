@@ -214,3 +214,37 @@ def test_the_http_process_stays_torch_free_while_maps_are_made(models, tmp_path)
             assert "libtorch" not in f.read(), "the engine's HTTP process has imported torch"
     finally:
         assert proc.stop() == 0
+
+
+def test_maps_are_made_while_a_request_runs(srv, tiny, models):
+    """A request holds its first step (faults.hold_step) with another queued behind it: a model-free map answers
+    at once (the HTTP process makes it); a depth map waits its turn for the worker, ahead of the queued request,
+    and is made once the held one ends; both requests still finish."""
+    import threading
+    faults = srv.engine.faults
+    faults.reset(hold_step=1)
+    gen = lambda rid: {"model": {"arch": "zimage", "name_or_path": tiny("zimage")}, "request_id": rid,
+                       "sample": {"prompt": "a", "width": 64, "height": 64, "num_inference_steps": 2},
+                       "stream": {"detach": True}}
+    answers = {}
+    try:
+        srv.client.stream(gen("pp-hold"), on_frame=lambda h, p: h["type"] == "progress")
+        srv.client.stream(gen("pp-next"), on_frame=lambda h, p: True)
+        im = picture(128, 64)
+        r = srv.client.post("/preprocess", json={"image": data_url(im), "preprocessor": "canny"})
+        assert r.status_code == 200 and srv.engine.get("pp-hold").status == "running"
+        depth = threading.Thread(target=lambda: answers.update(r=srv.client.post(
+            "/preprocess", json={"image": data_url(im), "preprocessor": "depth_anything", "processor_res": 64})))
+        depth.start()
+        with srv.engine._cv:            # the map waits its turn for the worker
+            assert srv.engine._cv.wait_for(lambda: len(srv.engine._calls) == 1, timeout=60)
+    finally:
+        faults.hold_step = 0
+        srv.client.post("/cancel/pp-hold")
+    depth.join(120)
+    assert answers["r"].status_code == 200, answers["r"].text
+    np.testing.assert_array_equal(decoded(answers["r"].content),
+                                  np.asarray(make_map("depth_anything", im, resolution=64, load_model=loader(models))))
+    nxt = srv.engine.get("pp-next")
+    assert nxt.done_event.wait(120) and nxt.status == "ok", nxt.error
+    assert srv.engine.get("pp-hold").status == "cancelled"
