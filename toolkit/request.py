@@ -67,6 +67,9 @@ class Policy:
         """An input's value (an image, video or audio: `kind`) as the file the worker reads."""
         return value
 
+    def check_inputs(self, mc: ModelConfig, gen: GenerateImageConfig):
+        """The request with its inputs stored (their files read): what depends on them (ConfigError)."""
+
     def upscaler(self, name: str, where: str) -> str | None:
         """A pixel upscaler's name as what runs it: None for a built-in (Lanczos, Nearest), else its
         model file. Here a path to an existing file (toolkit/upscalers.py); the engine's also finds a
@@ -100,6 +103,7 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
                   for name in GenerateImageConfig.INPUTS if getattr(gen, name)}                 # URL is stored
         gen = replace(gen, **inputs).seeded()
         input_media.check_fits(gen)
+        policy.check_inputs(mc, gen)
     return GenerationRequest(mc, gen, opts, request_id)
 
 
