@@ -34,6 +34,7 @@ from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit import images, input_media
 from toolkit.errors import ConfigError
 from toolkit.file_settings import display_name
+from toolkit.hires import UPSCALE
 from toolkit.local_weights import weights_here
 from toolkit.models.base_model import batch_paths, output_files
 from toolkit.media import atomic_path
@@ -762,7 +763,7 @@ class Engine:
         with self._cv:
             queued = list(self._queue)
             nxt = queued[qp.pick(queued, resident, self.queue_policy, self.max_overtake, bump=False)] if queued else None
-        if nxt is not None and nxt.model.without_loras() != resident:
+        if nxt is not None and nxt.model.without_loras() != resident and nxt.sample.task != UPSCALE:
             self.worker.send(m.Prefetch(nxt.model))
 
     def _restart_worker(self, reason: str | None):
@@ -887,6 +888,8 @@ class EnginePolicy(Policy):
         return model
 
     def check(self, mc, gen):
+        if gen.task == UPSCALE:      # the upscaler alone: nothing of the model loads, its sizes are not made
+            return
         loras.check_files(mc)
         check_named_files(mc)                  # a malformed safetensors file: a 422 naming its key
         lim.check_request(self.engine.limits, mc, gen)
