@@ -265,3 +265,97 @@ def test_task_upscale_alone(eng, tmp_path):
     body["sample"]["upscale"]["scale"] = 5
     r = eng.client.post("/generate", json=body)
     assert r.status_code == 422 and "sample.upscale.scale" in r.text
+
+
+# -- the A1111 API, as SillyTavern sends it -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def a1111(tiny, esrgan, tmp_path_factory):
+    from extensions_built_in.inference_engine.compat import compat_routes
+    e = InProcessEngine(str(tmp_path_factory.mktemp("a1111")), token=TOKEN, upscaler_folder=str(esrgan),
+                        extra_routes=[compat_routes()], limits={"max_pixels": 200 * 200})
+    e.engine.default_model = {"arch": "sd1", "name_or_path": tiny("sd1")}
+    yield e
+    e.close()
+
+
+def _st_payload(**over):
+    """SillyTavern's SD WebUI txt2img body (its extension's generateAutoImage), hires on."""
+    body = {"prompt": "a cat", "negative_prompt": "blurry", "sampler_name": "Default", "scheduler": "Automatic",
+            "steps": 2, "cfg_scale": 7, "width": 64, "height": 64, "restore_faces": False, "enable_hr": True,
+            "hr_scale": 1.5, "hr_upscaler": "Latent", "hr_second_pass_steps": 0, "denoising_strength": 0.7,
+            "hr_prompt": "", "hr_negative_prompt": "", "seed": 11, "send_images": True, "save_images": False,
+            "override_settings_restore_afterwards": True, "override_settings": {}, "clip_skip": 1,
+            "n_iter": 1, "batch_size": 1, "faceid_enabled": False}
+    body.update(over)
+    return body
+
+
+def _decode(b64):
+    import base64
+    import io
+    return Image.open(io.BytesIO(base64.b64decode(b64)))
+
+
+def test_a1111_txt2img_enable_hr_as_sillytavern_sends_it(a1111, tiny):
+    import json
+    auth = ("user", TOKEN)
+    r = a1111.client.http.post("/sdapi/v1/txt2img", json=_st_payload(), auth=auth)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    image = _decode(out["images"][0])
+    assert image.size == (96, 96)                        # 64 x 1.5
+    info = json.loads(out["info"])
+    assert "Hires upscale: 1.5" in info["infotexts"][0] and "Hires upscaler: Latent" in info["infotexts"][0]
+    # the same request on the native API: the same image
+    native = {"model": {"arch": "sd1", "name_or_path": tiny("sd1")},
+              "sample": {"prompt": "a cat", "negative_prompt": "blurry", "num_inference_steps": 2,
+                         "guidance_scale": 7, "width": 64, "height": 64, "seed": 11, "output_ext": "png",
+                         "hires": {"scale": 1.5, "upscaler": "Latent", "denoise": 0.7}}}
+    frames = a1111.client.stream(native)
+    res = next(h for h, _ in frames if h["type"] == "result")
+    want = Image.open(__import__("io").BytesIO(a1111.client.get(res["url"]).content))
+    assert np.array_equal(np.asarray(image), np.asarray(want))
+    # an upscale model by its name, and a hires prompt
+    r = a1111.client.http.post("/sdapi/v1/txt2img", json=_st_payload(hr_upscaler="tiny-2x", hr_prompt="a sharp cat",
+                                                                      hr_second_pass_steps=3), auth=auth)
+    assert r.status_code == 200 and _decode(r.json()["images"][0]).size == (96, 96)
+    # an unknown upscaler, and a hires past max_pixels: 422s naming the client's field
+    r = a1111.client.http.post("/sdapi/v1/txt2img", json=_st_payload(hr_upscaler="R-ESRGAN 4x+"), auth=auth)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "hr_upscaler"]
+    r = a1111.client.http.post("/sdapi/v1/txt2img", json=_st_payload(hr_scale=4), auth=auth)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "hr_scale"]
+    # enable_hr false: the fields are read by nothing
+    r = a1111.client.http.post("/sdapi/v1/txt2img", json=_st_payload(enable_hr=False, hr_upscaler="nope"), auth=auth)
+    assert r.status_code == 200 and _decode(r.json()["images"][0]).size == (64, 64)
+
+
+def test_a1111_upscaler_lists_and_extras(a1111):
+    import base64
+    import io
+    auth = ("user", TOKEN)
+    ups = a1111.client.http.get("/sdapi/v1/upscalers", auth=auth).json()
+    names = [u["name"] for u in ups]
+    assert names[:3] == ["None", "Lanczos", "Nearest"] and "tiny-2x" in names and "tiny-realesrgan-4x" in names
+    assert set(ups[0]) == {"name", "model_name", "model_path", "model_url", "scale"}
+    entry = next(u for u in ups if u["name"] == "tiny-realesrgan-4x")
+    assert entry["scale"] == 4 and "/" not in entry["model_path"]
+    modes = a1111.client.http.get("/sdapi/v1/latent-upscale-modes", auth=auth).json()
+    assert modes[0] == {"name": "Latent"} and {"name": "Latent (nearest-exact)"} in modes
+    rng = np.random.default_rng(2)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(buf, "PNG")
+    b64 = base64.b64encode(buf.getvalue()).decode()
+    body = {"image": b64, "resize_mode": 0, "show_extras_results": True, "gfpgan_visibility": 0,
+            "codeformer_visibility": 0, "codeformer_weight": 0, "upscaling_resize": 2, "upscaling_resize_w": 512,
+            "upscaling_resize_h": 512, "upscaling_crop": True, "upscaler_1": "tiny-2x", "upscaler_2": "None",
+            "extras_upscaler_2_visibility": 0, "upscale_first": False}
+    r = a1111.client.http.post("/sdapi/v1/extra-single-image", json=body, auth=auth)
+    assert r.status_code == 200, r.text
+    assert _decode(r.json()["image"]).size == (80, 60)
+    r = a1111.client.http.post("/sdapi/v1/extra-batch-images", auth=auth, json={
+        **{k: v for k, v in body.items() if k != "image"}, "upscaler_1": "Lanczos", "upscaling_resize": 1.5,
+        "imageList": [{"data": b64, "name": "a.png"}, {"data": b64, "name": "b.png"}]})
+    assert r.status_code == 200, r.text
+    assert [_decode(i).size for i in r.json()["images"]] == [(60, 45), (60, 45)]
+    r = a1111.client.http.post("/sdapi/v1/extra-single-image", json={**body, "upscaler_1": "4x-Nope"}, auth=auth)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "upscaler_1"]
