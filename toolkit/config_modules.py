@@ -345,7 +345,7 @@ class GenerateImageConfig(Settings):
                 if spec.round_size:
                     out[name]["rounded"] = True
         out["output_ext"]["choices"] = list(OUTPUT_EXTS[spec.modality])
-        out["task"]["choices"] = [t.name for t in spec.tasks_for(variant)] + ([UPSCALE] if "upscale" in out else [])
+        out["task"]["choices"] = [t.name for t in spec.tasks_for(variant)]     # not upscale: no diffusion task
         samplers = [s.name for s in spec.samplers()]
         if samplers:
             out["sampler"]["choices"] = samplers
