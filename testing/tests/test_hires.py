@@ -359,3 +359,22 @@ def test_a1111_upscaler_lists_and_extras(a1111):
     assert [_decode(i).size for i in r.json()["images"]] == [(60, 45), (60, 45)]
     r = a1111.client.http.post("/sdapi/v1/extra-single-image", json={**body, "upscaler_1": "4x-Nope"}, auth=auth)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "upscaler_1"]
+
+
+def test_library_lists_the_trees_upscale_models(tmp_path):
+    """A1111's models/ESRGAN and ComfyUI's models/upscale_models: GET /library's `upscaler` entries, and names
+    a request may give."""
+    from toolkit import library, upscalers
+    from toolkit.models.tiny.esrgan import write_tiny_esrgan
+    a1111 = tmp_path / "webui" / "models"
+    (a1111 / "Stable-diffusion").mkdir(parents=True)
+    write_tiny_esrgan(a1111 / "ESRGAN", "4x-Tiny", 4, "old")
+    comfy = tmp_path / "ComfyUI" / "models"
+    (comfy / "checkpoints").mkdir(parents=True)
+    write_tiny_esrgan(comfy / "upscale_models", "2x-Tiny", 2, "old", "safetensors")
+    entries = library.scan_folder(str(a1111)) + library.scan_folder(str(tmp_path / "ComfyUI"))
+    ups = {e["upscaler"]: e for e in entries if e["kind"] == "upscaler"}
+    assert set(ups) == {"4x-Tiny", "2x-Tiny"} and ups["2x-Tiny"]["tree"] == "comfyui"
+    found = upscalers.model_files(([str(a1111), str(tmp_path / "ComfyUI")], ()))
+    assert set(found) == {"4x-Tiny", "2x-Tiny"}
+    assert upscalers.resolve("2x-Tiny", "x", ([str(tmp_path / "ComfyUI")], ())) == found["2x-Tiny"]
