@@ -235,6 +235,12 @@ def test_frames_name_their_pass_and_the_file_records_both(eng):
     assert pool
 
 
+def test_native_upscaler_list(eng):
+    listed = eng.client.get("/upscalers").json()["upscalers"]
+    assert listed[0] == {"name": "Latent", "kind": "latent"} and {"name": "Lanczos", "kind": "pixel"} in listed
+    assert {"name": "tiny-2x", "kind": "model", "file": "tiny-2x.pth"} in listed
+
+
 def test_hires_past_max_pixels_names_the_scale(eng):
     r = eng.client.post("/generate", json=_body(eng, {"scale": 4.0}))
     assert r.status_code == 422 and "sample.hires.scale" in r.text and "max_pixels" in r.text
