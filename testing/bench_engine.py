@@ -604,8 +604,20 @@ def main():
                     "CPU is mapped from the page cache, copying nothing)")
     ap.add_argument("--throughput", action="store_true", help="dynamic batching and queue policy figures "
                     "(testing/bench_throughput.py)")
+    ap.add_argument("--hires", action="store_true", help="hires fix in one request vs two requests "
+                    "(testing/bench_hires.py)")
+    ap.add_argument("--hires-size", type=int, default=256, help="with --hires: the base pass's side")
+    ap.add_argument("--hires-steps", type=int, default=10, help="with --hires: steps per pass")
+    ap.add_argument("--model", help="with --hires: a model folder or file (default: tiny sd1)")
+    ap.add_argument("--arch", help="with --hires --model: its arch")
+    ap.add_argument("--device", help="with --hires: the engine's device (default cpu)")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
     args = ap.parse_args()
+    if args.hires:
+        from testing import bench_hires
+        args.repeat = 3 if args.quick else args.repeat
+        bench_hires.write(bench_hires.run(args), os.path.join(ROOT, "testing", ".bench", "bench_hires.json"))
+        return
     if args.throughput:
         from testing import bench_throughput
         bench_throughput.write(bench_throughput.run(args), os.path.join(ROOT, "testing", ".bench"))

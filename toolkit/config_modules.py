@@ -12,6 +12,7 @@ from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, des
 from toolkit.models.arch import IMAGE_INPUTS, INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec, load_object
 from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
+from toolkit.hires import UPSCALE, HiresSettings, UpscaleSettings, check_task as check_upscale_task
 
 RESIZE_MODES = ("resize", "crop", "fill")      # A1111's resize_mode 0, 1, 2: just resize, crop and resize, resize and fill
 INPUT_ROLES = {"init_img": "the image to start from", "mask_img": "the inpaint mask: white = repaint",
@@ -227,7 +228,8 @@ MAX_SIZE = 16384          # width and height: past every arch's RoPE and VAE til
 MAX_SECONDS = 600         # audio: ten minutes, past every audio arch's training clips
 # the fields a modality has: another modality's value is taken as given and never used
 MODALITY_FIELDS = {"width": ("image", "video"), "height": ("image", "video"), "num_frames": ("video",),
-                   "fps": ("video",), "duration": ("audio",), "mask_start": ("audio",), "mask_end": ("audio",)}
+                   "fps": ("video",), "duration": ("audio",), "mask_start": ("audio",), "mask_end": ("audio",),
+                   "hires": ("image",), "upscale": ("image",)}
 # fields only a task reads (GET /models serves them where the arch has the task; another task refuses them)
 TASK_FIELDS = {"mask_start": "audio_inpaint", "mask_end": "audio_inpaint"}
 
@@ -259,7 +261,7 @@ class GenerateImageConfig(Settings):
                                        "generate anew starts here (seconds)")
     mask_end: float | None = setting(None, min=0, max=MAX_SECONDS, exclusive_min=True,
                                      doc="audio_inpaint: the region ends here (seconds)")
-    task: str | None = setting(None, choices=(None, *TASKS), doc="None: inferred from the inputs")
+    task: str | None = setting(None, choices=(None, *TASKS, UPSCALE), doc="None: inferred from the inputs")
     strength: float | None = setting(None, min=0, max=1, exclusive_min=True,
                                      doc="img2img/inpaint: how much of the init image is re-noised")
     resize_mode: str = setting("crop", choices=RESIZE_MODES)   # input images to the request size (A1111's 0, 1, 2)
@@ -267,13 +269,15 @@ class GenerateImageConfig(Settings):
     batch_size: int = setting(1, min=1)   # images made in one pass (seed + i each)
     cache: dict | str | None = None  # step cache for this request (toolkit/models/step_cache.py); not model identity
     output_ext: str = ""
+    hires: HiresSettings | None = None     # a second, larger img2img pass (toolkit/hires.py)
+    upscale: UpscaleSettings | None = None  # task upscale's upscaler (toolkit/hires.py)
     extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
     warnings: tuple = ()             # adjustments made while validating (shown to the user)
 
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
               "num_frames", "fps", "duration", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3", "init_img",
               "mask_img", "init_video", "mask_video", "init_audio", "mask_start", "mask_end", "task", "strength",
-              "resize_mode", "sampler", "batch_size", "output_ext", "cache")
+              "resize_mode", "sampler", "batch_size", "output_ext", "cache", "hires", "upscale")
     IMAGE_INPUTS = IMAGE_INPUTS
     INPUTS = INPUTS
 
@@ -329,6 +333,8 @@ class GenerateImageConfig(Settings):
                 continue
             if name in TASK_FIELDS and TASK_FIELDS[name] not in {t.name for t in spec.tasks_for(variant)}:
                 continue
+            if name == "hires" and "img2img" not in {t.name for t in spec.tasks_for(variant)}:
+                continue
             out[name] = {k: v for k, v in described[name].items() if k != "default"}   # the arch's: its `sample`
         reach = spec.max_side_for(variant)
         for name in ("width", "height"):
@@ -339,7 +345,7 @@ class GenerateImageConfig(Settings):
                 if spec.round_size:
                     out[name]["rounded"] = True
         out["output_ext"]["choices"] = list(OUTPUT_EXTS[spec.modality])
-        out["task"]["choices"] = [t.name for t in spec.tasks_for(variant)]
+        out["task"]["choices"] = [t.name for t in spec.tasks_for(variant)]     # not upscale: no diffusion task
         samplers = [s.name for s in spec.samplers()]
         if samplers:
             out["sampler"]["choices"] = samplers
@@ -370,6 +376,8 @@ class GenerateImageConfig(Settings):
 
     def to_dict(self) -> dict:
         d = {name: getattr(self, name) for name in self.COMMON}
+        for name in ("hires", "upscale"):
+            d[name] = d[name].to_dict() if d[name] is not None else None
         d.update(self.extras)
         return d
 
@@ -432,6 +440,9 @@ def _resolve_task(v: dict, spec: ArchSpec, where: str, variant: str | None = Non
     An input the task does not take, a missing one, or a task the variant does not serve is
     refused, naming the field."""
     given = [name for name in INPUTS if v.get(name)]
+    if v.get("task") == UPSCALE and spec.modality == "image":    # any image model's: nothing of it is loaded
+        check_upscale_task(v, where)
+        return
     tasks = spec.tasks_for(variant)
     served = ", ".join(t.name for t in tasks)
     who = f"arch {spec.name}" + (f" ({variant})" if variant and tasks != spec.tasks else "")

@@ -107,7 +107,23 @@ def public_sample(gen, seed: int | None = None) -> dict:
     for key in gen.INPUTS:
         if d.get(key):
             d[key] = os.path.basename(d[key])
+    for key in ("hires", "upscale"):        # an upscale model by its name, never its path
+        if d.get(key):
+            from toolkit.hires import upscaler_label
+            d[key] = {**d[key], "upscaler": upscaler_label(d[key]["upscaler"])}
     return d
+
+
+def passes(mc, gen) -> list | None:
+    """A hires request's two passes as they ran (toolkit/hires.py): size, steps, and the second's
+    strength and upscaler; None for a request of one pass."""
+    from toolkit.hires import hires_size, steps_of, upscaler_label
+    if getattr(gen, "hires", None) is None:
+        return None
+    w, h = hires_size(gen.width, gen.height, gen.hires.scale, mc.spec.size_divisor)
+    return [{"pass": "base", "width": gen.width, "height": gen.height, "steps": gen.num_inference_steps},
+            {"pass": "hires", "width": w, "height": h, "steps": steps_of(gen), "strength": gen.hires.denoise,
+             "upscaler": upscaler_label(gen.hires.upscaler)}]
 
 
 def model_label(mc) -> str:
@@ -155,8 +171,13 @@ def a1111_text(mc, sample: dict, modality: str, scheduler: str | None = None) ->
               "Model": model_label(mc), "Denoising strength": sample.get("strength"),
               "Frames": sample["num_frames"] if modality == "video" else None,
               "FPS": sample["fps"] if modality == "video" else None,
-              "Duration": sample["duration"] if modality == "audio" else None,
-              "Version": VERSION_TEXT}
+              "Duration": sample["duration"] if modality == "audio" else None}
+    hr = sample.get("hires")
+    if hr:          # A1111's hires keys (processing.py); its Denoising strength is the second pass's
+        params.update({"Denoising strength": hr["denoise"], "Hires upscale": hr["scale"],
+                       "Hires steps": hr["steps"] or None, "Hires upscaler": hr["upscaler"],
+                       "Hires prompt": hr.get("prompt"), "Hires negative prompt": hr.get("negative_prompt")})
+    params["Version"] = VERSION_TEXT
     return infotext(sample["prompt"], sample["negative_prompt"], params)
 
 
@@ -167,6 +188,8 @@ def file_metadata(mc, gen, *, seed: int | None = None, scheduler: str | None = N
     sample = public_sample(gen, seed)
     settings = {"version": FORMAT_VERSION, "modality": modality, "scheduler": scheduler,
                 "model": public_model(mc), "sample": sample}
+    if passes(mc, gen):
+        settings["passes"] = passes(mc, gen)
     return {PARAMETERS_KEY: a1111_text(mc, sample, modality, scheduler),
             SETTINGS_KEY: json.dumps(settings, ensure_ascii=True, sort_keys=True, separators=(",", ":"),
                                      allow_nan=False)}

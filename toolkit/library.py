@@ -15,7 +15,7 @@ Where models are looked for:
 - the model the engine holds loaded, and the tiny models (`tiny:<arch>`): toolkit/library_builtin.py.
 
 An Entry: {name, source: loaded|tiny|hub|folder|profile, path (folder/file; null for a profile), repo (hub only),
-kind: pipeline|checkpoint (all-in-one)|single_file (a denoiser alone)|component|lora, tree (a folder's:
+kind: pipeline|checkpoint (all-in-one)|single_file (a denoiser alone)|component|lora|vae_approx|upscaler, tree (a folder's:
 comfyui|a1111|plain), arch (null when not detected), variant, role (a single file's component role),
 format (e.g. "bf16 diffusers", "comfy_scaled_fp8"), dtype, bytes (on disk, each file once), complete,
 missing (what makes it incomplete), model (the `model` dict a POST /generate takes for it; null when it
@@ -364,6 +364,9 @@ def _walk(folder: str, root: str, tree, kind_hint: str | None, depth: int = 0, s
             elif depth < MAX_DEPTH:
                 sub = model_trees.hint(tree, n) if depth == 0 else kind_hint
                 yield from _walk(p, root, tree, sub, depth + 1, seen=seen)
+        elif kind_hint == model_trees.UPSCALER:
+            if n.lower().endswith((".pth", ".pt", ".ckpt", ".safetensors")):
+                yield library_files.upscaler_entry(p, root)
         elif n.lower().endswith(".safetensors"):
             yield _lora_entry(p, root) if kind_hint == model_trees.LORA else library_files.file_entry(p, root, kind_hint)
         elif n.lower().endswith(".gguf"):

@@ -22,7 +22,8 @@ from toolkit import companions, model_trees
 
 DTYPES = {"BF16": "bf16", "F16": "f16", "F32": "f32", "F64": "f64", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2"}
 KINDS = {model_trees.CHECKPOINT: "checkpoint", model_trees.DENOISER: "single_file",
-         model_trees.COMPONENT: "component", model_trees.LORA: "lora", model_trees.VAE_APPROX: "vae_approx"}
+         model_trees.COMPONENT: "component", model_trees.LORA: "lora", model_trees.VAE_APPROX: "vae_approx",
+         model_trees.UPSCALER: "upscaler"}
 
 
 def _dtype(counts: dict) -> str | None:
@@ -44,6 +45,15 @@ def vae_approx_entry(path: str, root: str) -> dict:
     if entry.get("error"):
         entry.update(complete=False, missing=[entry.pop("error")])
     return entry
+
+
+def upscaler_entry(path: str, root: str) -> dict:
+    """A file of an ESRGAN/ or upscale_models/ folder: an upscale model (toolkit/upscalers.py), named as
+    sample.hires.upscaler and A1111's hr_upscaler take it (the file's stem). Not opened: a .pth is a pickle."""
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    return {"name": rel, "source": "folder", "path": os.path.abspath(path), "repo": None, "kind": "upscaler",
+            "arch": None, "variant": None, "role": "upscaler", "bytes": os.path.getsize(path), "complete": True,
+            "missing": [], "model": None, "upscaler": os.path.splitext(os.path.basename(path))[0]}
 
 
 def file_entry(path: str, root: str, hint: str | None) -> dict:

@@ -4,13 +4,14 @@
     hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | VAE_APPROX | None
     component_dirs(folder) -> [folders holding text encoder and VAE files]
     vae_approx_dirs(folders) -> [folders holding tiny preview autoencoders (TAESD and kin)]
+    upscaler_dirs(folders) -> [folders holding upscale models (ESRGAN/, upscale_models/, a plain folder)]
     containing_tree(path) -> the tree whose models/ folder holds `path`, else None
     download_dir(folder, kind) -> where a downloaded file of that kind goes (toolkit/downloads.py)
 
 - ComfyUI `models/`: checkpoints/ (all-in-one), diffusion_models/ and unet/ (denoisers alone),
-  text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1).
+  text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1), upscale_models/.
 - A1111 / Forge `models/`: Stable-diffusion/ (checkpoints, and Forge's Flux denoisers), Lora/ and
-  LyCORIS/, VAE/, text_encoder/ (Forge), VAE-approx/ (TAESD decoders).
+  LyCORIS/, VAE/, text_encoder/ (Forge), VAE-approx/ (TAESD decoders), ESRGAN/ (RealESRGAN/, SwinIR/, DAT/).
 A configured folder may be the `models/` folder itself or the install above it (ComfyUI/,
 stable-diffusion-webui/); anything else is a plain folder of diffusers folders and single files.
 """
@@ -18,10 +19,11 @@ import os
 from dataclasses import dataclass
 
 CHECKPOINT, DENOISER, COMPONENT, LORA, VAE_APPROX = "checkpoint", "denoiser", "component", "lora", "vae_approx"
+UPSCALER = "upscaler"          # upscale models (ESRGAN and kin: toolkit/upscalers.py)
 COMFYUI = {"checkpoints": CHECKPOINT, "diffusion_models": DENOISER, "unet": DENOISER, "text_encoders": COMPONENT,
-           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX}
+           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX, "upscale_models": UPSCALER}
 A1111 = {"stable-diffusion": CHECKPOINT, "lora": LORA, "lycoris": LORA, "vae": COMPONENT, "text_encoder": COMPONENT,
-         "vae-approx": VAE_APPROX}
+         "vae-approx": VAE_APPROX, "esrgan": UPSCALER, "realesrgan": UPSCALER, "swinir": UPSCALER, "dat": UPSCALER}
 PLAIN = {"vae_approx": VAE_APPROX}      # a plain folder's one named sub-folder: tiny preview decoders
 TREES = {"comfyui": COMFYUI, "a1111": A1111, "plain": PLAIN}
 # the sub-folders that tell a tree apart (`vae/` is in both)
@@ -93,6 +95,20 @@ def vae_approx_dirs(folders) -> list:
         subs = _subdirs(tree.models)
         table = TREES.get(tree.kind, PLAIN)
         out += [os.path.join(tree.models, real) for low, real in sorted(subs.items()) if table.get(low) == VAE_APPROX]
+    return out
+
+
+def upscaler_dirs(folders) -> list:
+    """The folders of `folders`' trees holding upscale models: A1111's ESRGAN/ (RealESRGAN/, SwinIR/, DAT/),
+    ComfyUI's upscale_models/ (a plain folder has none: its files are models to generate with)."""
+    out = []
+    for folder in folders:
+        tree = tree_of(folder)
+        if tree.kind == "plain":
+            continue
+        subs = _subdirs(tree.models)
+        out += [os.path.join(tree.models, real) for low, real in sorted(subs.items())
+                if TREES[tree.kind].get(low) == UPSCALER]
     return out
 
 

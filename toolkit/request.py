@@ -7,7 +7,7 @@ Precedence: request/CLI > [generation] > profile > variant > arch.
 import re
 from dataclasses import dataclass, field, replace
 
-from toolkit import input_media
+from toolkit import hires, input_media
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError, check_values
 from toolkit.models.arch import INPUT_KINDS
@@ -67,6 +67,16 @@ class Policy:
         """An input's value (an image, video or audio: `kind`) as the file the worker reads."""
         return value
 
+    def check_inputs(self, mc: ModelConfig, gen: GenerateImageConfig):
+        """The request with its inputs stored (their files read): what depends on them (ConfigError)."""
+
+    def upscaler(self, name: str, where: str) -> str | None:
+        """A pixel upscaler's name as what runs it: None for a built-in (Lanczos, Nearest), else its
+        model file. Here a path to an existing file (toolkit/upscalers.py); the engine's also finds a
+        name in its upscaler folders."""
+        from toolkit import upscalers
+        return upscalers.resolve(name, where, folders=())
+
 
 NO_POLICY = Policy()
 
@@ -85,6 +95,7 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
     if sample is not None and not isinstance(sample, dict):
         raise ConfigError("sample", "must be a mapping")
     gen = GenerateImageConfig.from_dict({**profile_defaults, **(sample or {})}, mc, "sample")
+    gen = hires.resolved(gen, mc.spec, mc.variant, policy)      # its upscaler named by the policy
     policy.check(mc, gen)
     opts = StreamOptions.from_dict(stream, "stream")
     if not dry_run:
@@ -92,6 +103,7 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
                   for name in GenerateImageConfig.INPUTS if getattr(gen, name)}                 # URL is stored
         gen = replace(gen, **inputs).seeded()
         input_media.check_fits(gen)
+        policy.check_inputs(mc, gen)
     return GenerationRequest(mc, gen, opts, request_id)
 
 

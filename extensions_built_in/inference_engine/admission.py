@@ -59,6 +59,7 @@ def check_request(limits: Limits, mc, gen):
         if pixels > limits.max_pixels:
             raise ConfigError("sample.width", f"{gen.width}x{gen.height} is {pixels} pixels, over "
                               f"engine.limits.max_pixels ({limits.max_pixels})")
+    check_upscaled(limits, spec, gen)
     if spec.modality == "video" and gen.num_frames > limits.max_frames:
         raise ConfigError("sample.num_frames", _over("max_frames", gen.num_frames, limits.max_frames))
     if gen.batch_size > limits.max_batch:
@@ -78,6 +79,30 @@ def check_batch(limits: Limits, count: int):
     key `batch`, which each route names as its own field: `n`, `batch_size`)."""
     if count > limits.max_batch:
         raise ConfigError("batch", f"{count} images in one call is over engine.limits.max_batch ({limits.max_batch})")
+
+
+def check_upscaled(limits: Limits, spec, gen):
+    """A hires pass's size and steps within `limits` (naming sample.hires.scale, sample.hires.steps)."""
+    from toolkit import hires
+    if gen.hires is not None:
+        w, h = hires.hires_size(gen.width, gen.height, gen.hires.scale, spec.size_divisor)
+        if w * h > limits.max_pixels:
+            raise ConfigError("sample.hires.scale", f"{gen.width}x{gen.height} times {gen.hires.scale:g} is {w}x{h}, "
+                              f"{w * h} pixels, over engine.limits.max_pixels ({limits.max_pixels})")
+        if gen.hires.steps > limits.max_steps:
+            raise ConfigError("sample.hires.steps", _over("max_steps", gen.hires.steps, limits.max_steps))
+
+
+def check_upscale_input(limits: Limits, gen):
+    """Task upscale's output (its input image, stored, times sample.upscale.scale) within max_pixels."""
+    from toolkit import hires, images
+    if gen.task != hires.UPSCALE or not gen.init_img or gen.upscale is None:
+        return
+    iw, ih = images.check_image(gen.init_img, "sample.init_img")
+    w, h = hires.upscale_size(iw, ih, gen.upscale.scale)
+    if w * h > limits.max_pixels:
+        raise ConfigError("sample.upscale.scale", f"{iw}x{ih} times {gen.upscale.scale:g} is {w}x{h}, {w * h} "
+                          f"pixels, over engine.limits.max_pixels ({limits.max_pixels})")
 
 
 def check_memory(mc, gen, memory: dict | None):

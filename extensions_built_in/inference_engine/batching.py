@@ -21,8 +21,8 @@ def batch_key(model, sample) -> str | None:
     spec = model.spec
     if spec.modality != "image" or not spec.batch_arg:
         return None
-    if any(getattr(sample, name) for name in GenerateImageConfig.INPUTS):
-        return None
+    if any(getattr(sample, name) for name in GenerateImageConfig.INPUTS) or sample.hires is not None:
+        return None         # a hires request runs two passes of its own (toolkit/models/hires_run.py)
     shared = {k: v for k, v in sample.to_dict().items() if k not in PER_MEMBER}
     shared["negative_prompt_set"] = sample.negative_prompt is not None   # unset is the pipeline's default, not ""
     return json.dumps([model.to_dict(), shared], sort_keys=True, default=str)

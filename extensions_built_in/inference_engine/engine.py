@@ -34,6 +34,7 @@ from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit import images, input_media
 from toolkit.errors import ConfigError
 from toolkit.file_settings import display_name
+from toolkit.hires import UPSCALE
 from toolkit.local_weights import weights_here
 from toolkit.models.base_model import batch_paths, output_files
 from toolkit.media import atomic_path
@@ -189,6 +190,7 @@ class Engine:
         if self.model_roots is not None and self.lora_folder:
             self.model_roots.append(os.path.realpath(self.lora_folder))
         self.model_folders = [os.path.abspath(os.path.expanduser(f)) for f in s.folders()]
+        self.upscaler_folder = os.path.abspath(os.path.expanduser(s.upscaler_folder)) if s.upscaler_folder else None
         if self.model_roots is not None:
             self.model_roots.extend(os.path.realpath(f) for f in self.model_folders)
         self.limits = s.limits
@@ -273,6 +275,10 @@ class Engine:
         (toolkit/request.py)."""
         return resolve_request(model, sample, stream, profiles=self.profiles, dtype=self.dtype, policy=self.policy,
                                request_id=request_id, dry_run=dry_run)
+
+    def upscaler_folders(self) -> tuple:
+        """(model folders, upscaler folders): where upscale models are found (toolkit/upscalers.py)."""
+        return tuple(self.model_folders), ((self.upscaler_folder,) if self.upscaler_folder else ())
 
     def model_for_name(self, name: str | None) -> dict:
         """A model named by a client that knows names only (compat APIs): a profile, an arch, or None
@@ -808,7 +814,7 @@ class Engine:
         with self._cv:
             queued = list(self._queue)
             nxt = queued[qp.pick(queued, resident, self.queue_policy, self.max_overtake, bump=False)] if queued else None
-        if nxt is not None and nxt.model.without_loras() != resident:
+        if nxt is not None and nxt.model.without_loras() != resident and nxt.sample.task != UPSCALE:
             self.worker.send(m.Prefetch(nxt.model))
 
     def _restart_worker(self, reason: str | None):
@@ -943,6 +949,8 @@ class EnginePolicy(Policy):
         return model
 
     def check(self, mc, gen):
+        if gen.task == UPSCALE:      # the upscaler alone: nothing of the model loads, its sizes are not made
+            return
         loras.check_files(mc)
         check_named_files(mc)                  # a malformed safetensors file: a 422 naming its key
         lim.check_request(self.engine.limits, mc, gen)
@@ -953,6 +961,15 @@ class EnginePolicy(Policy):
 
     def input(self, value, where, kind="image"):
         return self.engine.resolve_asset(value, where, kind)
+
+    def check_inputs(self, mc, gen):
+        lim.check_upscale_input(self.engine.limits, gen)
+
+    def upscaler(self, name, where):
+        """A name of GET /upscalers (engine.upscaler_folder, the model folders' ESRGAN/ and upscale_models/)."""
+        from toolkit import upscalers
+        folders = self.engine.upscaler_folders()
+        return upscalers.resolve(name, where, folders, roots=[*folders[0], *folders[1]])
 
 
 def _time_load(req: Request, stage: str | None):

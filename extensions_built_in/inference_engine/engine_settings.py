@@ -36,6 +36,9 @@ class EngineSettings(Settings):
                           doc="process: generation in a supervised child process; thread: in this one")
     limits: Limits = setting(default_factory=Limits, doc="what one request may ask (admission.py)")
     lora_folder: str | None = setting(None, doc="where relative LoRA paths point")
+    upscaler_folder: str | None = setting(None, doc="upscale models (ESRGAN, RealESRGAN, SwinIR, DAT, ...: .pth or "
+                                          ".safetensors) for hires and task upscale, besides the model folders' "
+                                          "ESRGAN/ and upscale_models/")
     cond_cache_mb: float = setting(256.0, min=0, doc="prompt embeddings kept across requests (0: off)")
     prefetch: bool = setting(True, doc="read the next queued model's components while a request samples")
     max_batch: int = setting(4, min=1, doc="images one pipeline call makes for compatible queued requests (1: off)")
@@ -66,6 +69,8 @@ class EngineSettings(Settings):
             raise ConfigError(f"{where}.model_folders", f"must be a list of existing folders, got {self.model_folders!r}")
         if self.lora_folder is not None and not os.path.isdir(os.path.expanduser(self.lora_folder)):
             raise ConfigError(f"{where}.lora_folder", f"must be an existing folder, got {self.lora_folder!r}")
+        if self.upscaler_folder is not None and not os.path.isdir(os.path.expanduser(self.upscaler_folder)):
+            raise ConfigError(f"{where}.upscaler_folder", f"must be an existing folder, got {self.upscaler_folder!r}")
         if self.comfyui_path is not None and not os.path.isdir(os.path.join(os.path.expanduser(self.comfyui_path),
                                                                              "models")):
             raise ConfigError(f"{where}.comfyui_path", f"must be a ComfyUI install (a folder holding models/), "

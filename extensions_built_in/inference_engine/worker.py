@@ -246,6 +246,7 @@ class WorkerCore:
         ends at once (nothing written; its rows go on being computed, unseen); when all are, the
         call stops. The requests arrive resolved (toolkit/request.py): nothing is validated again."""
         from toolkit.errors import ConfigError
+        from toolkit.hires import UPSCALE
 
         members = _Members(self, msg.requests)
         t0 = time.perf_counter()
@@ -253,6 +254,9 @@ class WorkerCore:
         self._stage = "loading"
         mc = msg.requests[0].model
         try:
+            if msg.requests[0].sample.task == UPSCALE:     # the upscaler alone: the model is not loaded
+                ends = self._upscale(members)
+                raise _Ended
             plan = self._plan(mc, members.runs)
             holder = self._ensure_holder(mc, members, plan)
             members.check()
@@ -268,6 +272,8 @@ class WorkerCore:
                 holder = self._retry(mc, members, lighter)
                 with self.prefetcher.sampling():
                     ends = self._sample(holder, members, mc, t0)
+        except _Ended:
+            pass
         except GenerationCancelled:
             error = ("cancelled", "cancelled")
         except ConfigError as e:
@@ -362,20 +368,34 @@ class WorkerCore:
         tae, decoder = holder.preview_decoder or (None, None)
         previews = {w.request_id: self._previews(w.request_id, w.stream, spec, head, decoder, tae) for w in works}
         batch = f" (a batch of {len(works)})" if len(works) > 1 else ""
+        now = {"gen": head, "pass": {}}      # a hires request's pass (toolkit/models/hires_run.py): its size, its name
+
+        def on_pass(name, gen):
+            """A hires pass begins: its frames name it (`pass`), and its latents are of its size."""
+            for work in members.live_runs():
+                streams[work.request_id].flush()
+                if previews[work.request_id]:
+                    previews[work.request_id].flush()
+                    previews[work.request_id] = self._previews(work.request_id, work.stream, spec, gen, decoder, tae)
+                self.emit(m.Frame(work.request_id, {"type": "status", "message": f"{name} pass: {gen.width}x{gen.height}, "
+                                                    f"{gen.num_inference_steps} steps", "stage": "pass", "pass": name}))
+            now.update(gen=gen, **{"pass": {"pass": name}})
 
         def on_step(i, n, timestep, latents, x0):
             members.check()
+            size = now["gen"]
             for work in members.live_runs():
                 rid, opts = work.request_id, work.stream
                 a, b = spans[rid]        # the member's own rows only
                 self.emit(m.Frame(rid, {"type": "progress", "step": i + 1, "total": n,
-                                        "elapsed": time.perf_counter() - t0}))
+                                        "elapsed": time.perf_counter() - t0, **now["pass"]}))
                 if opts.latents == "raw" and ((i + 1) % opts.every_n_steps == 0 or i + 1 == n):
                     src = x0 if (opts.preview == "x0" and x0 is not None) else latents
-                    frame, layout = latent_frames.frame_on_device(src[a:b], spec.latents, height=head.height,
-                                                                  width=head.width, num_frames=head.num_frames,
+                    frame, layout = latent_frames.frame_on_device(src[a:b], spec.latents, height=size.height,
+                                                                  width=size.width, num_frames=head.num_frames,
                                                                   max_frames=opts.max_frames)
-                    streams[rid].push({"type": "latent", "step": i + 1, "total": n, "layout": layout}, frame)
+                    streams[rid].push({"type": "latent", "step": i + 1, "total": n, "layout": layout, **now["pass"]},
+                                      frame)
                 if previews[rid]:
                     previews[rid].step(i, n, latents[a:b], x0[a:b] if x0 is not None else None)
                 if i + 1 == n:
@@ -386,8 +406,15 @@ class WorkerCore:
             self.faults.on_step(members.check)     # after the step is reported
 
         try:     # a request alone runs as itself (batch_size rows from one seed); several as rows
-            data = holder.generate_single(head, rows=rows if len(works) > 1 else None, on_step=on_step,
+            if head.hires is not None:     # one request (never batched): two passes, the upscaler a pool component
+                from toolkit.models.hires_run import generate_hires
+                from toolkit.models.v2.mixin import thread_load_interceptor
+                with thread_load_interceptor(self.pool):
+                    data = generate_hires(holder, head, on_step=on_step, on_pass=on_pass,
                                           on_status=self._status_fn(members, "Generating"))
+            else:
+                data = holder.generate_single(head, rows=rows if len(works) > 1 else None, on_step=on_step,
+                                              on_status=self._status_fn(members, "Generating"))
             for stream in streams.values():
                 stream.flush()
         finally:
@@ -415,6 +442,25 @@ class WorkerCore:
                 continue
             out_dir = os.path.dirname(work.output_path)
             results = [result_record(rec, index, out_dir) for index, rec in enumerate(records)]
+            for result in results:
+                self.emit(m.Frame(rid, {"type": "result", **result}))
+            ends[rid] = ("ok", None, results)
+        return ends
+
+    def _upscale(self, members: "_Members") -> dict:
+        """Task upscale (toolkit/hires.py): each request's init_img through its upscaler (a model: a pool
+        component, through the funnel), written as its result. No holder is built or dropped."""
+        from toolkit.models import upscale_task
+        from toolkit.models.v2.mixin import thread_load_interceptor
+
+        ends = {}
+        for work in members.runs:
+            rid = work.request_id
+            status = self._status_fn(rid, "Upscaling")
+            with thread_load_interceptor(self.pool):
+                record = upscale_task.run(work, device=self.device, status=status,
+                                          cancel=lambda rid=rid: self._check_cancel(rid))
+            results = [result_record(record, 0, os.path.dirname(work.output_path))]
             for result in results:
                 self.emit(m.Frame(rid, {"type": "result", **result}))
             ends[rid] = ("ok", None, results)
@@ -529,6 +575,10 @@ class WorkerCore:
     def _info_idle(self):
         mc = self.active_config
         self.emit(m.Info(f"Idle — {mc.arch}" if mc else "Idle — no model loaded", 0))
+
+
+class _Ended(Exception):
+    """A run that needed no model ended (task upscale): its ends are set."""
 
 
 class _Members:

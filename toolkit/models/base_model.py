@@ -450,12 +450,18 @@ class BaseModel:
         forcing steps a copy per latent frame) reports another way, adding to `kwargs` what it needs."""
         return wrap_scheduler_step(pipe.scheduler, on_step)
 
-    def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None, rows=None):
+    def generate_single(self, gen: GenerateImageConfig, *, on_step=None, on_status=None, rows=None,
+                        output_type: str | None = None, inputs: dict | None = None):
         """Sample one config. `on_step(step_index, num_steps, timestep, latents, x0)` runs after every
         scheduler step (it may raise to stop); `on_status(message, stage)` hears encoding, sampling
         and decoding start. Returns the media; with `gen.batch_size` > 1 a list of them, item i
         made from seed + i in one pass. `rows`: [(prompt, negative_prompt, seed)], one pipeline row
-        each over `gen`'s other settings (requests batched together by the engine): a list, in order."""
+        each over `gen`'s other settings (requests batched together by the engine): a list, in order.
+        `output_type`: the pipeline's (None: the row's; "latent": the latents, what a hires pass upscales);
+        `inputs`: call arguments given as they are (a hires pass's image), over those `gen` names."""
+        if gen.hires is not None and rows is None and output_type is None and inputs is None:
+            from toolkit.models.hires_run import generate_hires     # the base pass, the upscale, the img2img pass
+            return generate_hires(self, gen, on_step=on_step, on_status=on_status)
         import torch
 
         from toolkit.models.v2.cond_cache import wrap_encode_prompt
@@ -470,6 +476,7 @@ class BaseModel:
         generator = (torch.Generator("cpu").manual_seed(seed) if n == 1 else
                      [torch.Generator("cpu").manual_seed(seed + i) for i in range(n)])
         kwargs = self.pipeline_kwargs(gen)
+        kwargs.update(inputs or {})
         if rows is not None:
             n = len(rows)
             kwargs.update(self.row_kwargs(rows, kwargs))
@@ -495,7 +502,9 @@ class BaseModel:
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
             if self.residency is not None:     # the last visiting component leaves the device after the call
                 stack.enter_context(self.residency.call())
-            out = pipe(**kwargs, generator=generator, output_type=self.output_type)
+            out = pipe(**kwargs, generator=generator, output_type=output_type or self.output_type)
+        if output_type == "latent":
+            return getattr(out, "images", out)
         return self.extract_output(out) if n == 1 and rows is None else self.extract_outputs(out, n)
 
     def row_kwargs(self, rows, kwargs: dict) -> dict:

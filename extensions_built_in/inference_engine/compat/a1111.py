@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from fastapi import Depends, FastAPI, Request as HttpRequest
 
 from extensions_built_in.inference_engine import lora_folder
-from extensions_built_in.inference_engine.compat import inputs
+from extensions_built_in.inference_engine.compat import inputs, upscale
 from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
                                                                 json_object)
 from extensions_built_in.inference_engine.compat.preview import latent_png_b64, preview_b64
@@ -36,7 +36,8 @@ FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt"
           "sample.seed": "seed", "batch": "batch_size", "sample.batch_size": "batch_size",
           "sample.sampler": "sampler_name", "sample.init_img": "init_images", "sample.mask_img": "mask",
           "sample.strength": "denoising_strength", "sample.resize_mode": "resize_mode", "sample.task": MODEL_FIELD,
-          "model.loras": "prompt"}          # a call's LoRAs are its prompt's <lora:name:weight> tags
+          "model.loras": "prompt",          # a call's LoRAs are its prompt's <lora:name:weight> tags
+          **upscale.FIELDS}                 # enable_hr's fields (compat/upscale.py)
 # img2img: A1111's resize_mode and inpainting_fill by number
 RESIZE_MODES = {0: "resize", 1: "crop", 2: "fill", 3: "resize"}    # 3: "just resize (latent upscale)"
 MASKED_CONTENT = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothing"}
@@ -59,10 +60,7 @@ IMG2IMG_BODY = {"requestBody": {"required": True, "content": {"application/json"
 DEFAULT_STRENGTH = 0.75          # A1111's denoising_strength default
 DEFAULT_MASK_BLUR = 4            # A1111's mask_blur_x / mask_blur_y default
 SAMPLER_NOTE = "the model's own scheduler: what a request without sampler_name (or with 'Default') runs"
-# SillyTavern asks for these when it loads its settings; nothing here upscales
-FIXED_LISTS = {"/sdapi/v1/upscalers": [{"name": "None", "model_name": None, "model_path": None, "model_url": None,
-                                        "scale": 1}],
-               "/sdapi/v1/latent-upscale-modes": []}
+FIXED_LISTS = {}       # the upscaler lists are compat/upscale.py's
 # the LoRA list is read from the folder on every call: nothing to refresh
 REFRESH_ROUTES = ("/sdapi/v1/refresh-loras",)
 
@@ -103,7 +101,8 @@ class A1111:
     async def txt2img(self, request: HttpRequest):
         body = await json_object(request, invalid)
         call = await self._call(body)
-        return await self._run(request, body, call, call.sample)
+        sample = {**call.sample, **upscale.hires_sample(body, invalid)}      # enable_hr: sample.hires
+        return await self._run(request, body, call, sample, extra=upscale.hires_extra(sample))
 
     async def img2img(self, request: HttpRequest):
         """A1111's img2img: the first of `init_images` re-noised by `denoising_strength` (img2img), or
@@ -125,7 +124,8 @@ class A1111:
             raise invalid(field, f"{call.name or spec.name!r} ({spec.name}) has no {task} task "
                           f"(its tasks: {', '.join(spec.task_names)})")
         opts = _img2img_options(body, bool(mask))
-        sample = {**call.sample, "task": task, "strength": opts["strength"], "resize_mode": opts["resize_mode"]}
+        sample = {**call.sample, "task": task, "strength": opts["strength"], "resize_mode": opts["resize_mode"],
+                  **upscale.hires_sample(body, invalid, strength_default=opts["strength"])}
         # the model's size and every setting resolved and checked before an image is decoded
         probe = {**sample, "init_img": "init_images", "seed": call.base_seed, **({"mask_img": "mask"} if mask else {})}
         _mc, gen = await asyncio.to_thread(self.session.resolve_sample, call.model, probe, invalid, FIELDS, MODEL_FIELD)
@@ -140,7 +140,8 @@ class A1111:
         parameters = {k: v for k, v in body.items() if k != "auth"}
         if body.get("include_init_images") is not True:
             parameters.update(init_images=None, mask=None)          # as A1111 answers
-        return await self._run(request, body, call, sample, extra=opts["extra"], warnings=warnings,
+        return await self._run(request, body, call, sample, extra={**opts["extra"], **upscale.hires_extra(sample)},
+                               warnings=warnings,
                                parameters=parameters)
 
     async def _call(self, body: dict) -> SimpleNamespace:
@@ -578,4 +579,5 @@ def add_routes(app: FastAPI, session: Session, authorized):
         app.add_api_route(path, _constant(answer), methods=["GET"], dependencies=deps)
     for path in REFRESH_ROUTES:
         app.add_api_route(path, _constant(None), methods=["POST"], dependencies=deps)
+    upscale.add_routes(app, session, auth, invalid, failed)
     return api

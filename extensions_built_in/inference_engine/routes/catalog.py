@@ -1,6 +1,6 @@
 """What can run here: the archs and profiles (GET /models), a request resolved without running it
-(POST /resolve), a profile's files (GET /inspect), the LoRA folder (GET /loras) and the models on
-this machine (GET /library)."""
+(POST /resolve), a profile's files (GET /inspect), the LoRA folder (GET /loras), the upscalers
+(GET /upscalers) and the models on this machine (GET /library)."""
 from fastapi import Depends, Request as HttpRequest
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -78,6 +78,20 @@ def loras(request: HttpRequest, arch: str | None = None):
     if arch is not None and arch not in ARCHS:
         raise ApiError(422, "arch", f"unknown arch {arch!r}")
     return request.app.state.engine.list_loras(arch)
+
+
+@router.get("/upscalers", responses=errors())
+def upscalers_list(request: HttpRequest):
+    """What sample.hires.upscaler and sample.upscale.upscaler take (toolkit/hires.py, toolkit/upscalers.py):
+    A1111's latent modes (hires only), Lanczos and Nearest, and the upscale models of engine.upscaler_folder
+    and the model folders' ESRGAN/ and upscale_models/, by name (a model's file by its basename)."""
+    import os
+
+    from toolkit import hires, upscalers
+    models = upscalers.model_files(request.app.state.engine.upscaler_folders())
+    return {"upscalers": [{"name": n, "kind": "latent"} for n in hires.LATENT_UPSCALERS]
+            + [{"name": n, "kind": "pixel"} for n in hires.PIXEL_UPSCALERS]
+            + [{"name": n, "kind": "model", "file": os.path.basename(p)} for n, p in sorted(models.items())]}
 
 
 @router.get("/library", responses=errors())
