@@ -354,6 +354,14 @@ class Engine:
             out[name] = None
         return out
 
+    def check_path(self, value: str, key: str):
+        """One local path a request names, as check_paths checks each."""
+        if self.model_roots is None or not isinstance(value, str) or not _is_local_path(value):
+            return
+        real = os.path.realpath(os.path.expanduser(value))
+        if not any(real == root or real.startswith(root + os.sep) for root in self.model_roots):
+            raise ConfigError(key, "is not in a folder this engine loads models from (engine.model_roots)")
+
     def check_paths(self, model):
         """Local paths a request names must lie under `model_roots`, checked before anything looks at
         them, with one answer whether they exist or not: the API does not tell a token holder which
@@ -892,6 +900,19 @@ class EnginePolicy(Policy):
 
     def input(self, value, where, kind="image"):
         return self.engine.resolve_asset(value, where, kind)
+
+    def model_file(self, value, where, kind):
+        """A path inside engine.model_roots, or a file's name in the model folders' trees (an IP-Adapter in
+        ComfyUI's models/ipadapter or A1111's models/ControlNet, an image encoder in models/clip_vision)."""
+        from toolkit import ip_adapter_files
+        found = ip_adapter_files.find(value, self.engine.model_folders, kind) if not os.path.isabs(value) else None
+        if found is not None:
+            return found
+        self.engine.check_path(value, where)
+        return super().model_file(value, where, kind)
+
+    def folders(self):
+        return tuple(self.engine.model_folders)
 
 
 def _time_load(req: Request, stage: str | None):
