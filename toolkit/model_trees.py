@@ -31,6 +31,8 @@ TREES = {"comfyui": COMFYUI, "a1111": A1111, "plain": PLAIN}
 # where a file of a kind is also looked up by name: A1111's ControlNet extension keeps IP-Adapters beside the
 # ControlNets (models/ControlNet; what the folder lists is the ControlNet kind's, by each file's header)
 ALSO = {("a1111", IP_ADAPTER): ("controlnet",)}
+KIND_FOLDERS = {IP_ADAPTER: ("ComfyUI's models/ipadapter", "A1111's models/ControlNet"),
+                CLIP_VISION: ("ComfyUI's models/clip_vision",)}
 # the sub-folders that tell a tree apart (`vae/` is in both)
 MARKERS = {"comfyui": ("checkpoints", "diffusion_models", "unet", "text_encoders", "clip", "loras", "ipadapter", "clip_vision"),
            "a1111": ("stable-diffusion", "lora", "lycoris", "text_encoder")}

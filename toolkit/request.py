@@ -124,6 +124,8 @@ def _ip_adapters(refs, spec, policy: Policy, dry_run: bool) -> tuple:
         if ref.image_encoder:
             encoder = policy.model_file(ref.image_encoder, f"{where}.image_encoder", model_trees.CLIP_VISION)
             ip_adapter_files.check_encoder(encoder, info, f"{where}.image_encoder")
+        elif out and ip_adapter_files.encoder_width(out[0].image_encoder, info["embed"][0]) == info["embed"][1]:
+            encoder = out[0].image_encoder            # the call's encoder serves this one too
         else:
             encoder = ip_adapter_files.find_encoder(path, info, policy.folders(), f"{where}.model")
         if out and os.path.realpath(encoder) != os.path.realpath(out[0].image_encoder):

@@ -31,7 +31,7 @@ from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
 from extensions_built_in.inference_engine.engine_settings import EngineSettings
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
-from toolkit import images, input_media
+from toolkit import images, input_media, model_trees
 from toolkit.errors import ConfigError
 from toolkit.file_settings import display_name
 from toolkit.local_weights import weights_here
@@ -905,8 +905,11 @@ class EnginePolicy(Policy):
         """A path inside engine.model_roots, or a file's name in the model folders' trees (an IP-Adapter in
         ComfyUI's models/ipadapter or A1111's models/ControlNet, an image encoder in models/clip_vision)."""
         from toolkit import ip_adapter_files
-        found = ip_adapter_files.find(value, self.engine.model_folders, kind) if not os.path.isabs(value) else None
-        if found is not None:
+        if not os.path.isabs(os.path.expanduser(value)):
+            found = ip_adapter_files.find(value, self.engine.model_folders, kind)
+            if found is None:
+                raise ConfigError(where, f"no such file: no {kind} file named {value!r} in the model folders "
+                                  f"(engine.model_folders: {', '.join(model_trees.KIND_FOLDERS[kind])})")
             return found
         self.engine.check_path(value, where)
         return super().model_file(value, where, kind)
