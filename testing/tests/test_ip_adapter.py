@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from testing.engine_client import InProcessEngine
-from toolkit.models.tiny.ip_adapters import FILES, write_tiny_ip_adapters
+from toolkit.models.tiny.ip_adapters import adapter_file, write_tiny_ip_adapters
 
 TOKEN = "ip-adapter-token-123"
 SAMPLE = {"prompt": "a red fox", "width": 64, "height": 64, "num_inference_steps": 2, "seed": 11}
@@ -60,7 +60,7 @@ def _bare(eng, arch, scale=None, seed=0):
     pipe.set_progress_bar_config(disable=True)
     kw = {}
     if scale is not None:
-        sub, name = FILES[arch].split("/")
+        sub, name = adapter_file(arch).split("/")
         pipe.load_ip_adapter(str(eng.root), subfolder=sub, weight_name=name, image_encoder_folder="models/image_encoder",
                              local_files_only=True)
         pipe.set_ip_adapter_scale(scale)
@@ -75,7 +75,7 @@ def _bare(eng, arch, scale=None, seed=0):
 def test_ip_adapter_equals_diffusers_by_hand_and_the_next_request_is_plain(eng, arch):
     """h94's file by path, the reference image as a data URL: the bare pipeline's output bit for bit;
     then the same request without an adapter is the plain pipeline's (the denoiser restored)."""
-    ref = {"model": str(eng.root / FILES[arch]), "image": _data_url(_reference()), "scale": 0.7}
+    ref = {"model": str(eng.root / adapter_file(arch)), "image": _data_url(_reference()), "scale": 0.7}
     got = _run(eng, arch, {**SAMPLE, "ip_adapter": [ref]})
     plain = _run(eng, arch, SAMPLE)
     assert np.array_equal(got, _bare(eng, arch, scale=0.7))
@@ -98,7 +98,7 @@ def test_comfyui_names_the_bin_and_the_image_encoder_is_one_pool_entry(eng):
     pool = eng.client.health()["pool"]
     encoders = [e for e in pool["entries"] if e["role"] == "image_encoder"]
     assert len(encoders) == 1 and encoders[0]["hits"] >= 1, pool["entries"]
-    bin_path = str(eng.root / FILES["sd1"]).replace(".safetensors", ".bin")
+    bin_path = str(eng.root / adapter_file("sd1")).replace(".safetensors", ".bin")
     assert np.array_equal(_run(eng, "sd1", {**SAMPLE, "ip_adapter": [{"model": bin_path, "image": image,
                                                                        "scale": 0.7}]}), by_name)
     assert pool["hits"] > before["hits"]
@@ -110,7 +110,7 @@ def test_two_adapters_at_once(eng):
     from diffusers import DiffusionPipeline
 
     second = _reference().transpose(Image.FLIP_LEFT_RIGHT)
-    refs = [{"model": str(eng.root / FILES["sd1"]), "image": _data_url(_reference()), "scale": 0.5},
+    refs = [{"model": str(eng.root / adapter_file("sd1")), "image": _data_url(_reference()), "scale": 0.5},
             {"model": "ip-adapter_sd15.safetensors", "image": _data_url(second), "scale": 0.8}]
     got = _run(eng, "sd1", {**SAMPLE, "ip_adapter": refs})
     pipe = DiffusionPipeline.from_pretrained(eng.tiny("sd1"), local_files_only=True)
@@ -137,7 +137,7 @@ def test_two_adapters_at_once(eng):
     ("zimage", {"model": "SD15", "image": "IMG"}, "sample.ip_adapter", "takes no IP-Adapter"),
 ])
 def test_refusals_are_a_422_naming_the_field(eng, arch, entry, key, why, tiny):
-    names = {"SDXL": str(eng.root / FILES["sdxl"]), "SD15": str(eng.root / FILES["sd1"]),
+    names = {"SDXL": str(eng.root / adapter_file("sdxl")), "SD15": str(eng.root / adapter_file("sd1")),
              "IMG": _data_url(_reference()), "ENC_BAD": tiny("sd1") + "/text_encoder",
              "NOT_IP": tiny("sd1") + "/unet/diffusion_pytorch_model.safetensors"}
     entry = {k: names.get(v, v) if isinstance(v, str) else v for k, v in entry.items()}

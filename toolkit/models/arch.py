@@ -315,6 +315,7 @@ class IPAdapter:
     layout: str = "h94"
     context_dims: tuple = ()
     encoder: str = "CLIPVisionModelWithProjection"
+    file: str = ""          # where its publisher's repo keeps the file (the tiny factory writes one there)
 
 
 @dataclass(frozen=True)

@@ -112,5 +112,5 @@ SPEC = ArchSpec(
               text_encoders={"lora_te": "text_encoder"},
               markers=(r"^(unet\.|lora_unet_)(down|mid|up)[._]blocks",)),
     # h94/IP-Adapter's models/ip-adapter*_sd15 files: keyed to the UNet's cross attention (CLIP-L wide)
-    ip_adapter=IPAdapter("h94", context_dims=tuple(dict.fromkeys(c["cross_attention_dim"] for c in UNET_KNOWN.values()))),
+    ip_adapter=IPAdapter("h94", file="models/ip-adapter_sd15.safetensors", context_dims=tuple(dict.fromkeys(c["cross_attention_dim"] for c in UNET_KNOWN.values()))),
 )

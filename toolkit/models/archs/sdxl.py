@@ -228,6 +228,6 @@ SPEC = ArchSpec(
                        r"^(lora_te2_|text_encoder_2\.)", r"^unet\..*transformer_blocks\.[1-9]")),
     # h94/IP-Adapter's sdxl_models/ip-adapter*_sdxl files: keyed to the base UNet's 2048-wide context (the
     # refiner takes none)
-    ip_adapter=IPAdapter("h94", context_dims=tuple(dict.fromkeys(
+    ip_adapter=IPAdapter("h94", file="sdxl_models/ip-adapter_sdxl_vit-h.safetensors", context_dims=tuple(dict.fromkeys(
         c["cross_attention_dim"] for name, c in UNET_KNOWN.items() if name not in REFINERS))),
 )

@@ -5,9 +5,9 @@ people have them.
 
 Under `root`:
 - h94/IP-Adapter's repo layout: `models/image_encoder/` (config.json + model.safetensors, the encoder),
-  `models/ip-adapter_sd15.safetensors` (and `.bin`, the same weights as the torch dict {"image_proj",
-  "ip_adapter"} the repo also ships) for sd1, `sdxl_models/ip-adapter_sdxl_vit-h.safetensors` for sdxl
-  (as h94's vit-h SDXL adapters, over the models/ image encoder);
+  the adapter where the arch row's IPAdapter.file says (SD 1.5: `models/ip-adapter_sd15.safetensors`; SDXL:
+  `sdxl_models/ip-adapter_sdxl_vit-h.safetensors`, as h94's vit-h SDXL adapters over the models/ image
+  encoder), and a `.bin` beside it (the same weights as the torch dict {"image_proj", "ip_adapter"} h94 also ships);
 - ComfyUI's: `ComfyUI/models/ipadapter/<same names>` and `ComfyUI/models/clip_vision/tiny_clip_vision.safetensors`
   (the encoder's one file, transformers' key names, no config).
 Keys as h94 writes them: `image_proj.proj.weight` (4 tokens x the UNet's cross-attention width, by the
@@ -23,7 +23,12 @@ import shutil
 
 ENCODER = dict(hidden_size=32, intermediate_size=64, projection_dim=16, num_hidden_layers=2, num_attention_heads=16,
                image_size=32, patch_size=8, hidden_act="gelu", layer_norm_eps=1e-5)
-FILES = {"sd1": "models/ip-adapter_sd15.safetensors", "sdxl": "sdxl_models/ip-adapter_sdxl_vit-h.safetensors"}
+
+
+def adapter_file(arch: str) -> str:
+    """Where the arch's adapter lies in its publisher's repo layout (its row's IPAdapter.file)."""
+    from toolkit.models.registry import get_arch
+    return get_arch(arch).ip_adapter.file
 TOKENS = 4
 
 
@@ -86,7 +91,7 @@ def write_tiny_ip_adapters(root, models: dict, seed: int = 0) -> dict:
         with open(os.path.join(folder, "unet", "config.json")) as f:
             config = json.load(f)
         tensors = unet_tensors(config, ENCODER["projection_dim"], seed, f"ip_adapter_{arch}")
-        path = root / FILES[arch]
+        path = root / adapter_file(arch)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_file(tensors, str(path))
         torch.save({part: {k[len(part) + 1:]: v for k, v in tensors.items() if k.startswith(part + ".")}
