@@ -7,6 +7,7 @@ import os
 import random
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
+from toolkit import ip_adapter_ref
 from toolkit.errors import ConfigError, check_keys, check_values
 from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting, type_hints
 from toolkit.models.arch import IMAGE_INPUTS, INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec, load_object
@@ -272,6 +273,7 @@ class GenerateImageConfig(Settings):
     hires: HiresSettings | None = None     # a second, larger img2img pass (toolkit/hires.py)
     upscale: UpscaleSettings | None = None  # task upscale's upscaler (toolkit/hires.py)
     extras: dict = field(default_factory=dict)   # per-arch keys (registry `sample_extras`)
+    ip_adapter: tuple = ()           # IPAdapterRef (toolkit/ip_adapter_ref.py): applied for this call alone
     warnings: tuple = ()             # adjustments made while validating (shown to the user)
 
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
@@ -291,7 +293,7 @@ class GenerateImageConfig(Settings):
             arch, variant = arch.arch, arch.variant
         spec = get_arch(arch)
         d = dict(d or {})
-        check_keys(d, set(cls.COMMON) | set(spec.sample_extras), where)
+        check_keys(d, set(cls.COMMON) | set(spec.sample_extras) | {"ip_adapter"}, where)
         defaults = spec.sample_defaults(variant)
         hints = type_hints(cls)
         values = {}
@@ -314,7 +316,8 @@ class GenerateImageConfig(Settings):
         _settle(values, spec, where, variant, warnings)
         if spec.check:          # the arch's own rule across its keys, before the request is queued
             load_object(spec.check)(values, extras, where)
-        return cls(**values, extras=extras, warnings=tuple(warnings))
+        ip_adapter = ip_adapter_ref.parse(d.get("ip_adapter"), spec, f"{where}.ip_adapter")
+        return cls(**values, extras=extras, ip_adapter=ip_adapter, warnings=tuple(warnings))
 
     @classmethod
     def fields_for(cls, spec: ArchSpec, limits=None, variant: str | None = None) -> dict:
@@ -366,6 +369,8 @@ class GenerateImageConfig(Settings):
             del out["batch_size"]["max"]
         for name, extra in spec.sample_extras.items():
             out[name] = describe_field(EXTRA_TYPES.get(extra.type, str), Bound())
+        if spec.ip_adapter is not None:
+            out["ip_adapter"] = {"type": "list", "items": {"type": "object", "fields": ip_adapter_ref.IPAdapterRef.describe()}}
         return out
 
     def seeded(self) -> "GenerateImageConfig":
@@ -379,6 +384,8 @@ class GenerateImageConfig(Settings):
         for name in ("hires", "upscale"):
             d[name] = d[name].to_dict() if d[name] is not None else None
         d.update(self.extras)
+        if self.ip_adapter:
+            d["ip_adapter"] = [ref.to_dict() for ref in self.ip_adapter]
         return d
 
 

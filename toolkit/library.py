@@ -335,6 +335,31 @@ def _lora_entry(path: str, root: str) -> dict:
     return entry
 
 
+def _ip_adapter_entry(path: str, root: str, kind: str) -> dict:
+    """An IP-Adapter (kind ip_adapter: its layout and context width from its header; `arch`: the archs whose
+    row takes it) or an image encoder (kind clip_vision: its projection width) in a tree's folder for them."""
+    from toolkit import ip_adapter_files
+    from toolkit.models.registry import ARCHS
+    entry = {"name": os.path.relpath(path, root).replace(os.sep, "/"), "source": "folder",
+             "path": os.path.abspath(path), "repo": None, "kind": kind, "arch": None, "variant": None,
+             "role": None, "dtype": None, "format": None, "bytes": _bytes(path), "complete": True, "missing": [],
+             "model": None}
+    try:
+        if kind == model_trees.IP_ADAPTER:
+            d = ip_adapter_files.describe(path)
+            archs = [a for a, s in sorted(ARCHS.items()) if s.ip_adapter and s.ip_adapter.layout == d["layout"]
+                     and d["context_dim"] in s.ip_adapter.context_dims]
+            entry.update(arch=archs[0] if archs else None, format=f"{d['layout']} ({d['embed'][0]} {d['embed'][1]})")
+        else:
+            width = ip_adapter_files.encoder_width(path, "image_embeds")
+            if width is None:
+                raise ValueError("not a CLIP vision model")
+            entry.update(format=f"CLIP vision (projection {width})")
+    except Exception as e:      # noqa: BLE001 - listed as incomplete, with why
+        entry.update(complete=False, missing=[str(e)])
+    return entry
+
+
 def _walk(folder: str, root: str, tree, kind_hint: str | None, depth: int = 0, seen=None):
     """Entries under a folder of `tree` (model_trees.Tree: a ComfyUI or A1111 tree's top sub-folders say
     the kind): diffusers folders (not descended), tokenizer folders, .safetensors and .gguf files. An entry
@@ -367,6 +392,8 @@ def _walk(folder: str, root: str, tree, kind_hint: str | None, depth: int = 0, s
         elif kind_hint == model_trees.UPSCALER:
             if n.lower().endswith((".pth", ".pt", ".ckpt", ".safetensors")):
                 yield library_files.upscaler_entry(p, root)
+        elif kind_hint in (model_trees.IP_ADAPTER, model_trees.CLIP_VISION) and n.lower().endswith((".safetensors", ".bin")):
+            yield _ip_adapter_entry(p, root, kind_hint)
         elif n.lower().endswith(".safetensors"):
             yield _lora_entry(p, root) if kind_hint == model_trees.LORA else library_files.file_entry(p, root, kind_hint)
         elif n.lower().endswith(".gguf"):

@@ -1,7 +1,8 @@
 """The model folders people have, and what each of their sub-folders holds. Plain data and os calls.
 
     tree_of(folder) -> Tree(kind, models)       # "comfyui" | "a1111" | "plain", and the models/ folder
-    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | VAE_APPROX | None
+    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | VAE_APPROX | IP_ADAPTER | CLIP_VISION | None
+    kind_dirs(folders, kind) -> [the trees' folders holding files of that kind]
     component_dirs(folder) -> [folders holding text encoder and VAE files]
     vae_approx_dirs(folders) -> [folders holding tiny preview autoencoders (TAESD and kin)]
     upscaler_dirs(folders) -> [folders holding upscale models (ESRGAN/, upscale_models/, a plain folder)]
@@ -9,7 +10,8 @@
     download_dir(folder, kind) -> where a downloaded file of that kind goes (toolkit/downloads.py)
 
 - ComfyUI `models/`: checkpoints/ (all-in-one), diffusion_models/ and unet/ (denoisers alone),
-  text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1), upscale_models/.
+  text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1), upscale_models/,
+  ipadapter/ (IP-Adapters) and clip_vision/ (their image encoders).
 - A1111 / Forge `models/`: Stable-diffusion/ (checkpoints, and Forge's Flux denoisers), Lora/ and
   LyCORIS/, VAE/, text_encoder/ (Forge), VAE-approx/ (TAESD decoders), ESRGAN/ (RealESRGAN/, SwinIR/, DAT/).
 A configured folder may be the `models/` folder itself or the install above it (ComfyUI/,
@@ -20,14 +22,21 @@ from dataclasses import dataclass
 
 CHECKPOINT, DENOISER, COMPONENT, LORA, VAE_APPROX = "checkpoint", "denoiser", "component", "lora", "vae_approx"
 UPSCALER = "upscaler"          # upscale models (ESRGAN and kin: toolkit/upscalers.py)
+IP_ADAPTER, CLIP_VISION = "ip_adapter", "clip_vision"
 COMFYUI = {"checkpoints": CHECKPOINT, "diffusion_models": DENOISER, "unet": DENOISER, "text_encoders": COMPONENT,
-           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX, "upscale_models": UPSCALER}
+           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX, "upscale_models": UPSCALER,
+           "ipadapter": IP_ADAPTER, "clip_vision": CLIP_VISION}
 A1111 = {"stable-diffusion": CHECKPOINT, "lora": LORA, "lycoris": LORA, "vae": COMPONENT, "text_encoder": COMPONENT,
          "vae-approx": VAE_APPROX, "esrgan": UPSCALER, "realesrgan": UPSCALER, "swinir": UPSCALER, "dat": UPSCALER}
 PLAIN = {"vae_approx": VAE_APPROX}      # a plain folder's one named sub-folder: tiny preview decoders
 TREES = {"comfyui": COMFYUI, "a1111": A1111, "plain": PLAIN}
+# where a file of a kind is also looked up by name: A1111's ControlNet extension keeps IP-Adapters beside the
+# ControlNets (models/ControlNet; what the folder lists is the ControlNet kind's, by each file's header)
+ALSO = {("a1111", IP_ADAPTER): ("controlnet",)}
+KIND_FOLDERS = {IP_ADAPTER: ("ComfyUI's models/ipadapter", "A1111's models/ControlNet"),
+                CLIP_VISION: ("ComfyUI's models/clip_vision",)}
 # the sub-folders that tell a tree apart (`vae/` is in both)
-MARKERS = {"comfyui": ("checkpoints", "diffusion_models", "unet", "text_encoders", "clip", "loras"),
+MARKERS = {"comfyui": ("checkpoints", "diffusion_models", "unet", "text_encoders", "clip", "loras", "ipadapter", "clip_vision"),
            "a1111": ("stable-diffusion", "lora", "lycoris", "text_encoder")}
 
 
@@ -84,6 +93,19 @@ def component_dirs(folder: str) -> list:
         return []
     subs = _subdirs(tree.models)
     return [os.path.join(tree.models, real) for low, real in sorted(subs.items()) if table.get(low) == COMPONENT]
+
+
+def kind_dirs(folders, kind: str) -> list:
+    """The sub-folders of `folders`' trees that hold files of `kind` (ip_adapter: ComfyUI's models/ipadapter
+    and A1111's models/ControlNet; clip_vision: ComfyUI's models/clip_vision)."""
+    out = []
+    for folder in folders:
+        tree = tree_of(folder)
+        table = TREES.get(tree.kind, {})
+        also = ALSO.get((tree.kind, kind), ())
+        out += [os.path.join(tree.models, real) for low, real in sorted(_subdirs(tree.models).items())
+                if table.get(low) == kind or low in also]
+    return out
 
 
 def vae_approx_dirs(folders) -> list:

@@ -4,6 +4,7 @@ request is validated, and the GenerationRequest it makes is what the worker runs
 
 Precedence: request/CLI > [generation] > profile > variant > arch.
 """
+import os
 import re
 from dataclasses import dataclass, field, replace
 
@@ -76,6 +77,17 @@ class Policy:
         name in its upscaler folders."""
         from toolkit import upscalers
         return upscalers.resolve(name, where, folders=())
+    def model_file(self, value: str, where: str, kind: str) -> str:
+        """A model file a sample field names (`kind`: model_trees.IP_ADAPTER, ...) as its path: here a path
+        as given; the engine's also a name in its model folders, and only inside engine.model_roots."""
+        path = os.path.expanduser(value)
+        if not os.path.exists(path):
+            raise ConfigError(where, f"no such file: {value}")
+        return path
+
+    def folders(self) -> tuple:
+        """The model folders whose trees hold the files a request may name (the engine's model_folders)."""
+        return ()
 
 
 NO_POLICY = Policy()
@@ -98,6 +110,8 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
     gen = hires.resolved(gen, mc.spec, mc.variant, policy)      # its upscaler named by the policy
     policy.check(mc, gen)
     opts = StreamOptions.from_dict(stream, "stream")
+    if gen.ip_adapter:
+        gen = replace(gen, ip_adapter=_ip_adapters(gen.ip_adapter, mc.spec, policy, dry_run))
     if not dry_run:
         inputs = {name: policy.input(getattr(gen, name), f"sample.{name}", INPUT_KINDS[name])   # last: a data
                   for name in GenerateImageConfig.INPUTS if getattr(gen, name)}                 # URL is stored
@@ -105,6 +119,32 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
         input_media.check_fits(gen)
         policy.check_inputs(mc, gen)
     return GenerationRequest(mc, gen, opts, request_id)
+
+
+def _ip_adapters(refs, spec, policy: Policy, dry_run: bool) -> tuple:
+    """`sample.ip_adapter` with each adapter file found and checked against the arch from its header, its
+    image encoder found (or the one named checked), and its image an input as init_img is; one image
+    encoder serves every adapter of a call (diffusers' pipelines hold one)."""
+    from toolkit import ip_adapter_files, model_trees
+
+    out = []
+    for i, ref in enumerate(refs):
+        where = f"sample.ip_adapter[{i}]"
+        path = policy.model_file(ref.model, f"{where}.model", model_trees.IP_ADAPTER)
+        info = ip_adapter_files.check(path, spec, f"{where}.model")
+        if ref.image_encoder:
+            encoder = policy.model_file(ref.image_encoder, f"{where}.image_encoder", model_trees.CLIP_VISION)
+            ip_adapter_files.check_encoder(encoder, info, f"{where}.image_encoder")
+        elif out and ip_adapter_files.encoder_width(out[0].image_encoder, info["embed"][0]) == info["embed"][1]:
+            encoder = out[0].image_encoder            # the call's encoder serves this one too
+        else:
+            encoder = ip_adapter_files.find_encoder(path, info, policy.folders(), f"{where}.model")
+        if out and os.path.realpath(encoder) != os.path.realpath(out[0].image_encoder):
+            raise ConfigError(f"{where}.model", f"needs another image encoder ({os.path.basename(encoder)}) than "
+                              f"sample.ip_adapter[0] ({os.path.basename(out[0].image_encoder)}): one call runs one")
+        image = ref.image if dry_run else policy.input(ref.image, f"{where}.image", "image")
+        out.append(replace(ref, model=path, image_encoder=encoder, image=image))
+    return tuple(out)
 
 
 def resolve_model(model, *, profiles=EMPTY, dtype: str = "auto", policy: Policy = NO_POLICY):

@@ -31,7 +31,7 @@ from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
 from extensions_built_in.inference_engine.engine_settings import EngineSettings
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
-from toolkit import images, input_media
+from toolkit import images, input_media, model_trees
 from toolkit.errors import ConfigError
 from toolkit.file_settings import display_name
 from toolkit.hires import UPSCALE
@@ -360,6 +360,14 @@ class Engine:
         for name in stand_in:
             out[name] = None
         return out
+
+    def check_path(self, value: str, key: str):
+        """One local path a request names, as check_paths checks each."""
+        if self.model_roots is None or not isinstance(value, str) or not _is_local_path(value):
+            return
+        real = os.path.realpath(os.path.expanduser(value))
+        if not any(real == root or real.startswith(root + os.sep) for root in self.model_roots):
+            raise ConfigError(key, "is not in a folder this engine loads models from (engine.model_roots)")
 
     def check_paths(self, model):
         """Local paths a request names must lie under `model_roots`, checked before anything looks at
@@ -970,6 +978,21 @@ class EnginePolicy(Policy):
         from toolkit import upscalers
         folders = self.engine.upscaler_folders()
         return upscalers.resolve(name, where, folders, roots=[*folders[0], *folders[1]])
+    def model_file(self, value, where, kind):
+        """A path inside engine.model_roots, or a file's name in the model folders' trees (an IP-Adapter in
+        ComfyUI's models/ipadapter or A1111's models/ControlNet, an image encoder in models/clip_vision)."""
+        from toolkit import ip_adapter_files
+        if not os.path.isabs(os.path.expanduser(value)):
+            found = ip_adapter_files.find(value, self.engine.model_folders, kind)
+            if found is None:
+                raise ConfigError(where, f"no such file: no {kind} file named {value!r} in the model folders "
+                                  f"(engine.model_folders: {', '.join(model_trees.KIND_FOLDERS[kind])})")
+            return found
+        self.engine.check_path(value, where)
+        return super().model_file(value, where, kind)
+
+    def folders(self):
+        return tuple(self.engine.model_folders)
 
 
 def _time_load(req: Request, stage: str | None):

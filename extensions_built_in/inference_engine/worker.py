@@ -253,12 +253,14 @@ class WorkerCore:
         error, ends = None, {}
         self._stage = "loading"
         mc = msg.requests[0].model
+        self._ip_sample = msg.requests[0].sample     # its IP-Adapters' image encoder loads with a build
         try:
             if msg.requests[0].sample.task == UPSCALE:     # the upscaler alone: the model is not loaded
                 ends = self._upscale(members)
                 raise _Ended
             plan = self._plan(mc, members.runs)
             holder = self._ensure_holder(mc, members, plan)
+            self._load_ip_encoder(holder)
             members.check()
             lighter = None
             try:
@@ -527,7 +529,23 @@ class WorkerCore:
         with self.pool.building():
             holder.load_model()
             holder.preview_decoder = self._load_preview_decoder(holder, on_status)
+            self._load_ip_encoder(holder)
         return holder
+
+    def _load_ip_encoder(self, holder):
+        """The image encoder the running request's IP-Adapters need, through the pool: an entry as any
+        component is, shared by every holder (two fine-tunes of one arch use one); loaded within a build
+        it is that build's, so the build does not release it."""
+        from toolkit.models.v2.mixin import set_load_interceptor
+
+        gen = getattr(self, "_ip_sample", None)
+        if gen is None or not gen.ip_adapter:
+            return
+        previous = set_load_interceptor(self.pool)
+        try:
+            holder.ip_encoder(gen)
+        finally:
+            set_load_interceptor(previous)
 
     def _load_preview_decoder(self, holder, status):
         """(tae, AutoencoderTiny) for the holder's latent space where a model folder has its file and

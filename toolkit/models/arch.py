@@ -304,6 +304,21 @@ LORA_FORMATS = ("peft", "kohya", "comfyui")
 
 
 @dataclass(frozen=True)
+class IPAdapter:
+    """The IP-Adapter files an arch takes, applied per request through its pipeline's own loader
+    (diffusers' IPAdapterMixin / FluxIPAdapterMixin: toolkit/models/ip_adapters.py). `layout`: the file's
+    key layout (toolkit/ip_adapter_files.LAYOUTS: "h94": `image_proj.*` + `ip_adapter.N.to_k_ip`, as
+    h94/IP-Adapter ships them; "xlabs": `ip_adapter_proj_model.*` + `double_blocks.N.processor.*`).
+    `context_dims`: the widths of the text context its denoiser's attention reads (an adapter's key
+    projection input), one per known denoiser config: a file of another width is an adapter for another
+    model, refused from its header. `encoder`: the transformers image encoder class it conditions through."""
+    layout: str = "h94"
+    context_dims: tuple = ()
+    encoder: str = "CLIPVisionModelWithProjection"
+    file: str = ""          # where its publisher's repo keeps the file (the tiny factory writes one there)
+
+
+@dataclass(frozen=True)
 class Lora:
     """The LoRA files an arch takes (toolkit/lora_headers.py lists them, toolkit/models/tiny/loras.py writes
     tiny ones). `formats`: the file layouts diffusers' loader for the arch's pipeline converts (peft:
@@ -384,6 +399,7 @@ class ArchSpec:
     # written as a file of its own, the output's seed on each, as a batch's are; "" = one image an output
     output_images: str = ""
     lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)
+    ip_adapter: "IPAdapter | None" = None   # the IP-Adapter files it takes (None: `sample.ip_adapter` refused)
     # step caches it takes (`sample.cache.type`, toolkit/models/step_cache.py) -> the fixed parameters that
     # type needs on this denoiser (module patterns, magnitude ratios); each is checked to skip work
     step_caches: dict = field(default_factory=dict)

@@ -152,6 +152,28 @@ class BaseModel:
         self.model_config = replace(self.model_config, **fields)
         self.requested_config = replace(self.requested_config, **fields)
 
+    # -- IP-Adapter: for one call, on the resident denoiser (toolkit/models/ip_adapters.py) -----------------
+    def ip_encoder(self, gen: GenerateImageConfig):
+        """The image encoder `gen`'s IP-Adapters need (resolve_request found it), through the funnel: the
+        worker's pool answers when it holds it (shared by every model), and the holder keeps it for its calls."""
+        if not gen.ip_adapter:
+            return None
+        from toolkit.models import ip_adapters
+
+        source = gen.ip_adapter[0].image_encoder
+        held = getattr(self, "_ip_encoder", None)
+        if held is None or held[0] != source:
+            module = ip_adapters.load_encoder(source, self.dtype, self.device, field="sample.ip_adapter[0].image_encoder")
+            self._ip_encoder = held = (source, module)
+        return held[1]
+
+    def ip_adapters(self, gen: GenerateImageConfig, pipe):
+        """A context: while active, `pipe` runs `gen.ip_adapter`; yields the call's extra arguments."""
+        from toolkit.images import load_image
+        from toolkit.models import ip_adapters
+
+        return ip_adapters.applied(pipe, gen.ip_adapter, self.ip_encoder(gen), load_image)
+
     def build_pipeline(self, components: dict):
         pipe = self.pipeline_class(**components, **self.pipeline_config())
         pipe.set_progress_bar_config(disable=True)
@@ -192,6 +214,7 @@ class BaseModel:
         self.pipeline = None
         self._task_pipelines.clear()
         self.loaded.clear()
+        self._ip_encoder = None
 
     # -- tasks: one set of components, a pipeline per task -----------------------------------------
     def task_of(self, gen: GenerateImageConfig):
@@ -502,6 +525,8 @@ class BaseModel:
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
             if self.residency is not None:     # the last visiting component leaves the device after the call
                 stack.enter_context(self.residency.call())
+            # the request's IP-Adapters: loaded into the resident denoiser for this call, removed after
+            kwargs.update(stack.enter_context(self.ip_adapters(gen, pipe)))
             out = pipe(**kwargs, generator=generator, output_type=output_type or self.output_type)
         if output_type == "latent":
             return getattr(out, "images", out)

@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, IPAdapter, Latents,
                                  Lora, SampleDefaults, SingleFile, Task, Tiny, Variant, pick_linears)
 from toolkit.models.formats import clip, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
@@ -240,4 +240,7 @@ SPEC = ArchSpec(
     # MagCache's ratios: diffusers ships FLUX.1-dev's (28 steps; interpolated to the request's steps)
     step_caches={"first_block": {}, "taylorseer": {}, "faster": {},
                  "mag": {"mag_ratios": "diffusers.hooks.mag_cache:FLUX_MAG_RATIOS"}},
+    # XLabs' flux-ip-adapter (ip_adapter.safetensors): through FluxIPAdapterMixin, over CLIP ViT-L/14's image embeds
+    ip_adapter=IPAdapter("xlabs", file="ip_adapter.safetensors", context_dims=tuple(dict.fromkeys(
+        c["joint_attention_dim"] for c in TRANSFORMER_KNOWN.values()))),
 )

@@ -4,7 +4,8 @@ Its files: a diffusers folder or repo, or the all-in-one checkpoint every SD 1.x
 (`model.diffusion_model.` LDM UNet, `first_stage_model.` LDM VAE, `cond_stage_model.transformer.`
 CLIP-L), read with the configs below (what a file's shapes cannot tell: heads, norm groups, sizes)."""
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, IPAdapter,
+                                 Latents, Lora,
                                  SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.formats import clip, ldm
 from toolkit.models.tiny import kit
@@ -110,4 +111,6 @@ SPEC = ArchSpec(
     lora=Lora(formats=("peft", "kohya"), modules="toolkit.models.archs.sd1:lora_modules",
               text_encoders={"lora_te": "text_encoder"},
               markers=(r"^(unet\.|lora_unet_)(down|mid|up)[._]blocks",)),
+    # h94/IP-Adapter's models/ip-adapter*_sd15 files: keyed to the UNet's cross attention (CLIP-L wide)
+    ip_adapter=IPAdapter("h94", file="models/ip-adapter_sd15.safetensors", context_dims=tuple(dict.fromkeys(c["cross_attention_dim"] for c in UNET_KNOWN.values()))),
 )

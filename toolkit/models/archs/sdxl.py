@@ -17,7 +17,8 @@ import re
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Latents, Lora,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, IPAdapter,
+                                 Latents, Lora,
                                  SampleDefaults, Task, Tiny, Variant, pick_linears)
 from toolkit.models.archs import sd1
 from toolkit.models.archs.sd1 import UNET_ATTENTION
@@ -225,4 +226,8 @@ SPEC = ArchSpec(
               text_encoders={"lora_te1": "text_encoder", "lora_te2": "text_encoder_2"},
               markers=(r"^(unet\.|lora_unet_)(down|mid|up)[._]blocks", r"^lora_unet_(input|output)_blocks|^lora_unet_middle_block",
                        r"^(lora_te2_|text_encoder_2\.)", r"^unet\..*transformer_blocks\.[1-9]")),
+    # h94/IP-Adapter's sdxl_models/ip-adapter*_sdxl files: keyed to the base UNet's 2048-wide context (the
+    # refiner takes none)
+    ip_adapter=IPAdapter("h94", file="sdxl_models/ip-adapter_sdxl_vit-h.safetensors", context_dims=tuple(dict.fromkeys(
+        c["cross_attention_dim"] for name, c in UNET_KNOWN.items() if name not in REFINERS))),
 )
