@@ -10,7 +10,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from toolkit import ip_adapter_ref
 from toolkit.errors import ConfigError, check_keys, check_values
 from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting, type_hints
-from toolkit.models.arch import IMAGE_INPUTS, INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec, load_object
+from toolkit.models.arch import MAX_SIZE, IMAGE_INPUTS, INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec, load_object
 from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
 from toolkit.hires import UPSCALE, HiresSettings, UpscaleSettings, check_task as check_upscale_task
@@ -225,7 +225,6 @@ def _loras(values: dict, where: str) -> tuple:
     return tuple(refs)
 
 
-MAX_SIZE = 16384          # width and height: past every arch's RoPE and VAE tiling
 MAX_SECONDS = 600         # audio: ten minutes, past every audio arch's training clips
 # the fields a modality has: another modality's value is taken as given and never used
 MODALITY_FIELDS = {"width": ("image", "video"), "height": ("image", "video"), "num_frames": ("video",),

@@ -94,7 +94,7 @@ def resolved(gen, spec, variant, policy, where: str = "sample"):
     if steps * hr.denoise < 1:
         raise ConfigError(f"{where}.hires.denoise", f"denoise {hr.denoise:g} of {steps} steps is less than one "
                           "step: raise denoise or hires.steps")
-    from toolkit.config_modules import MAX_SIZE
+    from toolkit.models.arch import MAX_SIZE
     w, h = hires_size(gen.width, gen.height, hr.scale, spec.size_divisor)
     reach = min(MAX_SIZE, spec.max_side_for(variant) or MAX_SIZE)
     if max(w, h) > reach:

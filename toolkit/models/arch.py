@@ -19,6 +19,7 @@ DENOISER, TEXT_ENCODER, TOKENIZER, VAE, SCHEDULER, AUDIO, PROCESSOR, IMAGE_ENCOD
 GUIDER = "guider"
 CONFIG_KINDS = (SCHEDULER, GUIDER)      # weightless: one checkpoint's settings, never a shared file
 MODALITIES = ("image", "video", "audio")
+MAX_SIZE = 16384          # a request's width and height: past every arch's RoPE and VAE tiling
 
 
 @dataclass(frozen=True)
