@@ -8,9 +8,9 @@
     download_dir(folder, kind) -> where a downloaded file of that kind goes (toolkit/downloads.py)
 
 - ComfyUI `models/`: checkpoints/ (all-in-one), diffusion_models/ and unet/ (denoisers alone),
-  text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1).
+  text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1), controlnet/.
 - A1111 / Forge `models/`: Stable-diffusion/ (checkpoints, and Forge's Flux denoisers), Lora/ and
-  LyCORIS/, VAE/, text_encoder/ (Forge), VAE-approx/ (TAESD decoders).
+  LyCORIS/, VAE/, text_encoder/ (Forge), VAE-approx/ (TAESD decoders), ControlNet/.
 A configured folder may be the `models/` folder itself or the install above it (ComfyUI/,
 stable-diffusion-webui/); anything else is a plain folder of diffusers folders and single files.
 """
@@ -18,10 +18,11 @@ import os
 from dataclasses import dataclass
 
 CHECKPOINT, DENOISER, COMPONENT, LORA, VAE_APPROX = "checkpoint", "denoiser", "component", "lora", "vae_approx"
+CONTROLNET = "controlnet"       # ControlNets (toolkit/control_models.py)
 COMFYUI = {"checkpoints": CHECKPOINT, "diffusion_models": DENOISER, "unet": DENOISER, "text_encoders": COMPONENT,
-           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX}
+           "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX, "controlnet": CONTROLNET}
 A1111 = {"stable-diffusion": CHECKPOINT, "lora": LORA, "lycoris": LORA, "vae": COMPONENT, "text_encoder": COMPONENT,
-         "vae-approx": VAE_APPROX}
+         "vae-approx": VAE_APPROX, "controlnet": CONTROLNET}
 PLAIN = {"vae_approx": VAE_APPROX}      # a plain folder's one named sub-folder: tiny preview decoders
 TREES = {"comfyui": COMFYUI, "a1111": A1111, "plain": PLAIN}
 # the sub-folders that tell a tree apart (`vae/` is in both)
@@ -82,6 +83,13 @@ def component_dirs(folder: str) -> list:
         return []
     subs = _subdirs(tree.models)
     return [os.path.join(tree.models, real) for low, real in sorted(subs.items()) if table.get(low) == COMPONENT]
+
+
+def dirs_of(tree: Tree, kind: str) -> list:
+    """The sub-folders of `tree` that hold files of `kind` (CONTROLNET, ...)."""
+    table = TREES.get(tree.kind, {})
+    return [os.path.join(tree.models, real) for low, real in sorted(_subdirs(tree.models).items())
+            if table.get(low) == kind]
 
 
 def vae_approx_dirs(folders) -> list:

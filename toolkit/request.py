@@ -67,6 +67,11 @@ class Policy:
         """An input's value (an image, video or audio: `kind`) as the file the worker reads."""
         return value
 
+    def controls(self, gen: GenerateImageConfig, spec) -> tuple:
+        """`gen.controls` checked against the arch (toolkit/control_models.check_all), models resolved."""
+        from toolkit import control_models
+        return control_models.check_all(gen, spec)
+
 
 NO_POLICY = Policy()
 
@@ -86,11 +91,15 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
         raise ConfigError("sample", "must be a mapping")
     gen = GenerateImageConfig.from_dict({**profile_defaults, **(sample or {})}, mc, "sample")
     policy.check(mc, gen)
+    if gen.controls:
+        gen = replace(gen, controls=policy.controls(gen, mc.spec))
     opts = StreamOptions.from_dict(stream, "stream")
     if not dry_run:
         inputs = {name: policy.input(getattr(gen, name), f"sample.{name}", INPUT_KINDS[name])   # last: a data
                   for name in GenerateImageConfig.INPUTS if getattr(gen, name)}                 # URL is stored
-        gen = replace(gen, **inputs).seeded()
+        controls = tuple(replace(c, image=policy.input(c.image, f"sample.controls[{i}].image", "image"))
+                         for i, c in enumerate(gen.controls))
+        gen = replace(gen, **inputs, controls=controls).seeded()
         input_media.check_fits(gen)
     return GenerationRequest(mc, gen, opts, request_id)
 

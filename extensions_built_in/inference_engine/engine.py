@@ -893,6 +893,20 @@ class EnginePolicy(Policy):
     def input(self, value, where, kind="image"):
         return self.engine.resolve_asset(value, where, kind)
 
+    def controls(self, gen, spec):
+        """Control models by path (under engine.model_roots, one answer whether they exist or not) or by
+        name in the model folders' controlnet directories, checked against the arch from their headers."""
+        from toolkit import control_models
+        roots = self.engine.model_roots
+        for i, ref in enumerate(gen.controls):
+            if roots is None or not (os.sep in ref.model or ref.model.startswith("~")):
+                continue           # a bare name: looked up in the controlnet directories only
+            real = os.path.realpath(os.path.expanduser(ref.model))
+            if not any(real == root or real.startswith(root + os.sep) for root in roots):
+                raise ConfigError(f"sample.controls[{i}].model",
+                                  "is not in a folder this engine loads models from (engine.model_roots)")
+        return control_models.check_all(gen, spec, self.engine.model_folders)
+
 
 def _time_load(req: Request, stage: str | None):
     """A model load for `req`, timed from its first `loading` status to its `loaded` one."""

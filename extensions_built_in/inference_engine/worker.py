@@ -347,6 +347,10 @@ class WorkerCore:
             self.emit(m.Info(f"Generating {i + 1}/{n}{batch}", i + 1))
             self.faults.on_step(members.check)     # after the step is reported
 
+        if head.controls:      # the request's ControlNets: pool components (a resident one is a hit)
+            from toolkit.models.v2.mixin import thread_load_interceptor
+            with thread_load_interceptor(self.pool):
+                holder.ensure_controls(head, self._status_fn(members, "Generating"))
         try:     # a request alone runs as itself (batch_size rows from one seed); several as rows
             data = holder.generate_single(head, rows=rows if len(works) > 1 else None, on_step=on_step,
                                           on_status=self._status_fn(members, "Generating"))

@@ -49,6 +49,7 @@ class BaseModel:
         self.pipeline = None
         self.loaded: dict = {}
         self._task_pipelines: dict = {}         # task -> (component identities, pipeline): see pipeline_for
+        self._controls = None                   # (paths, Control row, modules): the request's ControlNets
         self.cond_cache = None                  # the worker's ConditioningCache (toolkit/models/v2/cond_cache.py)
         self.library_folders = ()               # engine.model_folders: where a file's companions are found
         self.library_roots = None               # engine.model_roots (None: anywhere): the file's own tree only inside
@@ -191,6 +192,7 @@ class BaseModel:
             self.residency = None
         self.pipeline = None
         self._task_pipelines.clear()
+        self._controls = None
         self.loaded.clear()
 
     # -- tasks: one set of components, a pipeline per task -----------------------------------------
@@ -198,11 +200,50 @@ class BaseModel:
         """The arch's Task row `gen` asks for (validation fixed gen.task; unset: the arch's first)."""
         return self.spec.task(gen.task) if gen.task else self.spec.tasks[0]
 
+    # -- ControlNets: pool components beside the resident model (toolkit/models/controlnets.py) -------------
+    def ensure_controls(self, gen: GenerateImageConfig, status=None):
+        """The controls `gen` names, loaded through the funnel (under the worker's pool: a resident one is a
+        hit, a new one the only load); those of an earlier request are let go by the holder, not reloaded."""
+        from toolkit.models import controlnets
+        from toolkit.models.v2 import LoadPolicy
+
+        paths = tuple(c.model for c in gen.controls)
+        if not paths:
+            self._controls = None
+            return None
+        if self._controls is None or self._controls[0] != paths:
+            row, modules = controlnets.load(gen.controls, self.arch, LoadPolicy(self.dtype, self.device),
+                                            status or self.print_and_status_update)
+            self._controls = (paths, row, modules)
+        return self._controls
+
+    def control_pipeline(self, gen: GenerateImageConfig):
+        """The task's control pipeline over the resident components plus the request's controlnet(s): a
+        list for several (the pipelines wrap it in their Multi* class). Built per call: no copy, no load."""
+        _paths, row, modules = self.ensure_controls(gen)
+        cls = load_class(row.pipeline_for(self.task_of(gen).name)[0])
+        return self.build_task_pipeline(cls, {**self.pipeline.components,
+                                              "controlnet": modules[0] if len(modules) == 1 else list(modules)})
+
+    def control_kwargs(self, gen: GenerateImageConfig) -> dict:
+        """The control images (each through its preprocessor, at the request's size by its resize_mode) and
+        the scales, ranges and modes, as the control pipeline takes them."""
+        from toolkit.control_refs import control_map
+        from toolkit.images import load_image
+        from toolkit.models import controlnets
+
+        _paths, row, _modules = self.ensure_controls(gen)
+        images = [control_map(c, load_image(c.image, gen.width, gen.height, c.resize_mode)) for c in gen.controls]
+        return controlnets.arguments(row, gen.controls, images, self.task_of(gen).name)
+
     def pipeline_for(self, gen: GenerateImageConfig):
         """The pipeline that runs `gen`'s task: the loaded one when the task's class is the arch's
         `pipeline`, else that class built over the very components the loaded pipeline holds (no
         load, no copy; the loaded pipeline is left as it was). Built once per task, and again only
-        if a component of the loaded pipeline was replaced since (a swapped scheduler, say)."""
+        if a component of the loaded pipeline was replaced since (a swapped scheduler, say). With
+        controls, the task's control pipeline (control_pipeline)."""
+        if gen.controls:
+            return self.control_pipeline(gen)
         task = self.task_of(gen)
         if task.pipeline == self.spec.pipeline:
             return self.pipeline
@@ -309,6 +350,8 @@ class BaseModel:
         if self.spec.modality == "video":
             kw["num_frames"] = gen.num_frames
         kw.update(self.input_kwargs(gen))
+        if gen.controls:
+            kw.update(self.control_kwargs(gen))
         return kw
 
     def negative_prompt(self, gen_or_text) -> str | None:
@@ -325,7 +368,10 @@ class BaseModel:
         the input image's size, which load_image made the request's."""
         import inspect
 
-        params = inspect.signature(load_class(self.task_of(gen).pipeline).__call__).parameters
+        cls = load_class(self.task_of(gen).pipeline)
+        if gen.controls:
+            cls = load_class(self.ensure_controls(gen)[1].pipeline_for(self.task_of(gen).name)[0])
+        params = inspect.signature(cls.__call__).parameters
         return "width" in params and "height" in params
 
     def input_kwargs(self, gen: GenerateImageConfig) -> dict:
