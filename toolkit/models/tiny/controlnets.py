@@ -26,8 +26,10 @@ def build(arch: str, model_folder, seed: int = 0, cls: str = "ControlNetModel", 
     from diffusers import UNet2DConditionModel
     unet = UNet2DConditionModel.from_pretrained(model_folder, subfolder="unet", local_files_only=True)
     control_cls = load_class(cls)
-    net = control_cls.from_unet(unet, load_weights_from_unet=False) if not config else \
-        control_cls.from_config({**control_cls.from_unet(unet, load_weights_from_unet=False).config, **config})
+    net = control_cls.from_unet(unet, load_weights_from_unet=False)
+    if config:          # its own sizes over the UNet's (a union model's transformer at the tiny width)
+        base = {k: v for k, v in net.config.items() if not k.startswith("_")}
+        net = control_cls.from_config({**base, **config})
     gen = torch.Generator("cpu").manual_seed(seed)
     with torch.no_grad():
         for name, p in net.named_parameters():
