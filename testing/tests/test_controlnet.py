@@ -38,6 +38,10 @@ def files(tiny, tmp_path_factory):
                              ("file", f"{arch}_cn_diffusers.safetensors")):
             out[(arch, layout)] = str(write_tiny_controlnet(arch, tiny(arch), a1111 / "ControlNet" / name, layout))
         out[(arch, "folder", 1)] = str(write_tiny_controlnet(arch, tiny(arch), root / f"{arch}_cn_b", "folder", seed=1))
+    out[("flux", "folder")] = str(write_tiny_controlnet("flux", tiny("flux"), root / "flux_cn", "folder",
+                                                        cls="FluxControlNetModel"))
+    out[("flux", "union")] = str(write_tiny_controlnet("flux", tiny("flux"), root / "flux_union", "folder", seed=3,
+                                                       cls="FluxControlNetModel", num_mode=7))
     out[("sdxl", "union")] = str(write_tiny_controlnet("sdxl", tiny("sdxl"), root / "sdxl_union", "folder", seed=2,
                                                        cls="ControlNetUnionModel", num_control_type=8, num_trans_channel=16,
                                                        num_trans_head=2, num_proj_channel=16))
@@ -50,7 +54,7 @@ def files(tiny, tmp_path_factory):
 @pytest.fixture(scope="module")
 def eng(tiny, files):
     e = InProcessEngine(str(files["root"] / "engine"), token=TOKEN, model_folders=[str(files["webui"])],
-                        model_roots=[str(files["root"]), tiny("sd1"), tiny("sdxl"), tiny("zimage")])
+                        model_roots=[str(files["root"])] + [tiny(a) for a in ("sd1", "sdxl", "flux", "zimage")])
     yield e
     e.close()
 
@@ -80,20 +84,20 @@ def refused(eng, b) -> dict:
     return r.json()
 
 
-def bare(arch, folder, control_folders, images, cls="ControlNetModel", **call):
+def bare(arch, folder, control_folders, images, cls="ControlNetModel", union=False, **call):
     """diffusers' own control pipeline over the same folders."""
     import diffusers
 
     from toolkit.models.registry import get_arch
-    row = next(c for c in get_arch(arch).controls if c.cls == cls)
+    row = next(c for c in get_arch(arch).controls if c.cls == cls and bool(c.modes) == union)
     pipeline, image_arg = row.pipeline_for("txt2img")
     nets = [getattr(diffusers, cls).from_pretrained(f, local_files_only=True) for f in control_folders]
-    extra = {"safety_checker": None, "feature_extractor": None, "requires_safety_checker": False} \
-        if arch == "sd1" else {"add_watermarker": False}
+    extra = {"sd1": {"safety_checker": None, "feature_extractor": None, "requires_safety_checker": False},
+             "sdxl": {"add_watermarker": False}}.get(arch, {})
     pipe = getattr(diffusers, pipeline).from_pretrained(folder, controlnet=nets[0] if len(nets) == 1 else nets,
                                                         local_files_only=True, dtype=torch.float32, **extra)
     pipe.set_progress_bar_config(disable=True)
-    if row.mode_arg:
+    if row.lists:
         call[image_arg] = images
     else:
         call[image_arg] = images[0] if len(images) == 1 else images
@@ -141,10 +145,33 @@ def test_sdxl_union_with_its_mode(eng, tiny, files):
     control = {"model": files[("sdxl", "union")], "image": data_url(files["image"]), "mode": "canny", "scale": 0.7}
     got = generate(eng, body(tiny, "sdxl", [control]))
     want = bare("sdxl", tiny("sdxl"), [files[("sdxl", "union")]], [control_image(files)], cls="ControlNetUnionModel",
-                control_mode=[3], controlnet_conditioning_scale=0.7)
+                union=True, control_mode=[3], controlnet_conditioning_scale=0.7)
     assert np.array_equal(got, want)
     assert refused(eng, body(tiny, "sdxl", [{**control, "mode": "nope"}]))["field"] == "sample.controls[0].mode"
     assert refused(eng, body(tiny, "sdxl", [{**control, "mode": None}]))["field"] == "sample.controls[0].mode"
+
+
+def test_flux_controlnet_and_union(eng, tiny, files):
+    control = {"model": files[("flux", "folder")], "image": data_url(files["image"]), "scale": 0.9}
+    got = generate(eng, body(tiny, "flux", [control]))
+    want = bare("flux", tiny("flux"), [files[("flux", "folder")]], [control_image(files)], cls="FluxControlNetModel",
+                controlnet_conditioning_scale=0.9)
+    assert np.array_equal(got, want)
+    assert not np.array_equal(got, generate(eng, body(tiny, "flux", [])))
+    union = {"model": files[("flux", "union")], "image": data_url(files["image"]), "mode": "depth"}
+    got = generate(eng, body(tiny, "flux", [union]))
+    want = bare("flux", tiny("flux"), [files[("flux", "union")]], [control_image(files)], cls="FluxControlNetModel",
+                union=True, control_mode=2)
+    assert np.array_equal(got, want)
+    twice = generate(eng, body(tiny, "flux", [control, {**control, "scale": 0.4}]))     # FluxMultiControlNetModel
+    want = bare("flux", tiny("flux"), [files[("flux", "folder")]] * 2, [control_image(files)] * 2,
+                cls="FluxControlNetModel", controlnet_conditioning_scale=[0.9, 0.4], control_guidance_start=[0.0, 0.0],
+                control_guidance_end=[1.0, 1.0])
+    assert np.array_equal(twice, want)
+    err = refused(eng, body(tiny, "flux", [control, union]))          # one pipeline runs one kind
+    assert err["field"] == "sample.controls[1].model"
+    err = refused(eng, body(tiny, "flux", [{"model": files[("sd1", "folder")], "image": data_url(files["image"])}]))
+    assert err["field"] == "sample.controls[0].model"
 
 
 # -- the pool: a control is one more component --------------------------------------------------------------

@@ -313,8 +313,9 @@ class Control:
     - `files`: SingleFile rows of the files people download (A1111 `models/ControlNet`, ComfyUI
       `models/controlnet`), in their key layouts; their `config` derives the class's config from the shapes.
     - `modes`: a union model's control types, by index (`sample.controls[i].mode`), and `mode_arg` the
-      `__call__` argument they go to. Several controls of one row run at once as a list (the pipelines
-      wrap it in their Multi* class).
+      `__call__` argument they go to; `lists`: the pipeline takes the images and modes as lists even for one
+      model (SDXL Union's). Several controls of one row run at once as lists (the pipelines wrap the models
+      in their Multi* class).
     """
     cls: str
     pipelines: dict
@@ -322,6 +323,7 @@ class Control:
     files: tuple = ()
     modes: tuple = ()
     mode_arg: str = ""
+    lists: bool = False
     label: str = ""
 
     def pipeline_for(self, task: str):

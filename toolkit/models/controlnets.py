@@ -50,9 +50,11 @@ def arguments(control, refs, images: list, task: str) -> dict:
     kw = {"controlnet_conditioning_scale": pick([r.scale for r in refs]),
           "control_guidance_start": pick([r.start for r in refs]),
           "control_guidance_end": pick([r.end for r in refs])}
-    if control.mode_arg:         # a union model: images and their modes as lists (the pipeline pairs them per model)
+    if control.lists:            # images and their modes as lists however many models (the pipeline pairs them)
         kw[image_arg] = list(images)
         kw[control.mode_arg] = [r.mode for r in refs]
     else:
         kw[image_arg] = pick(images)
+        if control.mode_arg:
+            kw[control.mode_arg] = pick([r.mode for r in refs])
     return kw

@@ -135,7 +135,8 @@ CONTROLS = (
     Control("ControlNetUnionModel", {"txt2img": ("StableDiffusionXLControlNetUnionPipeline", "control_image"),
                                      "img2img": ("StableDiffusionXLControlNetUnionImg2ImgPipeline", "control_image"),
                                      "inpaint": ("StableDiffusionXLControlNetUnionInpaintPipeline", "control_image")},
-            fits="toolkit.models.archs.sdxl:control_fits", modes=UNION_MODES, mode_arg="control_mode", label="SDXL ControlNet Union"),
+            fits="toolkit.models.archs.sdxl:control_fits", modes=UNION_MODES, mode_arg="control_mode",
+            lists=True, label="SDXL ControlNet Union"),
 )
 
 

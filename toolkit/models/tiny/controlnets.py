@@ -7,7 +7,7 @@
   written with the arch's Control row's `original` inverse;
 - file: one .safetensors file in diffusers' names (what ComfyUI users download for SDXL).
 
-Built with the class's `from_unet` over the tiny model's UNet, then every weight drawn anew from a seed
+Built with the class's `from_unet` over the tiny model's UNet (`from_transformer` over a DiT's), then every weight drawn anew from a seed
 (the zero convolutions included, so a control visibly changes the output).
 """
 from __future__ import annotations
@@ -23,10 +23,17 @@ def build(arch: str, model_folder, seed: int = 0, cls: str = "ControlNetModel", 
 
     from toolkit.models.arch import load_class
 
-    from diffusers import UNet2DConditionModel
-    unet = UNet2DConditionModel.from_pretrained(model_folder, subfolder="unet", local_files_only=True)
     control_cls = load_class(cls)
-    net = control_cls.from_unet(unet, load_weights_from_unet=False)
+    if os.path.isdir(os.path.join(model_folder, "unet")):
+        from diffusers import UNet2DConditionModel
+        unet = UNet2DConditionModel.from_pretrained(model_folder, subfolder="unet", local_files_only=True)
+        net = control_cls.from_unet(unet, load_weights_from_unet=False)
+    else:               # a DiT's ControlNet: one block of each kind, the transformer's widths
+        from diffusers import AutoModel
+        dit = AutoModel.from_pretrained(model_folder, subfolder="transformer", local_files_only=True)
+        net = control_cls.from_transformer(dit, num_layers=1, num_single_layers=1, load_weights_from_transformer=False,
+                                           attention_head_dim=dit.config.attention_head_dim,
+                                           num_attention_heads=dit.config.num_attention_heads)
     if config:          # its own sizes over the UNet's (a union model's transformer at the tiny width)
         base = {k: v for k, v in net.config.items() if not k.startswith("_")}
         net = control_cls.from_config({**base, **config})
