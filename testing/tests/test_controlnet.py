@@ -174,6 +174,37 @@ def test_flux_controlnet_and_union(eng, tiny, files):
     assert err["field"] == "sample.controls[0].model"
 
 
+@pytest.mark.parametrize("arch", ["sd1", "sdxl"])
+@pytest.mark.parametrize("task", ["img2img", "inpaint"])
+def test_img2img_and_inpaint_with_a_control(eng, tiny, files, arch, task):
+    import diffusers
+
+    from toolkit.images import load_image
+    from toolkit.models.registry import get_arch
+    control = {"model": files[(arch, "original")], "image": data_url(files["image"]), "scale": 0.7}
+    inputs = {"init_img": data_url(files["wide"]), "strength": 0.75}
+    call = {"image": load_image(files["wide"], 64, 64, "crop"), "strength": 0.75}
+    if task == "inpaint":
+        mask = files["root"] / "mask.png"
+        m = np.zeros((64, 64), np.uint8)
+        m[16:48, 16:48] = 255
+        Image.fromarray(m, "L").save(mask)
+        inputs["mask_img"] = data_url(mask)
+        call["mask_image"] = load_image(str(mask), 64, 64, "crop", mask=True)
+    got = generate(eng, body(tiny, arch, [control], task=task, **inputs))
+    pipeline, image_arg = get_arch(arch).controls[0].pipeline_for(task)
+    net = diffusers.ControlNetModel.from_pretrained(files[(arch, "folder")], local_files_only=True)
+    extra = {"sd1": {"safety_checker": None, "feature_extractor": None, "requires_safety_checker": False},
+             "sdxl": {"add_watermarker": False}}[arch]
+    pipe = getattr(diffusers, pipeline).from_pretrained(tiny(arch), controlnet=net, local_files_only=True,
+                                                        dtype=torch.float32, **extra)
+    pipe.set_progress_bar_config(disable=True)
+    want = pipe(prompt="a fox", width=64, height=64, num_inference_steps=STEPS, guidance_scale=5.0,
+                generator=torch.Generator("cpu").manual_seed(SEED), controlnet_conditioning_scale=0.7,
+                **{image_arg: control_image(files)}, **call).images[0]
+    assert np.array_equal(got, np.asarray(want))
+
+
 # -- the pool: a control is one more component --------------------------------------------------------------
 def test_adding_changing_and_removing_a_control_loads_only_the_control(eng, tiny, files):
     def pool():
