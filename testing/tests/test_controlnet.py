@@ -22,6 +22,7 @@ from testing.fixtures import input_image
 from toolkit.models.tiny.controlnets import write_tiny_controlnet
 
 TOKEN = "control-token-1"
+DIT_CONTROLS = {"sd3": "SD3ControlNetModel", "qwen_image": "QwenImageControlNetModel"}
 SEED = 5
 STEPS = 2
 
@@ -42,6 +43,8 @@ def files(tiny, tmp_path_factory):
                                                         cls="FluxControlNetModel"))
     out[("flux", "union")] = str(write_tiny_controlnet("flux", tiny("flux"), root / "flux_union", "folder", seed=3,
                                                        cls="FluxControlNetModel", num_mode=7))
+    for arch, cls in DIT_CONTROLS.items():
+        out[(arch, "folder")] = str(write_tiny_controlnet(arch, tiny(arch), root / f"{arch}_cn", "folder", cls=cls))
     out[("sdxl", "union")] = str(write_tiny_controlnet("sdxl", tiny("sdxl"), root / "sdxl_union", "folder", seed=2,
                                                        cls="ControlNetUnionModel", num_control_type=8, num_trans_channel=16,
                                                        num_trans_head=2, num_proj_channel=16))
@@ -54,7 +57,7 @@ def files(tiny, tmp_path_factory):
 @pytest.fixture(scope="module")
 def eng(tiny, files):
     e = InProcessEngine(str(files["root"] / "engine"), token=TOKEN, model_folders=[str(files["webui"])],
-                        model_roots=[str(files["root"])] + [tiny(a) for a in ("sd1", "sdxl", "flux", "zimage")])
+                        model_roots=[str(files["root"])] + [tiny(a) for a in ("sd1", "sdxl", "flux", "zimage", *DIT_CONTROLS)])
     yield e
     e.close()
 
@@ -202,6 +205,35 @@ def test_img2img_and_inpaint_with_a_control(eng, tiny, files, arch, task):
     want = pipe(prompt="a fox", width=64, height=64, num_inference_steps=STEPS, guidance_scale=5.0,
                 generator=torch.Generator("cpu").manual_seed(SEED), controlnet_conditioning_scale=0.7,
                 **{image_arg: control_image(files)}, **call).images[0]
+    assert np.array_equal(got, np.asarray(want))
+
+
+@pytest.mark.parametrize("arch", list(DIT_CONTROLS))
+def test_dit_controlnets_equal_their_bare_pipeline(eng, tiny, files, arch):
+    """SD3 and Qwen-Image: the engine's picture equals the arch's control pipeline called with the holder's
+    own arguments (their holders shape the call: Qwen-Image's true CFG)."""
+    import dataclasses
+
+    import diffusers
+
+    from toolkit.config_modules import GenerateImageConfig
+    from toolkit.control_models import check_all
+    from toolkit.models.base_model import get_model_class
+    control = {"model": files[(arch, "folder")], "image": data_url(files["image"]), "scale": 0.8}
+    got = generate(eng, body(tiny, arch, [control]))
+    assert not np.array_equal(got, generate(eng, body(tiny, arch, [])))
+    holder = get_model_class(arch)({"arch": arch, "name_or_path": tiny(arch)}).load_model()
+    gen = GenerateImageConfig.from_dict({**body(tiny, arch, [{**control, "image": files["image"]}])["sample"]}, arch)
+    gen = dataclasses.replace(gen, controls=check_all(gen, holder.spec))
+    kw = {**holder.pipeline_kwargs(gen), **holder.control_kwargs(gen)}
+    row = holder.spec.controls[0]
+    net = getattr(diffusers, row.cls).from_pretrained(files[(arch, "folder")], local_files_only=True)
+    pipe = getattr(diffusers, row.pipeline_for("txt2img")[0]).from_pretrained(
+        tiny(arch), controlnet=net, local_files_only=True, dtype=torch.float32)
+    pipe.set_progress_bar_config(disable=True)
+    with torch.random.fork_rng():          # SD3's pipeline VAE-samples the control image from the global RNG
+        torch.manual_seed(SEED)
+        want = pipe(**kw, generator=torch.Generator("cpu").manual_seed(SEED), output_type="pil").images[0]
     assert np.array_equal(got, np.asarray(want))
 
 

@@ -314,7 +314,9 @@ class Control:
       `models/controlnet`), in their key layouts; their `config` derives the class's config from the shapes.
     - `modes`: a union model's control types, by index (`sample.controls[i].mode`), and `mode_arg` the
       `__call__` argument they go to; `lists`: the pipeline takes the images and modes as lists even for one
-      model (SDXL Union's). Several controls of one row run at once as lists (the pipelines wrap the models
+      model (SDXL Union's); `ranges`: the pipeline takes control_guidance_start/end (Z-Image's does not);
+      `global_rng`: the pipeline draws from torch's global RNG (SD3's VAE-samples the control image with no
+      generator): the holder seeds it with the request's seed, as ArchSpec.global_rng. Several controls of one row run at once as lists (the pipelines wrap the models
       in their Multi* class).
     """
     cls: str
@@ -324,6 +326,8 @@ class Control:
     modes: tuple = ()
     mode_arg: str = ""
     lists: bool = False
+    ranges: bool = True
+    global_rng: bool = False
     label: str = ""
 
     def pipeline_for(self, task: str):

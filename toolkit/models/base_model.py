@@ -350,8 +350,6 @@ class BaseModel:
         if self.spec.modality == "video":
             kw["num_frames"] = gen.num_frames
         kw.update(self.input_kwargs(gen))
-        if gen.controls:
-            kw.update(self.control_kwargs(gen))
         return kw
 
     def negative_prompt(self, gen_or_text) -> str | None:
@@ -516,6 +514,8 @@ class BaseModel:
         generator = (torch.Generator("cpu").manual_seed(seed) if n == 1 else
                      [torch.Generator("cpu").manual_seed(seed + i) for i in range(n)])
         kwargs = self.pipeline_kwargs(gen)
+        if gen.controls:       # over any holder's own arguments (an arch's holder shapes the rest of the call)
+            kwargs.update(self.control_kwargs(gen))
         if rows is not None:
             n = len(rows)
             kwargs.update(self.row_kwargs(rows, kwargs))
@@ -535,7 +535,7 @@ class BaseModel:
             cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
             stack.enter_context(wrap_encode_prompt(cache, pipe, cache and self.cond_context(pipe)))
             stack.enter_context(self._stage_wraps(on_status, pipe))
-            if self.spec.global_rng:
+            if self.spec.global_rng or (gen.controls and self.ensure_controls(gen)[1].global_rng):
                 stack.enter_context(global_rng_seeded(seed))
             # the request's step cache: hooks on the resident denoiser, removed on the way out
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))

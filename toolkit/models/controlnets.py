@@ -47,9 +47,9 @@ def arguments(control, refs, images: list, task: str) -> dict:
     _pipeline, image_arg = control.pipeline_for(task)
     one = len(refs) == 1
     pick = (lambda values: values[0]) if one else list
-    kw = {"controlnet_conditioning_scale": pick([r.scale for r in refs]),
-          "control_guidance_start": pick([r.start for r in refs]),
-          "control_guidance_end": pick([r.end for r in refs])}
+    kw = {"controlnet_conditioning_scale": pick([r.scale for r in refs])}
+    if control.ranges:
+        kw.update(control_guidance_start=pick([r.start for r in refs]), control_guidance_end=pick([r.end for r in refs]))
     if control.lists:            # images and their modes as lists however many models (the pipeline pairs them)
         kw[image_arg] = list(images)
         kw[control.mode_arg] = [r.mode for r in refs]

@@ -31,9 +31,12 @@ def build(arch: str, model_folder, seed: int = 0, cls: str = "ControlNetModel", 
     else:               # a DiT's ControlNet: one block of each kind, the transformer's widths
         from diffusers import AutoModel
         dit = AutoModel.from_pretrained(model_folder, subfolder="transformer", local_files_only=True)
-        net = control_cls.from_transformer(dit, num_layers=1, num_single_layers=1, load_weights_from_transformer=False,
-                                           attention_head_dim=dit.config.attention_head_dim,
-                                           num_attention_heads=dit.config.num_attention_heads)
+        import inspect
+        takes = inspect.signature(control_cls.from_transformer).parameters
+        want = dict(num_layers=1, num_single_layers=1, load_weights_from_transformer=False,
+                    num_extra_conditioning_channels=0, attention_head_dim=dit.config.get("attention_head_dim"),
+                    num_attention_heads=dit.config.get("num_attention_heads"))
+        net = control_cls.from_transformer(dit, **{k: v for k, v in want.items() if k in takes})
     if config:          # its own sizes over the UNet's (a union model's transformer at the tiny width)
         base = {k: v for k, v in net.config.items() if not k.startswith("_")}
         net = control_cls.from_config({**base, **config})
