@@ -165,6 +165,8 @@ def check_all(gen, spec, folders=(), where: str = "sample.controls") -> tuple:
         if row is not None and found.control is not row:
             raise ConfigError(f"{at}.model", f"a {found.control.label} cannot run beside a {row.label} in one request")
         row = found.control
+        if i and not row.several:
+            raise ConfigError(f"{at}.model", f"a {row.label}'s pipeline runs one control model at a time")
         if not row.ranges and (ref.start, ref.end) != (0.0, 1.0):
             raise ConfigError(f"{at}.start" if ref.start else f"{at}.end",
                               f"a {row.label}'s pipeline runs it over every step (start 0, end 1)")

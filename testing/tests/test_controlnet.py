@@ -22,7 +22,9 @@ from testing.fixtures import input_image
 from toolkit.models.tiny.controlnets import write_tiny_controlnet
 
 TOKEN = "control-token-1"
-DIT_CONTROLS = {"sd3": "SD3ControlNetModel", "qwen_image": "QwenImageControlNetModel"}
+DIT_CONTROLS = {"sd3": "SD3ControlNetModel", "qwen_image": "QwenImageControlNetModel", "zimage": "ZImageControlNetModel"}
+# the tiny Z-Image control model: control layers beside both of its transformer's layers, latent-wide input
+DIT_CONFIG = {"zimage": dict(control_layers_places=[0, 1], control_refiner_layers_places=[0], control_in_dim=16)}
 SEED = 5
 STEPS = 2
 
@@ -44,7 +46,8 @@ def files(tiny, tmp_path_factory):
     out[("flux", "union")] = str(write_tiny_controlnet("flux", tiny("flux"), root / "flux_union", "folder", seed=3,
                                                        cls="FluxControlNetModel", num_mode=7))
     for arch, cls in DIT_CONTROLS.items():
-        out[(arch, "folder")] = str(write_tiny_controlnet(arch, tiny(arch), root / f"{arch}_cn", "folder", cls=cls))
+        out[(arch, "folder")] = str(write_tiny_controlnet(arch, tiny(arch), root / f"{arch}_cn", "folder", cls=cls,
+                                                          **DIT_CONFIG.get(arch, {})))
     out[("sdxl", "union")] = str(write_tiny_controlnet("sdxl", tiny("sdxl"), root / "sdxl_union", "folder", seed=2,
                                                        cls="ControlNetUnionModel", num_control_type=8, num_trans_channel=16,
                                                        num_trans_head=2, num_proj_channel=16))
@@ -57,7 +60,7 @@ def files(tiny, tmp_path_factory):
 @pytest.fixture(scope="module")
 def eng(tiny, files):
     e = InProcessEngine(str(files["root"] / "engine"), token=TOKEN, model_folders=[str(files["webui"])],
-                        model_roots=[str(files["root"])] + [tiny(a) for a in ("sd1", "sdxl", "flux", "zimage", *DIT_CONTROLS)])
+                        model_roots=[str(files["root"])] + [tiny(a) for a in ("sd1", "sdxl", "flux", "sana", *DIT_CONTROLS)])
     yield e
     e.close()
 
@@ -210,7 +213,7 @@ def test_img2img_and_inpaint_with_a_control(eng, tiny, files, arch, task):
 
 @pytest.mark.parametrize("arch", list(DIT_CONTROLS))
 def test_dit_controlnets_equal_their_bare_pipeline(eng, tiny, files, arch):
-    """SD3 and Qwen-Image: the engine's picture equals the arch's control pipeline called with the holder's
+    """SD3, Qwen-Image and Z-Image: the engine's picture equals the arch's control pipeline called with the holder's
     own arguments (their holders shape the call: Qwen-Image's true CFG)."""
     import dataclasses
 
@@ -235,6 +238,12 @@ def test_dit_controlnets_equal_their_bare_pipeline(eng, tiny, files, arch):
         torch.manual_seed(SEED)
         want = pipe(**kw, generator=torch.Generator("cpu").manual_seed(SEED), output_type="pil").images[0]
     assert np.array_equal(got, np.asarray(want))
+
+
+def test_zimage_takes_one_control_over_every_step(eng, tiny, files):
+    control = {"model": files[("zimage", "folder")], "image": data_url(files["image"])}
+    assert refused(eng, body(tiny, "zimage", [control, control]))["field"] == "sample.controls[1].model"
+    assert refused(eng, body(tiny, "zimage", [{**control, "end": 0.5}]))["field"] == "sample.controls[0].end"
 
 
 # -- the pool: a control is one more component --------------------------------------------------------------
@@ -285,7 +294,7 @@ def test_bad_controls_name_the_field(eng, tiny, control, field):
 
 
 def test_an_arch_without_controls_refuses_the_field(eng, tiny, files):
-    b = body(tiny, "zimage", [{"model": files[("sd1", "folder")], "image": data_url(files["image"])}])
+    b = body(tiny, "sana", [{"model": files[("sd1", "folder")], "image": data_url(files["image"])}])
     assert refused(eng, b)["field"] == "sample.controls"
 
 

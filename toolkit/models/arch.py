@@ -316,7 +316,8 @@ class Control:
       `__call__` argument they go to; `lists`: the pipeline takes the images and modes as lists even for one
       model (SDXL Union's); `ranges`: the pipeline takes control_guidance_start/end (Z-Image's does not);
       `global_rng`: the pipeline draws from torch's global RNG (SD3's VAE-samples the control image with no
-      generator): the holder seeds it with the request's seed, as ArchSpec.global_rng. Several controls of one row run at once as lists (the pipelines wrap the models
+      generator): the holder seeds it with the request's seed, as ArchSpec.global_rng; `several`: the pipeline
+      runs more than one at once (Z-Image's takes one). Several controls of one row run at once as lists (the pipelines wrap the models
       in their Multi* class).
     """
     cls: str
@@ -328,6 +329,7 @@ class Control:
     lists: bool = False
     ranges: bool = True
     global_rng: bool = False
+    several: bool = True
     label: str = ""
 
     def pipeline_for(self, task: str):

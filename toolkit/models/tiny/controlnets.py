@@ -19,7 +19,7 @@ LAYOUTS = ("folder", "original", "file")
 
 
 def build(arch: str, model_folder, seed: int = 0, cls: str = "ControlNetModel", **config):
-    import torch
+    import inspect
 
     from toolkit.models.arch import load_class
 
@@ -31,15 +31,23 @@ def build(arch: str, model_folder, seed: int = 0, cls: str = "ControlNetModel", 
     else:               # a DiT's ControlNet: one block of each kind, the transformer's widths
         from diffusers import AutoModel
         dit = AutoModel.from_pretrained(model_folder, subfolder="transformer", local_files_only=True)
-        import inspect
         takes = inspect.signature(control_cls.from_transformer).parameters
+        if next(iter(takes)) != "transformer":      # Z-Image's: built from its config, the DiT's sizes
+            own = inspect.signature(control_cls.__init__).parameters
+            return _randomized(control_cls(**{**{k: v for k, v in dit.config.items() if k in own}, **config}), seed)
         want = dict(num_layers=1, num_single_layers=1, load_weights_from_transformer=False,
                     num_extra_conditioning_channels=0, attention_head_dim=dit.config.get("attention_head_dim"),
                     num_attention_heads=dit.config.get("num_attention_heads"))
         net = control_cls.from_transformer(dit, **{k: v for k, v in want.items() if k in takes})
-    if config:          # its own sizes over the UNet's (a union model's transformer at the tiny width)
+    if config:          # its own sizes over the base's (a union model's transformer at the tiny width)
         base = {k: v for k, v in net.config.items() if not k.startswith("_")}
         net = control_cls.from_config({**base, **config})
+    return _randomized(net, seed)
+
+
+def _randomized(net, seed: int):
+    import torch
+
     gen = torch.Generator("cpu").manual_seed(seed)
     with torch.no_grad():
         for name, p in net.named_parameters():
