@@ -107,6 +107,9 @@ def public_sample(gen, seed: int | None = None) -> dict:
     for key in gen.INPUTS:
         if d.get(key):
             d[key] = os.path.basename(d[key])
+    for control in d.get("controls") or ():      # a control's model and image by basename too
+        control.update(model=os.path.basename(os.path.normpath(control["model"])),
+                       image=os.path.basename(control["image"]))
     return d
 
 

@@ -131,7 +131,15 @@ def test_each_layout_equals_the_bare_control_pipeline(eng, tiny, files, arch, la
 
 def test_a_name_in_the_controlnet_folder_and_a_guidance_range(eng, tiny, files):
     control = {"model": "sd1_cn", "image": data_url(files["image"]), "scale": 1.2, "start": 0.5, "end": 1.0}
-    got = generate(eng, body(tiny, "sd1", [control]))
+    frames = eng.client.stream(body(tiny, "sd1", [control]))
+    res = next(h for h, _ in frames if h["type"] == "result")
+    raw = eng.client.get(res["url"]).content
+    got = np.asarray(Image.open(io.BytesIO(raw)).convert("RGB"))
+    import json
+
+    from toolkit.media import read_metadata
+    recorded = json.loads(read_metadata(raw)["aitk"])["sample"]["controls"][0]   # no local path leaves in the file
+    assert recorded["model"] == "sd1_cn" and "/" not in recorded["image"] and recorded["scale"] == 1.2
     want = bare("sd1", tiny("sd1"), [files[("sd1", "folder")]], [control_image(files)],
                 controlnet_conditioning_scale=1.2, control_guidance_start=0.5, control_guidance_end=1.0)
     assert np.array_equal(got, want)
