@@ -602,6 +602,8 @@ def main():
     ap.add_argument("--dtype", default="auto", help="with --lora: the model's dtype; float32 weights read as "
                     "bf16 are converted, so a reload reads every byte as it does onto a GPU (float32 on the "
                     "CPU is mapped from the page cache, copying nothing)")
+    ap.add_argument("--control", action="store_true", help="adding a ControlNet to a resident model vs a ControlNet "
+                    "pipeline from scratch (testing/bench_control.py)")
     ap.add_argument("--throughput", action="store_true", help="dynamic batching and queue policy figures "
                     "(testing/bench_throughput.py)")
     ap.add_argument("--hires", action="store_true", help="hires fix in one request vs two requests "
@@ -617,6 +619,11 @@ def main():
         from testing import bench_hires
         args.repeat = 3 if args.quick else args.repeat
         bench_hires.write(bench_hires.run(args), os.path.join(ROOT, "testing", ".bench", "bench_hires.json"))
+    if args.control:
+        from testing import bench_control
+        args.repeat = 3 if args.quick else args.repeat
+        bench_control.write_control(bench_control.control_bench(args, ROOT),
+                                    os.path.join(ROOT, "testing", ".bench", "bench_control.json"))
         return
     if args.throughput:
         from testing import bench_throughput

@@ -8,6 +8,7 @@ import random
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 from toolkit import ip_adapter_ref
+from toolkit.control_refs import RESIZE_MODES, parse_controls   # A1111's resize_mode 0, 1, 2
 from toolkit.errors import ConfigError, check_keys, check_values
 from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting, type_hints
 from toolkit.models.arch import MAX_SIZE, IMAGE_INPUTS, INPUTS, REFERENCES, STRENGTH_TASKS, TASKS, ArchSpec, load_object
@@ -15,7 +16,6 @@ from toolkit.models import step_cache
 from toolkit.models.registry import ARCHS, get_arch
 from toolkit.hires import UPSCALE, HiresSettings, UpscaleSettings, check_task as check_upscale_task
 
-RESIZE_MODES = ("resize", "crop", "fill")      # A1111's resize_mode 0, 1, 2: just resize, crop and resize, resize and fill
 INPUT_ROLES = {"init_img": "the image to start from", "mask_img": "the inpaint mask: white = repaint",
                "ctrl_img": "the reference image to edit", "ctrl_img_1": "a further reference image",
                "ctrl_img_2": "a further reference image", "ctrl_img_3": "a further reference image",
@@ -268,6 +268,7 @@ class GenerateImageConfig(Settings):
     sampler: str | None = None       # a scheduler from the arch family's table (None: the model's own)
     batch_size: int = setting(1, min=1)   # images made in one pass (seed + i each)
     cache: dict | str | None = None  # step cache for this request (toolkit/models/step_cache.py); not model identity
+    controls: tuple = ()             # ControlNets, each over its own image (toolkit/control_refs.py ControlRef)
     output_ext: str = ""
     hires: HiresSettings | None = None     # a second, larger img2img pass (toolkit/hires.py)
     upscale: UpscaleSettings | None = None  # task upscale's upscaler (toolkit/hires.py)
@@ -292,7 +293,7 @@ class GenerateImageConfig(Settings):
             arch, variant = arch.arch, arch.variant
         spec = get_arch(arch)
         d = dict(d or {})
-        check_keys(d, set(cls.COMMON) | set(spec.sample_extras) | {"ip_adapter"}, where)
+        check_keys(d, set(cls.COMMON) | set(spec.sample_extras) | {"ip_adapter", "controls"}, where)
         defaults = spec.sample_defaults(variant)
         hints = type_hints(cls)
         values = {}
@@ -311,12 +312,15 @@ class GenerateImageConfig(Settings):
                 raw = defaults.get(name)
             extras[name] = None if raw is None else coerce(raw, EXTRA_TYPES.get(extra.type, extra.type),
                                                            f"{where}.{name}")
+        controls = parse_controls(d.get("controls"), f"{where}.controls")
+        if controls and not spec.controls:
+            raise ConfigError(f"{where}.controls", f"arch {spec.name} takes no control models")
         warnings = []
         _settle(values, spec, where, variant, warnings)
         if spec.check:          # the arch's own rule across its keys, before the request is queued
             load_object(spec.check)(values, extras, where)
         ip_adapter = ip_adapter_ref.parse(d.get("ip_adapter"), spec, f"{where}.ip_adapter")
-        return cls(**values, extras=extras, ip_adapter=ip_adapter, warnings=tuple(warnings))
+        return cls(**values, extras=extras, ip_adapter=ip_adapter, controls=controls, warnings=tuple(warnings))
 
     @classmethod
     def fields_for(cls, spec: ArchSpec, limits=None, variant: str | None = None) -> dict:
@@ -382,6 +386,8 @@ class GenerateImageConfig(Settings):
         d = {name: getattr(self, name) for name in self.COMMON}
         for name in ("hires", "upscale"):
             d[name] = d[name].to_dict() if d[name] is not None else None
+        if self.controls:
+            d["controls"] = [c.to_dict() for c in self.controls]
         d.update(self.extras)
         if self.ip_adapter:
             d["ip_adapter"] = [ref.to_dict() for ref in self.ip_adapter]

@@ -107,6 +107,17 @@ def for_module(module, where: str = "module") -> str:
     return MODULES[module]
 
 
+def clamped(name: str, resolution=None, threshold_a=None, threshold_b=None) -> tuple:
+    """(resolution, threshold_a, threshold_b) held to preprocessor `name`'s sliders, None where it has none or the
+    value is unset: the ControlNet extension takes any value (webuiapi sends 64 for both thresholds), so its
+    routes clamp where the native API refuses."""
+    row = PREPROCESSORS[name]
+    out = [None if v is None or p is None else min(max(v, p.min), p.max)
+           for v, p in ((resolution, row.resolution), (threshold_a, row.threshold_a), (threshold_b, row.threshold_b))]
+    out[0] = None if out[0] is None else int(round(out[0]))
+    return tuple(out)
+
+
 def _number(value, param: Param, field: str, integer: bool = False):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise ConfigError(field, f"must be a number, got {value!r}")

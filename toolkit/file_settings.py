@@ -111,6 +111,9 @@ def public_sample(gen, seed: int | None = None) -> dict:
         if d.get(key):
             from toolkit.hires import upscaler_label
             d[key] = {**d[key], "upscaler": upscaler_label(d[key]["upscaler"])}
+    for control in d.get("controls") or ():      # a control's model and image by basename too
+        control.update(model=os.path.basename(os.path.normpath(control["model"])),
+                       image=os.path.basename(control["image"]))
     return d
 
 

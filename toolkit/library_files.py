@@ -23,7 +23,7 @@ from toolkit import companions, model_trees
 DTYPES = {"BF16": "bf16", "F16": "f16", "F32": "f32", "F64": "f64", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2"}
 KINDS = {model_trees.CHECKPOINT: "checkpoint", model_trees.DENOISER: "single_file",
          model_trees.COMPONENT: "component", model_trees.LORA: "lora", model_trees.VAE_APPROX: "vae_approx",
-         model_trees.UPSCALER: "upscaler"}
+         model_trees.UPSCALER: "upscaler", model_trees.CONTROLNET: "controlnet"}
 
 
 def _dtype(counts: dict) -> str | None:
@@ -54,12 +54,30 @@ def upscaler_entry(path: str, root: str) -> dict:
     return {"name": rel, "source": "folder", "path": os.path.abspath(path), "repo": None, "kind": "upscaler",
             "arch": None, "variant": None, "role": "upscaler", "bytes": os.path.getsize(path), "complete": True,
             "missing": [], "model": None, "upscaler": os.path.splitext(os.path.basename(path))[0]}
+def controlnet_entry(path: str, root: str) -> dict:
+    """A file of a controlnet/ folder: the archs (and control classes) that take it, from its header."""
+    from toolkit.control_models import identify
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    entry = {"name": rel, "source": "folder", "path": os.path.abspath(path), "repo": None, "kind": "controlnet",
+             "arch": None, "variant": None, "role": "controlnet", "bytes": os.path.getsize(path), "complete": True,
+             "missing": [], "model": None}
+    try:
+        found = identify(path)
+    except ValueError as e:
+        return {**entry, "complete": False, "missing": [str(e)]}
+    entry.update(archs=sorted({f.arch for f in found}), label=found[0].control.label if found else None,
+                 arch=found[0].arch if len(found) == 1 else None)
+    if not found:
+        entry.update(complete=False, missing=["no arch here takes this control model"])
+    return entry
 
 
 def file_entry(path: str, root: str, hint: str | None) -> dict:
     """A .safetensors file: what the detector says it is (else the older layout table of toolkit/file_report.py)."""
     if hint == model_trees.VAE_APPROX:
         return vae_approx_entry(path, root)
+    if hint == model_trees.CONTROLNET:
+        return controlnet_entry(path, root)
     from toolkit.file_report import inspect_file
     from toolkit.models.registry import ARCHS
     report = inspect_file(path)

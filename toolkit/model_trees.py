@@ -11,9 +11,10 @@
 
 - ComfyUI `models/`: checkpoints/ (all-in-one), diffusion_models/ and unet/ (denoisers alone),
   text_encoders/ and clip/, vae/, loras/, vae_approx/ (tiny preview decoders: TAESD, TAEF1), upscale_models/,
-  ipadapter/ (IP-Adapters) and clip_vision/ (their image encoders).
+  ipadapter/ (IP-Adapters), clip_vision/ (their image encoders), controlnet/.
 - A1111 / Forge `models/`: Stable-diffusion/ (checkpoints, and Forge's Flux denoisers), Lora/ and
-  LyCORIS/, VAE/, text_encoder/ (Forge), VAE-approx/ (TAESD decoders), ESRGAN/ (RealESRGAN/, SwinIR/, DAT/).
+  LyCORIS/, VAE/, text_encoder/ (Forge), VAE-approx/ (TAESD decoders), ESRGAN/ (RealESRGAN/, SwinIR/, DAT/),
+  ControlNet/ (ControlNets, and the ControlNet extension's IP-Adapters).
 A configured folder may be the `models/` folder itself or the install above it (ComfyUI/,
 stable-diffusion-webui/); anything else is a plain folder of diffusers folders and single files.
 """
@@ -23,11 +24,13 @@ from dataclasses import dataclass
 CHECKPOINT, DENOISER, COMPONENT, LORA, VAE_APPROX = "checkpoint", "denoiser", "component", "lora", "vae_approx"
 UPSCALER = "upscaler"          # upscale models (ESRGAN and kin: toolkit/upscalers.py)
 IP_ADAPTER, CLIP_VISION = "ip_adapter", "clip_vision"
+CONTROLNET = "controlnet"       # ControlNets (toolkit/control_models.py)
 COMFYUI = {"checkpoints": CHECKPOINT, "diffusion_models": DENOISER, "unet": DENOISER, "text_encoders": COMPONENT,
            "clip": COMPONENT, "vae": COMPONENT, "loras": LORA, "vae_approx": VAE_APPROX, "upscale_models": UPSCALER,
-           "ipadapter": IP_ADAPTER, "clip_vision": CLIP_VISION}
+           "ipadapter": IP_ADAPTER, "clip_vision": CLIP_VISION, "controlnet": CONTROLNET}
 A1111 = {"stable-diffusion": CHECKPOINT, "lora": LORA, "lycoris": LORA, "vae": COMPONENT, "text_encoder": COMPONENT,
-         "vae-approx": VAE_APPROX, "esrgan": UPSCALER, "realesrgan": UPSCALER, "swinir": UPSCALER, "dat": UPSCALER}
+         "vae-approx": VAE_APPROX, "esrgan": UPSCALER, "realesrgan": UPSCALER, "swinir": UPSCALER, "dat": UPSCALER,
+         "controlnet": CONTROLNET}
 PLAIN = {"vae_approx": VAE_APPROX}      # a plain folder's one named sub-folder: tiny preview decoders
 TREES = {"comfyui": COMFYUI, "a1111": A1111, "plain": PLAIN}
 # where a file of a kind is also looked up by name: A1111's ControlNet extension keeps IP-Adapters beside the
@@ -106,6 +109,11 @@ def kind_dirs(folders, kind: str) -> list:
         out += [os.path.join(tree.models, real) for low, real in sorted(_subdirs(tree.models).items())
                 if table.get(low) == kind or low in also]
     return out
+def dirs_of(tree: Tree, kind: str) -> list:
+    """The sub-folders of `tree` that hold files of `kind` (CONTROLNET, ...)."""
+    table = TREES.get(tree.kind, {})
+    return [os.path.join(tree.models, real) for low, real in sorted(_subdirs(tree.models).items())
+            if table.get(low) == kind]
 
 
 def vae_approx_dirs(folders) -> list:

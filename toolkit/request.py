@@ -77,6 +77,7 @@ class Policy:
         name in its upscaler folders."""
         from toolkit import upscalers
         return upscalers.resolve(name, where, folders=())
+
     def model_file(self, value: str, where: str, kind: str) -> str:
         """A model file a sample field names (`kind`: model_trees.IP_ADAPTER, ...) as its path: here a path
         as given; the engine's also a name in its model folders, and only inside engine.model_roots."""
@@ -88,6 +89,11 @@ class Policy:
     def folders(self) -> tuple:
         """The model folders whose trees hold the files a request may name (the engine's model_folders)."""
         return ()
+
+    def controls(self, gen: GenerateImageConfig, spec) -> tuple:
+        """`gen.controls` checked against the arch (toolkit/control_models.check_all), models resolved."""
+        from toolkit import control_models
+        return control_models.check_all(gen, spec)
 
 
 NO_POLICY = Policy()
@@ -109,13 +115,17 @@ def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = 
     gen = GenerateImageConfig.from_dict({**profile_defaults, **(sample or {})}, mc, "sample")
     gen = hires.resolved(gen, mc.spec, mc.variant, policy)      # its upscaler named by the policy
     policy.check(mc, gen)
+    if gen.controls:
+        gen = replace(gen, controls=policy.controls(gen, mc.spec))
     opts = StreamOptions.from_dict(stream, "stream")
     if gen.ip_adapter:
         gen = replace(gen, ip_adapter=_ip_adapters(gen.ip_adapter, mc.spec, policy, dry_run))
     if not dry_run:
         inputs = {name: policy.input(getattr(gen, name), f"sample.{name}", INPUT_KINDS[name])   # last: a data
                   for name in GenerateImageConfig.INPUTS if getattr(gen, name)}                 # URL is stored
-        gen = replace(gen, **inputs).seeded()
+        controls = tuple(replace(c, image=policy.input(c.image, f"sample.controls[{i}].image", "image"))
+                         for i, c in enumerate(gen.controls))
+        gen = replace(gen, **inputs, controls=controls).seeded()
         input_media.check_fits(gen)
         policy.check_inputs(mc, gen)
     return GenerationRequest(mc, gen, opts, request_id)

@@ -5,7 +5,7 @@ per row only a prompt, a negative prompt and a generator. So requests are compat
 everything but those (and the output format, which only the file writer reads) is equal: the rule
 compares the whole resolved model config (LoRAs included) and the whole sample config minus the
 per-member fields, rather than listing what must match, so a new sample key is safe by default.
-Requests with input images are never batched (each would need its own image tensors), nor are
+Requests with input images (or controls) are never batched (each would need its own image tensors), nor are
 archs whose pipeline makes one output per pass, nor non-image modalities. No torch here.
 """
 import json
@@ -21,7 +21,7 @@ def batch_key(model, sample) -> str | None:
     spec = model.spec
     if spec.modality != "image" or not spec.batch_arg:
         return None
-    if any(getattr(sample, name) for name in GenerateImageConfig.INPUTS) or sample.hires is not None:
+    if any(getattr(sample, name) for name in GenerateImageConfig.INPUTS) or sample.hires is not None or sample.controls:
         return None         # a hires request runs two passes of its own (toolkit/models/hires_run.py)
     shared = {k: v for k, v in sample.to_dict().items() if k not in PER_MEMBER}
     shared["negative_prompt_set"] = sample.negative_prompt is not None   # unset is the pipeline's default, not ""

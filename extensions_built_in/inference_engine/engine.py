@@ -978,6 +978,7 @@ class EnginePolicy(Policy):
         from toolkit import upscalers
         folders = self.engine.upscaler_folders()
         return upscalers.resolve(name, where, folders, roots=[*folders[0], *folders[1]])
+
     def model_file(self, value, where, kind):
         """A path inside engine.model_roots, or a file's name in the model folders' trees (an IP-Adapter in
         ComfyUI's models/ipadapter or A1111's models/ControlNet, an image encoder in models/clip_vision)."""
@@ -993,6 +994,24 @@ class EnginePolicy(Policy):
 
     def folders(self):
         return tuple(self.engine.model_folders)
+
+    def controls(self, gen, spec):
+        """Control models by path (under engine.model_roots, one answer whether they exist or not) or by
+        name in the model folders' controlnet directories, checked against the arch from their headers."""
+        from toolkit import control_models
+        roots = self.engine.model_roots
+        for i, ref in enumerate(gen.controls):
+            if roots is None or not (os.sep in ref.model or ref.model.startswith("~")):
+                continue           # a bare name: looked up in the controlnet directories only
+            real = os.path.realpath(os.path.expanduser(ref.model))
+            if not any(real == root or real.startswith(root + os.sep) for root in roots):
+                raise ConfigError(f"sample.controls[{i}].model",
+                                  "is not in a folder this engine loads models from (engine.model_roots)")
+        from extensions_built_in.inference_engine.preprocess import check_params
+        for i, ref in enumerate(gen.controls):     # a model-based preprocessor's model is here
+            check_params(ref.preprocessor, ref.processor_res, ref.threshold_a, ref.threshold_b,
+                         where=f"sample.controls[{i}]", model_folders=self.engine.model_folders)
+        return control_models.check_all(gen, spec, self.engine.model_folders)
 
 
 def _time_load(req: Request, stage: str | None):

@@ -198,6 +198,16 @@ class WorkerCore:
         self._ensure_holder(mc, None, self._plan(mc))
         self._info_idle()
 
+    def annotator(self, key):
+        """A control-map preprocessor's (model, processor), loaded through the funnel into this worker's pool
+        (toolkit/annotators.py), where it stays as any unused component does."""
+        from toolkit import annotators
+        from toolkit.models.v2.mixin import thread_load_interceptor
+
+        status = lambda message, stage="status": self.emit(m.Info(f"Preprocessing: {message}"))
+        with self.prefetcher.paused(), thread_load_interceptor(self.pool):
+            return annotators.load(key, self.model_folders, device=self.device, status=status)
+
     def preprocess(self, msg: m.Preprocess):
         """A control map (toolkit/control_maps.py); a model-based preprocessor's model loads through the funnel
         into this worker's pool (toolkit/annotators.py), where it stays as any unused component does."""
@@ -207,19 +217,13 @@ class WorkerCore:
 
         from toolkit import annotators, control_maps
         from toolkit.errors import ConfigError
-        from toolkit.models.v2.mixin import thread_load_interceptor
-
-        def load_model(key):
-            status = lambda message, stage="status": self.emit(m.Info(f"Preprocessing: {message}"))
-            with self.prefetcher.paused(), thread_load_interceptor(self.pool):
-                return annotators.load(key, self.model_folders, device=self.device, status=status)
 
         try:
             with Image.open(io.BytesIO(msg.image)) as im:      # checked by the engine before it was sent
                 im = ImageOps.exif_transpose(im)
                 im.load()
             out = control_maps.make_map(msg.preprocessor, im, resolution=msg.resolution, threshold_a=msg.threshold_a,
-                                        threshold_b=msg.threshold_b, load_model=load_model)
+                                        threshold_b=msg.threshold_b, load_model=self.annotator)
             buf = io.BytesIO()
             out.save(buf, format="PNG")
             reply = m.Preprocessed(msg.task_id, buf.getvalue())
@@ -407,6 +411,11 @@ class WorkerCore:
             self.emit(m.Info(f"Generating {i + 1}/{n}{batch}", i + 1))
             self.faults.on_step(members.check)     # after the step is reported
 
+        if head.controls:      # the request's ControlNets: pool components (a resident one is a hit)
+            from toolkit.models.v2.mixin import thread_load_interceptor
+            holder.annotator_loader = self.annotator      # their maps' preprocessor models too
+            with thread_load_interceptor(self.pool):
+                holder.ensure_controls(head, self._status_fn(members, "Generating"))
         try:     # a request alone runs as itself (batch_size rows from one seed); several as rows
             if head.hires is not None:     # one request (never batched): two passes, the upscaler a pool component
                 from toolkit.models.hires_run import generate_hires

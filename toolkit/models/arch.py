@@ -301,6 +301,42 @@ class Task:
                 "kinds": {name: INPUT_KINDS[name] for name in self.inputs}}
 
 
+@dataclass(frozen=True)
+class Control:
+    """A control model class an arch takes (`sample.controls`, toolkit/models/controlnets.py): the class,
+    the pipeline that runs it per task over the arch's resident components, and how its files are told.
+
+    - `cls`: the library class ("ControlNetModel"); `pipelines`: task -> (pipeline class, the `__call__`
+      argument the control image goes to); a task missing here takes no control on this arch.
+    - `fits`: "module:function(config: dict) -> bool": a control's config (its config.json, or what its
+      single file's shapes give) is one this arch's denoiser takes; torch-free, so a request is refused
+      from the file's header before it is queued.
+    - `files`: SingleFile rows of the files people download (A1111 `models/ControlNet`, ComfyUI
+      `models/controlnet`), in their key layouts; their `config` derives the class's config from the shapes.
+    - `modes`: a union model's control types, by index (`sample.controls[i].mode`), and `mode_arg` the
+      `__call__` argument they go to; `lists`: the pipeline takes the images and modes as lists even for one
+      model (SDXL Union's); `ranges`: the pipeline takes control_guidance_start/end (Z-Image's does not);
+      `global_rng`: the pipeline draws from torch's global RNG (SD3's VAE-samples the control image with no
+      generator): the holder seeds it with the request's seed, as ArchSpec.global_rng; `several`: the pipeline
+      runs more than one at once (Z-Image's takes one). Several controls of one row run at once as lists (the pipelines wrap the models
+      in their Multi* class).
+    """
+    cls: str
+    pipelines: dict
+    fits: str
+    files: tuple = ()
+    modes: tuple = ()
+    mode_arg: str = ""
+    lists: bool = False
+    ranges: bool = True
+    global_rng: bool = False
+    several: bool = True
+    label: str = ""
+
+    def pipeline_for(self, task: str):
+        return self.pipelines.get(task)
+
+
 LORA_FORMATS = ("peft", "kohya", "comfyui")
 
 
@@ -401,6 +437,8 @@ class ArchSpec:
     output_images: str = ""
     lora: Lora | None = None        # the LoRA files it takes (None: no LoRA support declared)
     ip_adapter: "IPAdapter | None" = None   # the IP-Adapter files it takes (None: `sample.ip_adapter` refused)
+    # the control model classes it takes (sample.controls), each with its pipelines per task; () = none
+    controls: tuple = ()
     # step caches it takes (`sample.cache.type`, toolkit/models/step_cache.py) -> the fixed parameters that
     # type needs on this denoiser (module patterns, magnitude ratios); each is checked to skip work
     step_caches: dict = field(default_factory=dict)
@@ -533,6 +571,8 @@ class ArchSpec:
                 "preview": self.latents.preview(),
                 "samplers": [s.public() for s in self.samplers()], "batch": self.batch_arg is not None,
                 "lora_formats": list(self.lora.formats) if self.lora else [],
+                "controls": [{"class": c.cls, "label": c.label, "tasks": list(c.pipelines), "modes": list(c.modes)}
+                             for c in self.controls],
                 "step_caches": list(self.step_caches)}
 
 

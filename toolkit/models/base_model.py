@@ -49,6 +49,8 @@ class BaseModel:
         self.pipeline = None
         self.loaded: dict = {}
         self._task_pipelines: dict = {}         # task -> (component identities, pipeline): see pipeline_for
+        self._controls = None                   # (paths, Control row, modules): the request's ControlNets
+        self.annotator_loader = None            # key -> (model, processor) of a control map's preprocessor (the worker's pool)
         self.cond_cache = None                  # the worker's ConditioningCache (toolkit/models/v2/cond_cache.py)
         self.library_folders = ()               # engine.model_folders: where a file's companions are found
         self.library_roots = None               # engine.model_roots (None: anywhere): the file's own tree only inside
@@ -213,6 +215,7 @@ class BaseModel:
             self.residency = None
         self.pipeline = None
         self._task_pipelines.clear()
+        self._controls = None
         self.loaded.clear()
         self._ip_encoder = None
 
@@ -221,11 +224,55 @@ class BaseModel:
         """The arch's Task row `gen` asks for (validation fixed gen.task; unset: the arch's first)."""
         return self.spec.task(gen.task) if gen.task else self.spec.tasks[0]
 
+    # -- ControlNets: pool components beside the resident model (toolkit/models/controlnets.py) -------------
+    def ensure_controls(self, gen: GenerateImageConfig, status=None):
+        """The controls `gen` names, loaded through the funnel (under the worker's pool: a resident one is a
+        hit, a new one the only load); those of an earlier request are let go by the holder, not reloaded."""
+        from toolkit.models import controlnets
+        from toolkit.models.v2 import LoadPolicy
+
+        paths = tuple(c.model for c in gen.controls)
+        if not paths:
+            self._controls = None
+            return None
+        if self._controls is None or self._controls[0] != paths:
+            row, modules = controlnets.load(gen.controls, self.arch, LoadPolicy(self.dtype, self.device),
+                                            status or self.print_and_status_update)
+            self._controls = (paths, row, modules)
+        return self._controls
+
+    def control_pipeline(self, gen: GenerateImageConfig):
+        """The task's control pipeline over the resident components plus the request's controlnet(s): a
+        list for several (the pipelines wrap it in their Multi* class). Built per call: no copy, no load."""
+        _paths, row, modules = self.ensure_controls(gen)
+        cls = load_class(row.pipeline_for(self.task_of(gen).name)[0])
+        return self.build_task_pipeline(cls, {**self.pipeline.components,
+                                              "controlnet": modules[0] if len(modules) == 1 else list(modules)})
+
+    def control_kwargs(self, gen: GenerateImageConfig) -> dict:
+        """The control images (each through its preprocessor, at the request's size by its resize_mode) and
+        the scales, ranges and modes, as the control pipeline takes them."""
+        from toolkit.control_refs import control_map
+        from toolkit.models import controlnets
+
+        _paths, row, _modules = self.ensure_controls(gen)
+        load = self.annotator_loader or self.own_annotator
+        images = [control_map(c, gen.width, gen.height, load) for c in gen.controls]
+        return controlnets.arguments(row, gen.controls, images, self.task_of(gen).name)
+
+    def own_annotator(self, key):
+        """A preprocessor's (model, processor) for a holder used alone (no worker pool): from the model folders."""
+        from toolkit import annotators
+        return annotators.load(key, self.library_folders, device=self.device)
+
     def pipeline_for(self, gen: GenerateImageConfig):
         """The pipeline that runs `gen`'s task: the loaded one when the task's class is the arch's
         `pipeline`, else that class built over the very components the loaded pipeline holds (no
         load, no copy; the loaded pipeline is left as it was). Built once per task, and again only
-        if a component of the loaded pipeline was replaced since (a swapped scheduler, say)."""
+        if a component of the loaded pipeline was replaced since (a swapped scheduler, say). With
+        controls, the task's control pipeline (control_pipeline)."""
+        if gen.controls:
+            return self.control_pipeline(gen)
         task = self.task_of(gen)
         if task.pipeline == self.spec.pipeline:
             return self.pipeline
@@ -348,7 +395,10 @@ class BaseModel:
         the input image's size, which load_image made the request's."""
         import inspect
 
-        params = inspect.signature(load_class(self.task_of(gen).pipeline).__call__).parameters
+        cls = load_class(self.task_of(gen).pipeline)
+        if gen.controls:
+            cls = load_class(self.ensure_controls(gen)[1].pipeline_for(self.task_of(gen).name)[0])
+        params = inspect.signature(cls.__call__).parameters
         return "width" in params and "height" in params
 
     def input_kwargs(self, gen: GenerateImageConfig) -> dict:
@@ -500,6 +550,8 @@ class BaseModel:
                      [torch.Generator("cpu").manual_seed(seed + i) for i in range(n)])
         kwargs = self.pipeline_kwargs(gen)
         kwargs.update(inputs or {})
+        if gen.controls:       # over any holder's own arguments (an arch's holder shapes the rest of the call)
+            kwargs.update(self.control_kwargs(gen))
         if rows is not None:
             n = len(rows)
             kwargs.update(self.row_kwargs(rows, kwargs))
@@ -519,7 +571,7 @@ class BaseModel:
             cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
             stack.enter_context(wrap_encode_prompt(cache, pipe, cache and self.cond_context(pipe)))
             stack.enter_context(self._stage_wraps(on_status, pipe))
-            if self.spec.global_rng:
+            if self.spec.global_rng or (gen.controls and self.ensure_controls(gen)[1].global_rng):
                 stack.enter_context(global_rng_seeded(seed))
             # the request's step cache: hooks on the resident denoiser, removed on the way out
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from fastapi import Depends, FastAPI, Request as HttpRequest
 
 from extensions_built_in.inference_engine import lora_folder
-from extensions_built_in.inference_engine.compat import inputs, upscale
+from extensions_built_in.inference_engine.compat import controlnet_ext, inputs, upscale
 from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
                                                                 json_object)
 from extensions_built_in.inference_engine.compat.preview import latent_png_b64, preview_b64
@@ -128,7 +128,8 @@ class A1111:
                   **upscale.hires_sample(body, invalid, strength_default=opts["strength"])}
         # the model's size and every setting resolved and checked before an image is decoded
         probe = {**sample, "init_img": "init_images", "seed": call.base_seed, **({"mask_img": "mask"} if mask else {})}
-        _mc, gen = await asyncio.to_thread(self.session.resolve_sample, call.model, probe, invalid, FIELDS, MODEL_FIELD)
+        _mc, gen = await asyncio.to_thread(self.session.resolve_sample, call.model, probe, invalid, call.fields,
+                                             MODEL_FIELD)
         try:
             prepared = await asyncio.to_thread(_prepare_img2img, init[0], mask, gen.width, gen.height, opts)
         except ConfigError as e:
@@ -185,6 +186,13 @@ class A1111:
             model = {**model, "loras": [*(model.get("loras") or []), *picked]}
         sampler = self._sampler(body, model)
         sample = {"prompt": stripped, "output_ext": "png", "batch_size": counts["batch_size"]}
+        try:        # alwayson_scripts.controlnet.args: the ControlNet extension's units (compat/controlnet_ext.py)
+            controls, control_fields, control_warnings = await asyncio.to_thread(
+                controlnet_ext.units, body, self.engine.model_folders)
+        except ConfigError as e:
+            raise invalid(e.key, e.message)
+        if controls:
+            sample["controls"] = controls
         if sampler is not None:
             sample["sampler"] = sampler
         if negative:
@@ -194,7 +202,8 @@ class A1111:
             if body.get(theirs) is not None:
                 sample[ours] = body[theirs]
         return SimpleNamespace(prompt=prompt, negative=negative, counts=counts, base_seed=base_seed,
-                               model=model, name=name, sample=sample)
+                               model=model, name=name, sample=sample, fields={**FIELDS, **control_fields},
+                               warnings=control_warnings)
 
     async def _run(self, request: HttpRequest, body: dict, call, sample: dict, *, extra: dict | None = None,
                    warnings=(), parameters: dict | None = None):
@@ -203,7 +212,7 @@ class A1111:
         session = self.session
         counts = call.counts
         samples = [{**sample, "seed": call.base_seed + j * counts["batch_size"]} for j in range(counts["n_iter"])]
-        reqs = await asyncio.to_thread(session.submit_all, call.model, samples, invalid, FIELDS, MODEL_FIELD,
+        reqs = await asyncio.to_thread(session.submit_all, call.model, samples, invalid, call.fields, MODEL_FIELD,
                                        PREVIEW_STREAM, api="a1111")
         session.last_used = (call.name, reqs[0].model)
         started = time.time()
@@ -214,7 +223,7 @@ class A1111:
         images = await asyncio.to_thread(session.read_images, reqs)
         interrupted = any(r.status == "cancelled" for r in reqs)
         info = self._info(reqs, call.name, call.prompt, call.negative, counts, started, interrupted, extra or {})
-        info["warnings"] = sorted(set(info["warnings"]) | set(warnings))
+        info["warnings"] = sorted(set(info["warnings"]) | set(warnings) | set(call.warnings))
         if parameters is None:
             parameters = {k: v for k, v in body.items() if k != "auth"}     # SillyTavern puts its auth here
         send = body.get("send_images", True) is not False
@@ -325,6 +334,9 @@ class A1111:
             raise invalid(field, f"unknown VAE {value!r} (VAEs here: {', '.join(sorted(files)) or 'none'}; "
                                  f"or {' / '.join(repr(v) for v in OWN_VAE[1:])} for the checkpoint's own)")
         return path
+
+    def controlnet_models(self):
+        return controlnet_ext.model_list(self.engine.model_folders)
 
     def get_options(self):
         return {**self.session.options, "sd_model_checkpoint": self.session.current_name(),
@@ -568,7 +580,8 @@ def add_routes(app: FastAPI, session: Session, authorized):
                                   ("GET", "/sdapi/v1/samplers", api.samplers),
                                   ("GET", "/sdapi/v1/schedulers", api.schedulers),
                                   ("GET", "/sdapi/v1/loras", api.loras),
-                                  ("GET", "/sdapi/v1/sd-vae", api.sd_vae)):
+                                  ("GET", "/sdapi/v1/sd-vae", api.sd_vae),
+                                  ("GET", "/controlnet/model_list", api.controlnet_models)):
         app.add_api_route(path, handler, methods=[method], dependencies=deps)
     # the routes whose JSON carries base64 images take more than the JSON default
     app.add_api_route("/sdapi/v1/img2img", api.img2img, methods=["POST"], dependencies=deps, openapi_extra=IMG2IMG_BODY,

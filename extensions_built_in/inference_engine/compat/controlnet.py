@@ -25,7 +25,7 @@ from extensions_built_in.inference_engine.compat.inputs import decode_b64_image
 from extensions_built_in.inference_engine.engine import EngineBusy
 from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
 from extensions_built_in.inference_engine.preprocess import PreprocessFailed, make_png
-from toolkit.control_maps import MODULE_LABELS, PREPROCESSORS, for_module
+from toolkit.control_maps import MODULE_LABELS, PREPROCESSORS, clamped, for_module
 from toolkit.errors import ConfigError
 
 MAX_IMAGES = 16
@@ -56,10 +56,6 @@ def _value(body: dict, key: str):
     return None if value < 0 else value
 
 
-def _clamp(value, param):
-    return None if value is None or param is None else min(max(value, param.min), param.max)
-
-
 class ControlNetApi:
     def __init__(self, session):
         self.engine = session.engine
@@ -83,9 +79,7 @@ class ControlNetApi:
             raise invalid(key, f"at most {MAX_IMAGES} images per call")
         res, a, b = (_value(body, k) for k in ("controlnet_processor_res", "controlnet_threshold_a",
                                                "controlnet_threshold_b"))
-        row = PREPROCESSORS[name]       # the extension takes any value: here each is held to its slider's range
-        res, a, b = _clamp(res, row.resolution), _clamp(a, row.threshold_a), _clamp(b, row.threshold_b)
-        res = None if res is None else int(round(res))
+        res, a, b = clamped(name, res, a, b)      # the extension takes any value: each held to its slider's range
         out = []
         for i, value in enumerate(images):
             field = f"{key}.{i}"

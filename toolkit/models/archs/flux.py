@@ -8,8 +8,8 @@ import re
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, IPAdapter, Latents,
-                                 Lora, SampleDefaults, SingleFile, Task, Tiny, Variant, pick_linears)
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Control, Gguf,
+                                 IPAdapter, Latents, Lora, SampleDefaults, SingleFile, Task, Tiny, Variant, pick_linears)
 from toolkit.models.formats import clip, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
@@ -215,6 +215,25 @@ COMPONENTS = (
     Component("transformer", "FluxTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
 )
 
+def control_fits(config: dict) -> bool:
+    return config.get("num_mode") is None
+
+
+def union_fits(config: dict) -> bool:
+    return config.get("num_mode") is not None
+
+
+# InstantX's FLUX.1-dev-Controlnet-Union: its control types by index (its model card's order)
+UNION_MODES = ("canny", "tile", "depth", "blur", "pose", "gray", "lq")
+_CONTROL_PIPELINES = {"txt2img": ("FluxControlNetPipeline", "control_image"),
+                      "img2img": ("FluxControlNetImg2ImgPipeline", "control_image"),
+                      "inpaint": ("FluxControlNetInpaintPipeline", "control_image")}
+CONTROLS = (Control("FluxControlNetModel", _CONTROL_PIPELINES, fits="toolkit.models.archs.flux:control_fits",
+                    label="Flux ControlNet"),
+            Control("FluxControlNetModel", _CONTROL_PIPELINES, fits="toolkit.models.archs.flux:union_fits",
+                    modes=UNION_MODES, mode_arg="control_mode", label="Flux ControlNet Union"))
+
+
 SPEC = ArchSpec(
     name="flux", modality="image", default_name_or_path="black-forest-labs/FLUX.1-dev", pipeline="FluxPipeline",
     tasks=(Task("txt2img", "FluxPipeline"), Task("img2img", "FluxImg2ImgPipeline", strength=0.6),
@@ -231,6 +250,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}), gguf=GGUF,
     description="FLUX.1 [dev] / [schnell] (CLIP + T5, packed tokens)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
+    controls=CONTROLS,
     # FlowMatchHeun's set_timesteps takes no sigmas (DPM++ runs: the pipeline drops them for flow-sigma schedulers)
     samplers_excluded=("heun",),
     # ComfyUI's Flux LoRAs are kohya's down/up keys under the original names; diffusers reads both

@@ -5,7 +5,8 @@ prefix dropped) and the Qwen Image VAE (16 channels, the Wan 2.1 latent space), 
 The tiny Qwen2.5-VL encoder (with its vision tower), tokenizer and VAE are defined here and shared
 with qwen_image_edit (the Edit models ship the very same encoder, tokenizer and VAE files)."""
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Control, Gguf,
+                                 Latents,
                                  Lora, SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.base_model import BaseModel
 from toolkit.models.formats import llm_encoders, vaes
@@ -168,6 +169,15 @@ COMPONENTS = (
 # GGUF files of a Qwen-Image denoiser (qwen_image, qwen_image_edit): ComfyUI-GGUF's qwen_image, diffusers' names
 GGUF = Gguf("qwen_image", tiny=dict(num_attention_heads=16, num_layers=1))
 
+def control_fits(config: dict) -> bool:
+    """InstantX's Qwen-Image ControlNet (Union): no extra condition channels (the inpainting one has a mask's)."""
+    return not config.get("extra_condition_channels")
+
+
+CONTROLS = (Control("QwenImageControlNetModel", {"txt2img": ("QwenImageControlNetPipeline", "control_image")},
+                    fits="toolkit.models.archs.qwen_image:control_fits", label="Qwen-Image ControlNet"),)
+
+
 SPEC = ArchSpec(
     name="qwen_image", modality="image", default_name_or_path="Qwen/Qwen-Image", pipeline="QwenImagePipeline",
     tasks=(Task("txt2img", "QwenImagePipeline"), Task("img2img", "QwenImageImg2ImgPipeline", strength=0.6),
@@ -179,7 +189,7 @@ SPEC = ArchSpec(
     decode_features=96,                       # the Qwen Image VAE's last decoder stage
     scheduler_file=SCHEDULER_FILE,
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 4.0}),
-    description="Qwen-Image (Qwen2.5-VL text encoder, true CFG, packed tokens)", gguf=GGUF,
+    description="Qwen-Image (Qwen2.5-VL text encoder, true CFG, packed tokens)", gguf=GGUF, controls=CONTROLS,
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
     lora=Lora(formats=("peft", "kohya", "comfyui"), modules="toolkit.models.archs.qwen_image:lora_modules",

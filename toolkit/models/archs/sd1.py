@@ -4,10 +4,10 @@ Its files: a diffusers folder or repo, or the all-in-one checkpoint every SD 1.x
 (`model.diffusion_model.` LDM UNet, `first_stage_model.` LDM VAE, `cond_stage_model.transformer.`
 CLIP-L), read with the configs below (what a file's shapes cannot tell: heads, norm groups, sizes)."""
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, IPAdapter,
-                                 Latents, Lora,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Control,
+                                 IPAdapter, Latents, Lora,
                                  SampleDefaults, SingleFile, Task, Tiny, pick_linears)
-from toolkit.models.formats import clip, ldm
+from toolkit.models.formats import clip, controlnet, ldm
 from toolkit.models.tiny import kit
 
 _UNET = dict(act_fn="silu", center_input_sample=False, downsample_padding=1, flip_sin_to_cos=True, freq_shift=0,
@@ -55,6 +55,22 @@ VAE_FILE = SingleFile("toolkit.models.formats.ldm:convert_vae", "toolkit.models.
                       anchors=("encoder.conv_in.weight", "decoder.conv_out.weight", "quant_conv.weight"),
                       prefixes=("first_stage_model.", "vae.", ""), config="toolkit.models.archs.sd1:vae_config",
                       kind="ldm_kl_vae", label="KL VAE (4 channels)")
+
+
+def control_config(view):
+    return controlnet.config(view, UNET_KNOWN, "the SD 1.x ControlNet")
+
+
+def control_fits(config: dict) -> bool:
+    return controlnet.unet_fits(config, UNET_KNOWN, added=False)
+
+
+# lllyasviel's ControlNet 1.0/1.1 (A1111's models/ControlNet), and diffusers' folders of them
+CONTROLS = (Control("ControlNetModel", {"txt2img": ("StableDiffusionControlNetPipeline", "image"),
+                                        "img2img": ("StableDiffusionControlNetImg2ImgPipeline", "control_image"),
+                                        "inpaint": ("StableDiffusionControlNetInpaintPipeline", "control_image")},
+                    fits="toolkit.models.archs.sd1:control_fits",
+                    files=controlnet.files("toolkit.models.archs.sd1", "SD 1.x ControlNet"), label="SD 1.x ControlNet"),)
 
 
 def _tiny(b):
@@ -106,6 +122,7 @@ SPEC = ArchSpec(
               pipeline_kwargs={"safety_checker": None, "feature_extractor": None, "image_encoder": None,
                                "requires_safety_checker": False}),
     description="Stable Diffusion 1.x (UNet)",
+    controls=CONTROLS,
     scheduler_config={"_class_name": "PNDMScheduler", "prediction_type": "epsilon"},
     # diffusers converts kohya/A1111 files for the UNet pipelines; ComfyUI saves SD LoRAs in kohya's layout
     lora=Lora(formats=("peft", "kohya"), modules="toolkit.models.archs.sd1:lora_modules",

@@ -10,7 +10,8 @@ import math
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Control, Gguf,
+                                 Latents,
                                  SampleDefaults, SingleFile, Task, Tiny, Variant)
 from toolkit.models.formats import clip, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
@@ -163,6 +164,15 @@ VARIANTS = {
 CLIP_L_FILE = replace(clip.CLIP_L, converter="toolkit.models.formats.clip:convert_clip_projected",
                       prefixes=("text_encoders.clip_l.transformer.", ""))
 
+def control_fits(config: dict) -> bool:
+    """A plain SD3 ControlNet (Canny, Depth, Tile): no extra conditioning channels (the inpainting one has a mask's)."""
+    return not config.get("extra_conditioning_channels")
+
+
+CONTROLS = (Control("SD3ControlNetModel", {"txt2img": ("StableDiffusion3ControlNetPipeline", "control_image")},
+                    fits="toolkit.models.archs.sd3:control_fits", global_rng=True, label="SD3 ControlNet"),)
+
+
 SPEC = ArchSpec(
     name="sd3", modality="image", default_name_or_path=VARIANTS["3.5-large"].name_or_path,
     pipeline="StableDiffusion3Pipeline",
@@ -192,5 +202,6 @@ SPEC = ArchSpec(
               pipeline_kwargs=PIPELINE_KWARGS),
     gguf=Gguf("sd3", tiny=dict(num_attention_heads=16, caption_projection_dim=256)),   # SAI's MMDiT names
     description="Stable Diffusion 3 / 3.5 (MMDiT, CLIP-L + CLIP-G + T5, 16-ch VAE)",
+    controls=CONTROLS,
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
 )

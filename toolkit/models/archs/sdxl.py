@@ -17,12 +17,12 @@ import re
 from dataclasses import replace
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, IPAdapter,
-                                 Latents, Lora,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Control,
+                                 IPAdapter, Latents, Lora,
                                  SampleDefaults, Task, Tiny, Variant, pick_linears)
 from toolkit.models.archs import sd1
 from toolkit.models.archs.sd1 import UNET_ATTENTION
-from toolkit.models.formats import clip, ldm, openclip
+from toolkit.models.formats import clip, controlnet, ldm, openclip
 from toolkit.models.formats.file_view import FileConfig
 from toolkit.models.tiny import kit
 
@@ -115,6 +115,30 @@ VAE_FILE = replace(sd1.VAE_FILE, config="toolkit.models.archs.sdxl:vae_config")
 # SDXL checkpoints carry CLIP-L as their first embedder
 CLIP_L_FILE = replace(clip.CLIP_L, prefixes=("conditioner.embedders.0.transformer.",)
                       + tuple(p for p in clip.CLIP_L.prefixes if p != "conditioner.embedders.0.transformer."))
+
+
+def control_config(view):
+    return controlnet.config(view, UNET_KNOWN, "the SDXL ControlNet")
+
+
+def control_fits(config: dict) -> bool:
+    return controlnet.unet_fits(config, UNET_KNOWN, added=True)
+
+
+# xinsir's ControlNet Union ProMax: one model, its control type by index (its model card's order)
+UNION_MODES = ("openpose", "depth", "hed", "canny", "normal", "segment", "tile", "repaint")
+CONTROLS = (
+    Control("ControlNetModel", {"txt2img": ("StableDiffusionXLControlNetPipeline", "image"),
+                                "img2img": ("StableDiffusionXLControlNetImg2ImgPipeline", "control_image"),
+                                "inpaint": ("StableDiffusionXLControlNetInpaintPipeline", "control_image")},
+            fits="toolkit.models.archs.sdxl:control_fits",
+            files=controlnet.files("toolkit.models.archs.sdxl", "SDXL ControlNet"), label="SDXL ControlNet"),
+    Control("ControlNetUnionModel", {"txt2img": ("StableDiffusionXLControlNetUnionPipeline", "control_image"),
+                                     "img2img": ("StableDiffusionXLControlNetUnionImg2ImgPipeline", "control_image"),
+                                     "inpaint": ("StableDiffusionXLControlNetUnionInpaintPipeline", "control_image")},
+            fits="toolkit.models.archs.sdxl:control_fits", modes=UNION_MODES, mode_arg="control_mode",
+            lists=True, label="SDXL ControlNet Union"),
+)
 
 
 def _tiny(b):
@@ -219,6 +243,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 5.0},
               pipeline_kwargs=PIPELINE_KWARGS),
     description="Stable Diffusion XL (UNet, CLIP-L + OpenCLIP-bigG)",
+    controls=CONTROLS,
     scheduler_config={"_class_name": "EulerDiscreteScheduler", "prediction_type": "epsilon"},
     # SD 1.x's marker plus what only SDXL files have: sgm block names, a second text encoder, deeper
     # transformer stacks (toolkit/lora_headers.guess_arch ranks by how many markers match)

@@ -6,7 +6,8 @@ modulation tell them apart."""
 import re
 
 from toolkit import latent_formats
-from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Gguf, Latents,
+from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Control, Gguf,
+                                 Latents,
                                  Lora, SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.formats import llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
@@ -99,6 +100,18 @@ def lora_modules(fmt, linears):
                         r"^layers\.\d+\.feed_forward\.w[123]$", r"^noise_refiner\.\d+\.attention\.to_q$", rename=rename)
 
 
+def control_fits(config: dict) -> bool:
+    """Alibaba PAI's Z-Image-Turbo-Fun-Controlnet-Union (1.x and 2.x): its control layers over Z-Image's."""
+    return bool(config.get("control_layers_places"))
+
+
+# the pipeline attaches the resident transformer's embedders and refiners to the control model, runs one, over
+# every step, its control types in one model (no mode)
+CONTROLS = (Control("ZImageControlNetModel", {"txt2img": ("ZImageControlNetPipeline", "control_image")},
+                    fits="toolkit.models.archs.zimage:control_fits", ranges=False, several=False,
+                    label="Z-Image ControlNet"),)
+
+
 SPEC = ArchSpec(
     # RoPE tables of 512 positions per image axis, each a 2x2 patch of the 8x VAE latent: 8192 px
     max_side=min(TRANSFORMER_KNOWN["z-image-turbo"]["axes_lens"][1:]) * 2 * 8,
@@ -124,6 +137,7 @@ SPEC = ArchSpec(
               tiny=dict(dim=256, n_heads=16, n_kv_heads=16, n_layers=1)),
     aliases=("z-image",),
     description="Z-Image Turbo (Qwen3 text encoder, 16-ch VAE)",
+    controls=CONTROLS,
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
     # the pipeline passes sigmas as a list (UniPC multiplies it by a float)
     samplers_excluded=("heun", "dpm++_2m", "unipc"),
