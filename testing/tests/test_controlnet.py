@@ -308,11 +308,37 @@ def test_an_arch_without_controls_refuses_the_field(eng, tiny, files):
 
 def test_resize_mode_brings_another_size_to_the_request(eng, tiny, files):
     from toolkit.images import load_image
+    seen = []
     for mode in ("resize", "crop", "fill"):
         control = {"model": files[("sd1", "folder")], "image": data_url(files["wide"]), "resize_mode": mode}
         got = generate(eng, body(tiny, "sd1", [control]))
         want = bare("sd1", tiny("sd1"), [files[("sd1", "folder")]], [load_image(files["wide"], 64, 64, mode)])
         assert np.array_equal(got, want), mode
+        seen.append(got)
+    assert not np.array_equal(seen[0], seen[1]) and not np.array_equal(seen[1], seen[2])   # the image reaches it
+
+
+def test_a_preprocessor_makes_the_map_then_resize_mode_fits_it(eng, tiny, files):
+    """canny at processor_res 64 from the 96x48 image (the ControlNet extension's resize-with-pad: cubic up, opencv's Canny),
+    then the map brought to the request's size by resize_mode: the bare pipeline fed that map by hand."""
+    import cv2
+
+    from toolkit.images import fit
+    control = {"model": files[("sd1", "folder")], "image": data_url(files["wide"]), "preprocessor": "canny",
+               "processor_res": 64, "threshold_a": 50, "threshold_b": 150, "resize_mode": "fill"}
+    got = generate(eng, body(tiny, "sd1", [control]))
+    small = cv2.resize(np.asarray(control_image(files, "wide")), (128, 64), interpolation=cv2.INTER_CUBIC)   # 48 -> 64: up
+    edges = Image.fromarray(cv2.Canny(small, 50, 150)).convert("RGB")     # 128x64: a multiple of 64, no padding
+    want = bare("sd1", tiny("sd1"), [files[("sd1", "folder")]], [fit(edges, 64, 64, "fill")])
+    assert np.array_equal(got, want)
+    unmapped = generate(eng, body(tiny, "sd1", [{**control, "preprocessor": "none"}]))
+    assert not np.array_equal(got, unmapped)
+
+
+def test_a_preprocessor_whose_model_is_not_here_is_refused_before_queueing(eng, tiny, files):
+    control = {"model": files[("sd1", "folder")], "image": data_url(files["image"]), "preprocessor": "depth_anything"}
+    out = refused(eng, body(tiny, "sd1", [control]))
+    assert out["field"] == "sample.controls[0].preprocessor" and "annotators/" in out["detail"]
 
 
 def test_the_library_lists_the_controlnet_folder(eng, files):
@@ -322,3 +348,4 @@ def test_the_library_lists_the_controlnet_folder(eng, files):
     by_name = {e["name"].split("/")[-1]: e for e in entries}
     assert by_name["sd1_cn.safetensors"]["archs"] == ["sd1"]
     assert by_name["sdxl_cn_diffusers.safetensors"]["archs"] == ["sdxl"]
+

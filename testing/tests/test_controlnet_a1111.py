@@ -67,6 +67,17 @@ def test_a_unit_runs_its_controlnet_loading_only_it(compat):
     assert np.array_equal(again, controlled)
 
 
+def test_a_unit_s_module_makes_its_map(compat):
+    """The extension's module names and labels run our preprocessors; a slider past its range is held to it, as
+    the extension takes any value (a threshold of 10**6 runs at canny's maximum)."""
+    plain = pixels(txt2img(compat, [unit(compat)]))
+    canny = pixels(txt2img(compat, [unit(compat, module="canny", processor_res=64, threshold_a=64, threshold_b=64)]))
+    inverted = pixels(txt2img(compat, [unit(compat, module="invert (from white bg & black line)")]))
+    assert not np.array_equal(plain, canny) and not np.array_equal(plain, inverted)
+    big = pixels(txt2img(compat, [unit(compat, module="canny", processor_res=64, threshold_a=64, threshold_b=10 ** 6)]))
+    assert big.shape == canny.shape
+
+
 @pytest.mark.parametrize("over,field", [
     ({"model": "control_nope [00000000]"}, "alwayson_scripts.controlnet.args[0].model"),
     ({"model": "control_tiny_sdxl"}, "alwayson_scripts.controlnet.args[0].model"),     # another arch's

@@ -51,7 +51,9 @@ def _randomized(net, seed: int):
     gen = torch.Generator("cpu").manual_seed(seed)
     with torch.no_grad():
         for name, p in net.named_parameters():
-            scale = 0.3 if "norm" not in name else 0.05
+            # the control image's embedding (a stack of convolutions) keeps its input's scale: at 0.3 the image
+            # would reach the residuals ~0.3**8 weaker than the biases, and any two images give one picture
+            scale = 0.05 if "norm" in name else 1.7 if "cond_embedding" in name and name.endswith("weight") else 0.3
             base = 1.0 if "norm" in name and name.endswith("weight") else 0.0
             p.copy_(base + scale * torch.randn(p.shape, generator=gen) / max(1, p[0].numel()) ** 0.5)
     return net.eval()
