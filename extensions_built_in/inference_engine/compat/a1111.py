@@ -94,7 +94,7 @@ class A1111:
     def current_samplers(self) -> tuple:
         """(arch spec or None, its Sampler rows) of the model later calls use (`current_name`)."""
         try:
-            model = self.engine.model_for_name(self.session.selected or None)
+            model = self.session.model_for(self.session.selected or None)
         except ConfigError:
             return None, ()
         spec = ARCHS[model["arch"]] if model.get("arch") in ARCHS else None
@@ -302,8 +302,9 @@ class A1111:
                 for d in listing["loras"]]
 
     def sd_models(self):
-        """Only what can load here (Engine.model_names): profiles, archs whose weights are local, and the
-        model folders' checkpoints by file name."""
+        """Only what can load here (Session.image_model_names): the models held (loaded, warm-load default)
+        by title, profiles, archs whose weights are local, and the model folders' diffusers folders and
+        files by name. The title is what override_settings.sd_model_checkpoint and options take."""
         return [{"title": n, "model_name": n, "hash": None, "sha256": None, "filename": n, "config": None}
                 for n in self.session.image_model_names()]
 
