@@ -141,6 +141,7 @@ def test_webuiapi_lists_progress_and_controls(srv):
     assert isinstance(api.get_upscalers(), list) and isinstance(api.get_sd_vae(), list)
     assert isinstance(api.get_loras(), list) and api.util_get_scheduler_names() == ["automatic"]
     assert api.interrupt() == {} and api.skip() == {}
+    assert api.refresh_checkpoints() is None             # the lists are read on every call
 
 
 def test_what_webuiapi_calls_and_is_not_served_is_a_clear_404(srv):

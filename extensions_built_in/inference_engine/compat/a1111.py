@@ -63,8 +63,8 @@ SAMPLER_NOTE = "the model's own scheduler: what a request without sampler_name (
 FIXED_LISTS = {"/sdapi/v1/upscalers": [{"name": "None", "model_name": None, "model_path": None, "model_url": None,
                                         "scale": 1}],
                "/sdapi/v1/latent-upscale-modes": []}
-# the LoRA list is read from the folder on every call: nothing to refresh
-REFRESH_ROUTES = ("/sdapi/v1/refresh-loras",)
+# the LoRA, model and VAE lists are read from the folders on every call: nothing to refresh
+REFRESH_ROUTES = ("/sdapi/v1/refresh-loras", "/sdapi/v1/refresh-checkpoints", "/sdapi/v1/refresh-vae")
 
 
 def invalid(field: str, message: str) -> CompatError:
