@@ -152,22 +152,28 @@ class Session:
         return held + names
 
     def held_models(self, names=None) -> dict:
-        """{title: model} of the model the engine holds and the one it loads by default: a config given
-        as a path or repo (a warm-loaded folder, a native request's) has no name model_for_name takes,
-        so a client could not name the model it is using. The default's dict (its LoRAs and settings as
-        warm-loaded) before the loaded one's of the same title."""
+        """{title: model} of the model the engine holds and the one it loads by default, where no name the
+        engine takes gives them: a config given as a path or repo (a warm-loaded folder, a native request's)
+        has none, so a client could not name the model it is using. The default's dict (its LoRAs and
+        settings as warm-loaded) before the loaded one's of the same title."""
         engine = self.engine
         default = engine.default_model if isinstance(engine.default_model, dict) else None
         active = engine.active_config.to_dict() if engine.active_config is not None else None
         if default is None and active is None:
             return {}
-        names = set(engine.model_names() if names is None else names)
-        library = {m.get("name_or_path"): n for n, m in engine.library_models().items()}
+        names, library = self._naming(names)
         out = {}
         for model in (default, active):
             if model is not None and model.get("arch"):
-                out.setdefault(self.title_of(model, names, library), model)
+                title = self.title_of(model, names, library)
+                if title not in names:          # else the engine's name gives it, as the engine names it
+                    out.setdefault(title, model)
         return out
+
+    def _naming(self, names=None) -> tuple:
+        """(the names the engine takes, {a model folder entry's path: its name}): what title_of avoids and uses."""
+        names = set(self.engine.model_names() if names is None else names)
+        return names, {m.get("name_or_path"): n for n, m in self.engine.library_models().items()}
 
     @staticmethod
     def title_of(model: dict, names=(), library=None) -> str:
@@ -193,16 +199,12 @@ class Session:
         if active is not None:
             if self.last_used and self.last_used[1] == active and self.last_used[0]:
                 return self.last_used[0]
-            if active.profile:
-                return active.profile
-            held = self.held_models()
-            return next((n for n, m in held.items() if m == active.to_dict()), None) or \
-                next(iter(held), active.arch)
+            return self.title_of(active.to_dict(), *self._naming())
         try:
             model = self.engine.model_for_name(None)
         except ConfigError:
             return ""                                   # no model loaded and no default: none to name
-        return model.get("profile") or next(iter(self.held_models()), None) or model.get("arch") or ""
+        return self.title_of(model, *self._naming())
 
     def resolve_sample(self, model: dict, sample: dict, err, table: dict, model_field: str):
         """(ModelConfig, GenerateImageConfig) the engine resolves `sample` to for `model` (its
