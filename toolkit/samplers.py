@@ -80,7 +80,8 @@ FAMILIES = {FLOW: FLOW_SAMPLERS, DIFFUSION: DIFFUSION_SAMPLERS}
 # sampler, and `Sampler:` in a file made without `sample.sampler`)
 SCHEDULER_LABELS = {
     "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
-    "FlowMatchLCMScheduler": "LCM (flow matching)", "EulerDiscreteScheduler": "Euler", "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
+    "FlowMatchLCMScheduler": "LCM (flow matching)", "EulerDiscreteScheduler": "Euler",
+    "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
     "PNDMScheduler": "PLMS (PNDM)", "UniPCMultistepScheduler": "UniPC", "DPMSolverMultistepScheduler": "DPM++ 2M",
     "DPMSolverSinglestepScheduler": "DPM++ SDE", "LMSDiscreteScheduler": "LMS", "HeunDiscreteScheduler": "Heun",
     "DDPMScheduler": "DDPM", "KDPM2DiscreteScheduler": "DPM2", "KDPM2AncestralDiscreteScheduler": "DPM2 a",
