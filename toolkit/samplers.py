@@ -26,6 +26,10 @@ class Sampler:
     overrides: dict = field(default_factory=dict)   # config keys set on top of the model's scheduler config
     shift_key: str | None = None   # flow: the key this class reads the flow shift from
     inverts: bool = False          # flow: the class honours `invert_sigmas` (see samplers_for)
+    noise: bool = False            # its step draws fresh noise: from the call's generator (see build)
+    runs_as: str | None = None     # the row whose set_timesteps/step calls it shares: an arch excluding that one
+                                   # excludes this one too (the same pipeline call fails both)
+    module: str = "diffusers"      # where `cls` lives (diffusers has no flow Euler ancestral)
 
     def public(self) -> dict:
         return {"name": self.name, "label": self.label, "schedule": self.schedule, "scheduler": self.cls}
@@ -34,21 +38,33 @@ class Sampler:
 # Flow matching. DPM-Solver++ and UniPC run on flow sigmas the way diffusers configures them for
 # Sana and Wan (use_flow_sigmas, prediction_type flow_prediction, flow_shift); the model's shift
 # (FlowMatch* `shift`, or `flow_shift`) is carried to whichever key the new class reads.
+# The stochastic ones are those Forge and ComfyUI offer on flow models under A1111's names: "Euler a" is
+# k-diffusion's Euler ancestral for rectified flow (toolkit/flow_euler_ancestral.py), "DPM++ 2M SDE" and
+# "DPM++ SDE" are DPM-Solver++'s SDE variants (multistep, and singlestep order 2: diffusers' Brownian-tree
+# DPMSolverSDEScheduler has no flow sigmas), "LCM" is diffusers' FlowMatchLCMScheduler (x0, then re-noised
+# to the next sigma: what FlowMatchEulerDiscreteScheduler(stochastic_sampling=True) does too).
 _FLOW_SIGMAS = {"use_flow_sigmas": True, "prediction_type": "flow_prediction"}
+_DPMPP_2 = {"solver_order": 2, "use_karras_sigmas": False}
 FLOW_SAMPLERS = (
     Sampler("euler", "FlowMatchEulerDiscreteScheduler", "Euler", shift_key="shift", inverts=True),
+    Sampler("euler_a", "FlowMatchEulerAncestralScheduler", "Euler a", shift_key="shift", noise=True,
+            runs_as="euler", module="toolkit.flow_euler_ancestral"),
     Sampler("heun", "FlowMatchHeunDiscreteScheduler", "Heun", shift_key="shift"),
     Sampler("dpm++_2m", "DPMSolverMultistepScheduler", "DPM++ 2M", shift_key="flow_shift",
-            overrides={**_FLOW_SIGMAS, "algorithm_type": "dpmsolver++", "solver_order": 2,
-                       "use_karras_sigmas": False}),
+            overrides={**_FLOW_SIGMAS, "algorithm_type": "dpmsolver++", **_DPMPP_2}),
+    Sampler("dpm++_2m_sde", "DPMSolverMultistepScheduler", "DPM++ 2M SDE", shift_key="flow_shift", noise=True,
+            runs_as="dpm++_2m", overrides={**_FLOW_SIGMAS, "algorithm_type": "sde-dpmsolver++", **_DPMPP_2}),
+    Sampler("dpm++_sde", "DPMSolverSinglestepScheduler", "DPM++ SDE", shift_key="flow_shift", noise=True,
+            runs_as="dpm++_2m", overrides={**_FLOW_SIGMAS, "algorithm_type": "sde-dpmsolver++", **_DPMPP_2}),
     Sampler("unipc", "UniPCMultistepScheduler", "UniPC", shift_key="flow_shift", overrides=dict(_FLOW_SIGMAS)),
+    Sampler("lcm", "FlowMatchLCMScheduler", "LCM", shift_key="shift", noise=True, runs_as="euler"),
 )
 
 # epsilon / v-prediction: the betas, timestep spacing, steps offset and prediction type come from
 # the model's config (from_config); A1111's names, as diffusers' docs map them.
 DIFFUSION_SAMPLERS = (
     Sampler("euler", "EulerDiscreteScheduler", "Euler"),
-    Sampler("euler_a", "EulerAncestralDiscreteScheduler", "Euler a"),
+    Sampler("euler_a", "EulerAncestralDiscreteScheduler", "Euler a", noise=True),
     Sampler("ddim", "DDIMScheduler", "DDIM"),
     Sampler("dpm++_2m", "DPMSolverMultistepScheduler", "DPM++ 2M",
             overrides={"algorithm_type": "dpmsolver++", "solver_order": 2, "use_karras_sigmas": False}),
@@ -64,7 +80,8 @@ FAMILIES = {FLOW: FLOW_SAMPLERS, DIFFUSION: DIFFUSION_SAMPLERS}
 # sampler, and `Sampler:` in a file made without `sample.sampler`)
 SCHEDULER_LABELS = {
     "FlowMatchEulerDiscreteScheduler": "Euler (flow matching)", "FlowMatchHeunDiscreteScheduler": "Heun (flow matching)",
-    "EulerDiscreteScheduler": "Euler", "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
+    "FlowMatchLCMScheduler": "LCM (flow matching)", "EulerDiscreteScheduler": "Euler",
+    "EulerAncestralDiscreteScheduler": "Euler a", "DDIMScheduler": "DDIM",
     "PNDMScheduler": "PLMS (PNDM)", "UniPCMultistepScheduler": "UniPC", "DPMSolverMultistepScheduler": "DPM++ 2M",
     "DPMSolverSinglestepScheduler": "DPM++ SDE", "LMSDiscreteScheduler": "LMS", "HeunDiscreteScheduler": "Heun",
     "DDPMScheduler": "DDPM", "KDPM2DiscreteScheduler": "DPM2", "KDPM2AncestralDiscreteScheduler": "DPM2 a",
@@ -99,7 +116,7 @@ def samplers_for(config, exclude=()) -> tuple:
     sampled only by a class that inverts them too: another would run, feeding the model the wrong times."""
     config = config or {}
     return tuple(s for s in FAMILIES.get(family_of(config), ()) if s.name not in exclude
-                 and (s.inverts or not config.get("invert_sigmas")))
+                 and s.runs_as not in exclude and (s.inverts or not config.get("invert_sigmas")))
 
 
 def find(config, name: str, exclude=()) -> Sampler | None:
@@ -123,11 +140,23 @@ def config_for(sampler: Sampler, base) -> dict:
     return over
 
 
-def build(sampler: Sampler, base_config):
-    """A fresh scheduler for one call, from the model's scheduler config (never changes that one)."""
-    import diffusers
+def scheduler_class(sampler: Sampler):
+    import importlib
 
-    return getattr(diffusers, sampler.cls).from_config(base_config, **config_for(sampler, base_config))
+    return getattr(importlib.import_module(sampler.module), sampler.cls)
+
+
+def build(sampler: Sampler, base_config, generator=None):
+    """A fresh scheduler for one call, from the model's scheduler config (never changes that one). A
+    stochastic one draws its step noise from the call's `generator`: the flow pipelines call `step`
+    without one (the noise would come from torch's global RNG, another image per run and per device);
+    Stable Diffusion's pass theirs, the same object, which overrides this binding with itself."""
+    import functools
+
+    scheduler = scheduler_class(sampler).from_config(base_config, **config_for(sampler, base_config))
+    if sampler.noise and generator is not None:
+        scheduler.step = functools.partial(scheduler.step, generator=generator)   # this call's instance only
+    return scheduler
 
 
 # -- A1111 names ----------------------------------------------------------------------------------

@@ -699,15 +699,16 @@ class Engine:
         return Downloads(self.model_folders)
 
     def library_models(self) -> dict:
-        """The model folders' checkpoints and denoiser files that load as they are (companions found), by
-        the name a client that knows names picks them by (library.title: "ponyXL.safetensors"):
-        {name: model}. The first of two with one name wins."""
+        """The model folders' diffusers folders, checkpoints and denoiser files that load as they are
+        (companions found), by the name a client that knows names picks them by (library.title:
+        "ponyXL.safetensors", "Z-Image-Turbo"): {name: model}. The first of two with one name wins."""
         from toolkit import library
         if not self.model_folders:
             return {}
         out = {}
         for e in library.scan(self.model_folders, hub_cache=False)["entries"]:
-            if e["source"] == "folder" and e["model"] and e["complete"] and e["kind"] in ("checkpoint", "single_file"):
+            if (e["source"] == "folder" and e["model"] and e["complete"]
+                    and e["kind"] in ("pipeline", "checkpoint", "single_file")):
                 out.setdefault(library.title(e), e["model"])
         return out
 

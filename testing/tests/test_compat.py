@@ -235,7 +235,7 @@ def test_a1111_random_seed_and_defaults(srv):
 @pytest.mark.parametrize("over,field", [
     ({"width": -64}, "width"), ({"height": 1000}, "height"), ({"steps": 0}, "steps"), ({"cfg_scale": -1}, "cfg_scale"),
     ({"seed": -5}, "seed"), ({"seed": "abc"}, "seed"), ({"batch_size": 0}, "batch_size"), ({"n_iter": 99}, "n_iter"),
-    ({"prompt": 5}, "prompt"), ({"sampler_name": "Euler a"}, "sampler_name"), ({"sampler_name": 5}, "sampler_name"),
+    ({"prompt": 5}, "prompt"), ({"sampler_name": "DPM++ 2S a"}, "sampler_name"), ({"sampler_name": 5}, "sampler_name"),
     ({"scheduler": "Karras"}, "scheduler"), ({"scheduler": "SGM Uniform"}, "scheduler"),
     ({"override_settings": {"sd_model_checkpoint": "nope"}}, "override_settings.sd_model_checkpoint"),
     ({"override_settings": {"sd_model_checkpoint": "wan21"}}, "override_settings.sd_model_checkpoint"),
@@ -304,8 +304,9 @@ def test_a1111_samplers_and_settings_lists(srv):
     srv.http.post("/sdapi/v1/txt2img", json=sillytavern_body(steps=1))
     samplers = srv.http.get("/sdapi/v1/samplers").json()
     assert all(set(s) == {"name", "aliases", "options"} for s in samplers)
-    # Z-Image: its own scheduler, then what its family's table leaves it (its pipeline runs only Euler)
-    assert [s["name"] for s in samplers] == ["Default", "Euler"]
+    # Z-Image: its own scheduler, then what its family's table leaves it (its pipeline runs the Euler class's
+    # set_timesteps only: Euler, Euler ancestral and LCM)
+    assert [s["name"] for s in samplers] == ["Default", "Euler", "Euler a", "LCM"]
     assert samplers[0]["aliases"][:2] == ["FlowMatchEulerDiscreteScheduler", "default"]
     assert samplers[1]["aliases"] == ["euler"] and samplers[1]["options"]["schedules"] == ["Automatic"]
     assert [s["label"] for s in srv.http.get("/sdapi/v1/schedulers").json()] == ["Automatic"]

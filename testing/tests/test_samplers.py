@@ -20,7 +20,9 @@ from testing.tiny_runs import run_message
 
 FILE_EXT = {"image": "png", "video": "mp4", "audio": "wav"}
 OFFERED = [(a, s.name) for a in ARCHS for s in ARCHS[a].samplers()]
-EXCLUDED = [(a, name) for a in ARCHS for name in ARCHS[a].samplers_excluded]
+# every row of the arch's family it does not offer (named in its samplers_excluded, or running as one that is)
+EXCLUDED = [(a, s.name) for a in ARCHS for s in samplers.samplers_for(ARCHS[a].scheduler_config)
+            if s not in ARCHS[a].samplers()]
 
 
 def _sample(arch, tmp_path, **over) -> dict:
@@ -72,12 +74,15 @@ def test_table_rows_are_real_diffusers_schedulers():
         names = [s.name for s in rows]
         assert len(names) == len(set(names)), family
         for s in rows:
-            params = inspect.signature(getattr(diffusers, s.cls).__init__).parameters
+            cls = samplers.scheduler_class(s)
+            assert issubclass(cls, diffusers.SchedulerMixin), s.name
+            params = inspect.signature(cls.__init__).parameters
             assert set(s.overrides) <= set(params), (s.name, set(s.overrides) - set(params))
             assert s.shift_key is None or s.shift_key in params, s.name
             assert s.schedule in samplers.A1111_SCHEDULES
     flow = {s.name for s in samplers.FLOW_SAMPLERS}
-    assert {"euler", "heun", "dpm++_2m", "unipc"} <= flow
+    assert {"euler", "euler_a", "heun", "dpm++_2m", "dpm++_2m_sde", "dpm++_sde", "unipc", "lcm"} <= flow
+    assert all(s.runs_as is None or s.runs_as in flow for s in samplers.FLOW_SAMPLERS)
     assert {"euler", "euler_a", "ddim", "dpm++_2m", "dpm++_2m_karras", "unipc", "lms"} <= \
         {s.name for s in samplers.DIFFUSION_SAMPLERS}
 
@@ -116,7 +121,9 @@ def test_a_schedule_on_inverted_sigmas_is_sampled_only_by_classes_that_invert_th
                                                                     "dpm++_2m"),
     ("DPM++ 2M Karras", None, samplers.DIFFUSION, "dpm++_2m_karras"), ("DDIM", "", samplers.DIFFUSION, "ddim"),
     ("UniPC", None, samplers.DIFFUSION, "unipc"), ("LMS", None, samplers.DIFFUSION, "lms"),
-    ("Heun", None, samplers.FLOW, "heun"), ("Euler", None, samplers.FLOW, "euler"), ("unipc", None, samplers.FLOW,
+    ("Heun", None, samplers.FLOW, "heun"), ("Euler a", None, samplers.FLOW, "euler_a"),
+    ("DPM++ 2M SDE", None, samplers.FLOW, "dpm++_2m_sde"), ("DPM++ SDE", "Automatic", samplers.FLOW, "dpm++_sde"),
+    ("LCM", None, samplers.FLOW, "lcm"), ("Euler", None, samplers.FLOW, "euler"), ("unipc", None, samplers.FLOW,
                                                                                     "unipc"),
     ("Default", None, samplers.FLOW, None), ("", "Automatic", samplers.DIFFUSION, None), (None, None, samplers.FLOW,
                                                                                           None),
@@ -126,7 +133,8 @@ def test_a1111_names_map_onto_the_table(name, schedule, family, want):
 
 
 @pytest.mark.parametrize("name,schedule,family,field", [
-    ("Euler a", None, samplers.FLOW, "sampler_name"), ("DPM++ SDE", None, samplers.DIFFUSION, "sampler_name"),
+    ("DPM++ 2S a", None, samplers.FLOW, "sampler_name"), ("DPM++ SDE", None, samplers.DIFFUSION, "sampler_name"),
+    ("DDIM", None, samplers.FLOW, "sampler_name"),
     ("Euler", "Karras", samplers.DIFFUSION, "scheduler"), ("Euler", "Exponential", samplers.DIFFUSION, "scheduler"),
     ("Default", "Karras", samplers.DIFFUSION, "scheduler"),
 ])
@@ -140,7 +148,7 @@ def test_a1111_names_it_lacks_name_the_field(name, schedule, family, field):
 
 def test_unknown_sampler_is_refused_naming_the_field_and_listing_the_valid_ones():
     with pytest.raises(ConfigError) as e:
-        GenerateImageConfig.from_dict({"sampler": "euler_a"}, "zimage")
+        GenerateImageConfig.from_dict({"sampler": "ddim"}, "zimage")
     assert e.value.key == "sample.sampler" and "its samplers: euler" in e.value.message
     with pytest.raises(ConfigError) as e:
         GenerateImageConfig.from_dict({"sampler": "heun"}, "sd1")
@@ -298,7 +306,9 @@ def test_engine_refuses_an_unknown_sampler_with_422_and_models_lists_them(tiny, 
                                                                  "dpm++_2m_karras", "unipc", "lms"]
         assert rows["sd1"]["samplers"][4] == {"name": "dpm++_2m_karras", "label": "DPM++ 2M", "schedule": "karras",
                                               "scheduler": "DPMSolverMultistepScheduler"}
-        assert [s["name"] for s in rows["wan21"]["samplers"]] == ["euler", "heun", "dpm++_2m", "unipc"]
+        assert [s["name"] for s in rows["wan21"]["samplers"]] == ["euler", "euler_a", "heun", "dpm++_2m", "dpm++_2m_sde",
+                                                                  "dpm++_sde", "unipc", "lcm"]
+        assert [s["name"] for s in rows["zimage"]["samplers"]] == ["euler", "euler_a", "lcm"]
         assert rows["stable_audio"]["samplers"] == [] and rows["zimage"]["batch"] is True
         assert rows["ace_step"]["batch"] is False
     finally:

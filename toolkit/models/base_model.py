@@ -486,7 +486,7 @@ class BaseModel:
         return {"fps": gen.fps} if self.spec.modality == "video" else {}
 
     # -- samplers: a scheduler for one call ------------------------------------------------------
-    def scheduler_for(self, gen: GenerateImageConfig):
+    def scheduler_for(self, gen: GenerateImageConfig, generator=None):
         """The scheduler `gen.sampler` names, built fresh from the resident scheduler's config (which
         is never changed); None for the model's own. The family follows from the loaded config."""
         from toolkit import samplers
@@ -499,13 +499,13 @@ class BaseModel:
             names = [s.name for s in samplers.samplers_for(base, self.spec.samplers_excluded)]
             raise ConfigError("sample.sampler", f"unknown sampler {gen.sampler!r} for this model's scheduler "
                               f"({base.get('_class_name')}; its samplers: {', '.join(names) or 'none'})")
-        return samplers.build(sampler, base)
+        return samplers.build(sampler, base, generator)
 
-    def call_scheduler(self, gen: GenerateImageConfig):
+    def call_scheduler(self, gen: GenerateImageConfig, generator=None):
         """A context: while active, the pipeline runs `gen.sampler`'s scheduler; the resident one is
         put back after (also on error or cancel). A patch of the instance attribute only
         (toolkit/models/patches.py): pipe.config (the model's registered classes) stays as it is."""
-        scheduler = self.scheduler_for(gen)
+        scheduler = self.scheduler_for(gen, generator)    # a stochastic one draws from the call's generator
         if scheduler is None:
             return contextlib.nullcontext()
         return patched(self.pipeline, "scheduler", lambda resident: scheduler)
@@ -562,7 +562,7 @@ class BaseModel:
             kwargs[self.spec.batch_arg] = n
         # the call's patches, innermost first: the order toolkit/models/patches.py documents
         with contextlib.ExitStack() as stack:
-            stack.enter_context(self.call_scheduler(gen))
+            stack.enter_context(self.call_scheduler(gen, generator))
             pipe = self.pipeline_for(gen)          # the task's pipeline, over the call's scheduler
             for obj, name, wrapper in self.call_patches(gen, pipe):
                 stack.enter_context(patched(obj, name, wrapper))

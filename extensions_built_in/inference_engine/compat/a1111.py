@@ -61,8 +61,8 @@ DEFAULT_STRENGTH = 0.75          # A1111's denoising_strength default
 DEFAULT_MASK_BLUR = 4            # A1111's mask_blur_x / mask_blur_y default
 SAMPLER_NOTE = "the model's own scheduler: what a request without sampler_name (or with 'Default') runs"
 FIXED_LISTS = {}       # the upscaler lists are compat/upscale.py's
-# the LoRA list is read from the folder on every call: nothing to refresh
-REFRESH_ROUTES = ("/sdapi/v1/refresh-loras",)
+# the LoRA, model and VAE lists are read from the folders on every call: nothing to refresh
+REFRESH_ROUTES = ("/sdapi/v1/refresh-loras", "/sdapi/v1/refresh-checkpoints", "/sdapi/v1/refresh-vae")
 
 
 def invalid(field: str, message: str) -> CompatError:
@@ -92,7 +92,7 @@ class A1111:
     def current_samplers(self) -> tuple:
         """(arch spec or None, its Sampler rows) of the model later calls use (`current_name`)."""
         try:
-            model = self.engine.model_for_name(self.session.selected or None)
+            model = self.session.model_for(self.session.selected or None)
         except ConfigError:
             return None, ()
         spec = ARCHS[model["arch"]] if model.get("arch") in ARCHS else None
@@ -312,8 +312,9 @@ class A1111:
                 for d in listing["loras"]]
 
     def sd_models(self):
-        """Only what can load here (Engine.model_names): profiles, archs whose weights are local, and the
-        model folders' checkpoints by file name."""
+        """Only what can load here (Session.image_model_names): the models held (loaded, warm-load default)
+        by title, profiles, archs whose weights are local, and the model folders' diffusers folders and
+        files by name. The title is what override_settings.sd_model_checkpoint and options take."""
         return [{"title": n, "model_name": n, "hash": None, "sha256": None, "filename": n, "config": None}
                 for n in self.session.image_model_names()]
 

@@ -5,6 +5,7 @@ import asyncio
 import base64
 import binascii
 import math
+import os
 import re
 import threading
 
@@ -126,7 +127,7 @@ class Session:
             raise err(field, f"must be a model name (a string), got {name!r}")
         name = strip_hash(name) if name else None
         try:
-            model = self.engine.model_for_name(name or None)
+            model = self.model_for(name)
         except ConfigError as e:
             raise err(field, e.message if e.key in ("model", "model.profile", "") else e.one_line())
         spec = ARCHS[model["arch"]] if model.get("arch") in ARCHS else None     # else submit names the problem
@@ -134,23 +135,76 @@ class Session:
             raise err(field, f"{name or spec.name!r} is a {spec.modality} model; this route makes images")
         return model, name
 
+    def model_for(self, name: str | None) -> dict:
+        """Engine.model_for_name, and the titles of the models held (`held_models`) too."""
+        held = self.held_models() if name else {}
+        if name in held:
+            return held[name]
+        return self.engine.model_for_name(name or None)
+
     def image_model_names(self) -> list[str]:
-        return self.engine.model_names(modality="image")
+        """What a client may name: the models held (the loaded one, the warm-load default) by their
+        titles, then every name the engine takes that can load here (profiles, archs whose weights are
+        local, the model folders' diffusers folders and files)."""
+        names = self.engine.model_names(modality="image")
+        held = [n for n, m in self.held_models(names).items()
+                if n not in names and getattr(ARCHS.get(m.get("arch")), "modality", None) == "image"]
+        return held + names
+
+    def held_models(self, names=None) -> dict:
+        """{title: model} of the model the engine holds and the one it loads by default, where no name the
+        engine takes gives them: a config given as a path or repo (a warm-loaded folder, a native request's)
+        has none, so a client could not name the model it is using. The default's dict (its LoRAs and
+        settings as warm-loaded) before the loaded one's of the same title."""
+        engine = self.engine
+        default = engine.default_model if isinstance(engine.default_model, dict) else None
+        active = engine.active_config.to_dict() if engine.active_config is not None else None
+        if default is None and active is None:
+            return {}
+        names, library = self._naming(names)
+        out = {}
+        for model in (default, active):
+            if model is not None and model.get("arch"):
+                title = self.title_of(model, names, library)
+                if title not in names:          # else the engine's name gives it, as the engine names it
+                    out.setdefault(title, model)
+        return out
+
+    def _naming(self, names=None) -> tuple:
+        """(the names the engine takes, {a model folder entry's path: its name}): what title_of avoids and uses."""
+        names = set(self.engine.model_names() if names is None else names)
+        return names, {m.get("name_or_path"): n for n, m in self.engine.library_models().items()}
+
+    @staticmethod
+    def title_of(model: dict, names=(), library=None) -> str:
+        """A stable client-facing name for a model dict: its profile; its library title where it is a
+        model folder's entry; its arch for the arch's default weights; else its folder or file name
+        (a hub repo id or `tiny:<arch>` as written), the whole path where that name means another model."""
+        if model.get("profile"):
+            return model["profile"]
+        path, spec = model.get("name_or_path"), ARCHS.get(model.get("arch"))
+        if not path or (spec is not None and path == spec.default_source(model.get("variant"))):
+            return model.get("arch") or ""
+        if library and path in library:
+            return library[path]
+        base = os.path.basename(os.path.normpath(path)) if os.path.isabs(path) or os.path.exists(path) else path
+        return path if base in names or base in ARCHS else base
 
     def current_name(self) -> str:
-        """The model later calls use when they name none, as a client-facing name."""
+        """The model later calls use when they name none, as a client-facing name (a title that
+        image_model_names lists and model_for takes back)."""
         if self.selected:
             return self.selected
         active = self.engine.active_config
         if active is not None:
             if self.last_used and self.last_used[1] == active and self.last_used[0]:
                 return self.last_used[0]
-            return active.profile or active.arch
+            return self.title_of(active.to_dict(), *self._naming())
         try:
             model = self.engine.model_for_name(None)
         except ConfigError:
             return ""                                   # no model loaded and no default: none to name
-        return model.get("profile") or model.get("arch") or ""
+        return self.title_of(model, *self._naming())
 
     def resolve_sample(self, model: dict, sample: dict, err, table: dict, model_field: str):
         """(ModelConfig, GenerateImageConfig) the engine resolves `sample` to for `model` (its

@@ -284,7 +284,8 @@ class OpenAIImages:
         return {"id": name, "object": "model", "created": int(self.engine.started_at), "owned_by": "aitk-engine"}
 
     def models(self):
-        """Only what can load here (Engine.model_names): profiles, and archs whose weights are local."""
+        """Only what can load here (Session.image_model_names): the models held by title, profiles, archs
+        whose weights are local, the model folders' models; each id is what `model` takes."""
         return {"object": "list", "data": [self._model(n) for n in self.session.image_model_names()]}
 
     def model(self, model_id: str):
