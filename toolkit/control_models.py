@@ -31,11 +31,7 @@ class Found:
 
 def control_dirs(folders) -> list:
     """The controlnet directories of `folders`' trees (a plain folder: none)."""
-    out = []
-    for folder in folders or ():
-        tree = model_trees.tree_of(folder)
-        out += model_trees.dirs_of(tree, model_trees.CONTROLNET)
-    return out
+    return model_trees.kind_dirs(folders, model_trees.CONTROLNET)
 
 
 def find(value: str, folders=(), where: str = "sample.controls[0].model") -> str:

@@ -1,11 +1,12 @@
 """The model folders people have, and what each of their sub-folders holds. Plain data and os calls.
 
     tree_of(folder) -> Tree(kind, models)       # "comfyui" | "a1111" | "plain", and the models/ folder
-    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | VAE_APPROX | IP_ADAPTER | CLIP_VISION | None
+    hint(tree, sub-folder name) -> CHECKPOINT | DENOISER | COMPONENT | LORA | VAE_APPROX | UPSCALER | IP_ADAPTER
+                                  | CLIP_VISION | CONTROLNET | None
     kind_dirs(folders, kind) -> [the trees' folders holding files of that kind]
     component_dirs(folder) -> [folders holding text encoder and VAE files]
     vae_approx_dirs(folders) -> [folders holding tiny preview autoencoders (TAESD and kin)]
-    upscaler_dirs(folders) -> [folders holding upscale models (ESRGAN/, upscale_models/, a plain folder)]
+    upscaler_dirs(folders) -> [folders holding upscale models (ESRGAN/, upscale_models/)]
     containing_tree(path) -> the tree whose models/ folder holds `path`, else None
     download_dir(folder, kind) -> where a downloaded file of that kind goes (toolkit/downloads.py)
 
@@ -99,47 +100,28 @@ def component_dirs(folder: str) -> list:
 
 
 def kind_dirs(folders, kind: str) -> list:
-    """The sub-folders of `folders`' trees that hold files of `kind` (ip_adapter: ComfyUI's models/ipadapter
-    and A1111's models/ControlNet; clip_vision: ComfyUI's models/clip_vision)."""
+    """The sub-folders of `folders`' trees that hold files of `kind` (a tree's table, and ALSO: ip_adapter is
+    ComfyUI's models/ipadapter and A1111's models/ControlNet)."""
     out = []
-    for folder in folders:
+    for folder in folders or ():
         tree = tree_of(folder)
         table = TREES.get(tree.kind, {})
         also = ALSO.get((tree.kind, kind), ())
         out += [os.path.join(tree.models, real) for low, real in sorted(_subdirs(tree.models).items())
                 if table.get(low) == kind or low in also]
     return out
-def dirs_of(tree: Tree, kind: str) -> list:
-    """The sub-folders of `tree` that hold files of `kind` (CONTROLNET, ...)."""
-    table = TREES.get(tree.kind, {})
-    return [os.path.join(tree.models, real) for low, real in sorted(_subdirs(tree.models).items())
-            if table.get(low) == kind]
 
 
 def vae_approx_dirs(folders) -> list:
     """The folders of `folders`' trees that hold tiny preview decoders: ComfyUI's vae_approx/, A1111's
     VAE-approx/, and a plain folder's own vae_approx/ sub-folder."""
-    out = []
-    for folder in folders:
-        tree = tree_of(folder)
-        subs = _subdirs(tree.models)
-        table = TREES.get(tree.kind, PLAIN)
-        out += [os.path.join(tree.models, real) for low, real in sorted(subs.items()) if table.get(low) == VAE_APPROX]
-    return out
+    return kind_dirs(folders, VAE_APPROX)
 
 
 def upscaler_dirs(folders) -> list:
     """The folders of `folders`' trees holding upscale models: A1111's ESRGAN/ (RealESRGAN/, SwinIR/, DAT/),
     ComfyUI's upscale_models/ (a plain folder has none: its files are models to generate with)."""
-    out = []
-    for folder in folders:
-        tree = tree_of(folder)
-        if tree.kind == "plain":
-            continue
-        subs = _subdirs(tree.models)
-        out += [os.path.join(tree.models, real) for low, real in sorted(subs.items())
-                if TREES[tree.kind].get(low) == UPSCALER]
-    return out
+    return kind_dirs(folders, UPSCALER)
 
 
 def containing_tree(path: str) -> Tree | None:
