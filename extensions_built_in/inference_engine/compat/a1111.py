@@ -10,14 +10,14 @@ import random
 import time
 from types import SimpleNamespace
 
-from fastapi import Depends, FastAPI, Request as HttpRequest
+from fastapi import FastAPI, Request as HttpRequest
 
 from extensions_built_in.inference_engine import lora_folder
 from extensions_built_in.inference_engine.compat import controlnet_ext, inputs, upscale
-from extensions_built_in.inference_engine.compat.common import (REALM, CompatError, Session, is_int,
+from extensions_built_in.inference_engine.compat.common import (CompatError, Session, basic_auth, is_int,
                                                                 json_object)
 from extensions_built_in.inference_engine.compat.preview import latent_png_b64, preview_b64
-from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
+from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES
 from toolkit import samplers as sampler_table
 from toolkit.errors import ConfigError
 from toolkit.models.registry import ARCHS
@@ -563,14 +563,7 @@ def add_routes(app: FastAPI, session: Session, authorized):
     """The /sdapi/v1 routes on `app`; `authorized(request) -> bool` (Basic, Bearer or X-Engine-Token)."""
     api = A1111(session)
 
-    @auth_first
-    def auth(request: HttpRequest):
-        if not authorized(request):
-            raise CompatError(401, {"detail": "Not authenticated: send the engine token as the Basic auth "
-                                              "password (any user name) or as a Bearer token"},
-                              {"WWW-Authenticate": REALM})
-
-    deps = [Depends(auth)]
+    deps = [basic_auth(authorized)]
     for method, path, handler in (("POST", "/sdapi/v1/txt2img", api.txt2img),
                                   ("GET", "/sdapi/v1/sd-models", api.sd_models),
                                   ("GET", "/sdapi/v1/options", api.get_options),
@@ -593,5 +586,5 @@ def add_routes(app: FastAPI, session: Session, authorized):
         app.add_api_route(path, _constant(answer), methods=["GET"], dependencies=deps)
     for path in REFRESH_ROUTES:
         app.add_api_route(path, _constant(None), methods=["POST"], dependencies=deps)
-    upscale.add_routes(app, session, auth, invalid, failed)
+    upscale.add_routes(app, session, deps, invalid, failed)
     return api

@@ -9,10 +9,11 @@ import os
 import re
 import threading
 
-from fastapi import Request as HttpRequest
+from fastapi import Depends, Request as HttpRequest
 from fastapi.responses import JSONResponse
 
 from extensions_built_in.inference_engine.engine import EngineBusy
+from extensions_built_in.inference_engine.http_guard import auth_first
 from extensions_built_in.inference_engine.routes.common import presented_token, token_matches
 from toolkit.errors import ConfigError, check_values
 from toolkit.images import is_data_url
@@ -297,3 +298,15 @@ class Session:
                     with open(res["path"], "rb") as f:
                         out.append((r, res, base64.b64encode(f.read()).decode("ascii")))
         return out
+
+
+def basic_auth(authorized):
+    """The dependency of the A1111-shaped routes (/sdapi/v1, /controlnet): `authorized(request) -> bool`, else
+    A1111's 401 with its Basic realm (what webuiapi and SillyTavern answer with credentials)."""
+    @auth_first
+    def auth(request: HttpRequest):
+        if not authorized(request):
+            raise CompatError(401, {"detail": "Not authenticated: send the engine token as the Basic auth "
+                                              "password (any user name) or as a Bearer token"},
+                              {"WWW-Authenticate": REALM})
+    return Depends(auth)

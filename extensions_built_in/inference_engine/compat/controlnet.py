@@ -17,13 +17,13 @@ naming the client's field, in A1111's validation shape.
 import asyncio
 import base64
 
-from fastapi import Depends, FastAPI, Request as HttpRequest
+from fastapi import FastAPI, Request as HttpRequest
 
 from extensions_built_in.inference_engine.compat.a1111 import failed, invalid
-from extensions_built_in.inference_engine.compat.common import REALM, CompatError, json_object
+from extensions_built_in.inference_engine.compat.common import basic_auth, json_object
 from extensions_built_in.inference_engine.compat.inputs import decode_b64_image
 from extensions_built_in.inference_engine.engine import EngineBusy
-from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
+from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES
 from extensions_built_in.inference_engine.preprocess import PreprocessFailed, make_png
 from toolkit.control_maps import MODULE_LABELS, PREPROCESSORS, clamped, for_module
 from toolkit.errors import ConfigError
@@ -101,14 +101,7 @@ def add_routes(app: FastAPI, session, authorized):
     """The /controlnet preprocessor routes on `app`; `authorized(request) -> bool` as the /sdapi/v1 routes'."""
     api = ControlNetApi(session)
 
-    @auth_first
-    def auth(request: HttpRequest):
-        if not authorized(request):
-            raise CompatError(401, {"detail": "Not authenticated: send the engine token as the Basic auth "
-                                              "password (any user name) or as a Bearer token"},
-                              {"WWW-Authenticate": REALM})
-
-    deps = [Depends(auth)]
+    deps = [basic_auth(authorized)]
     app.add_api_route("/controlnet/module_list", api.module_list, methods=["GET"], dependencies=deps)
     app.add_api_route("/controlnet/detect", api.detect, methods=["POST"], dependencies=deps,
                       max_body_size=INLINE_IMAGES_BODY_BYTES)

@@ -15,7 +15,7 @@ img2img (`hires_sample`), and the routes `/sdapi/v1/upscalers`, `/sdapi/v1/laten
 import asyncio
 import re
 
-from fastapi import Depends, FastAPI, Request as HttpRequest
+from fastapi import FastAPI, Request as HttpRequest
 
 from extensions_built_in.inference_engine.compat.common import is_int, json_object
 from extensions_built_in.inference_engine.compat.inputs import check, data_url, decode_b64_image
@@ -194,10 +194,9 @@ class Extras:
         return {"html_info": "", "images": await self._upscale(images, body, request)}
 
 
-def add_routes(app: FastAPI, session, auth, invalid, failed):
-    """The upscaler routes on `app`, behind `auth` (a1111.add_routes' dependency)."""
+def add_routes(app: FastAPI, session, deps, invalid, failed):
+    """The upscaler routes on `app`, behind `deps` (a1111.add_routes' dependencies)."""
     extras = Extras(session, invalid, failed)
-    deps = [Depends(auth)]
     app.add_api_route("/sdapi/v1/upscalers", lambda: upscaler_list(session.engine), methods=["GET"], dependencies=deps)
     app.add_api_route("/sdapi/v1/latent-upscale-modes", latent_modes, methods=["GET"], dependencies=deps)
     app.add_api_route("/sdapi/v1/extra-single-image", extras.single, methods=["POST"], dependencies=deps,
