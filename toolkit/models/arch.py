@@ -320,6 +320,9 @@ class Control:
       generator): the holder seeds it with the request's seed, as ArchSpec.global_rng; `several`: the pipeline
       runs more than one at once (Z-Image's takes one). Several controls of one row run at once as lists (the pipelines wrap the models
       in their Multi* class).
+    - `inputs`: task -> {the task's own argument: the control pipeline's name for it, or None where it takes
+      none}, for a control pipeline that takes the task's inputs otherwise (Qwen-Image's inpainting ControlNet
+      repaints its control image under `control_mask`: no `image`, no `strength`).
     """
     cls: str
     pipelines: dict
@@ -332,6 +335,7 @@ class Control:
     global_rng: bool = False
     several: bool = True
     label: str = ""
+    inputs: dict = field(default_factory=dict)
 
     def pipeline_for(self, task: str):
         return self.pipelines.get(task)

@@ -249,16 +249,23 @@ class BaseModel:
         return self.build_task_pipeline(cls, {**self.pipeline.components,
                                               "controlnet": modules[0] if len(modules) == 1 else list(modules)})
 
-    def control_kwargs(self, gen: GenerateImageConfig) -> dict:
-        """The control images (each through its preprocessor, at the request's size by its resize_mode) and
-        the scales, ranges and modes, as the control pipeline takes them."""
+    def control_kwargs(self, gen: GenerateImageConfig, kwargs: dict) -> dict:
+        """`kwargs` with the control images (each through its preprocessor, at the request's size by its
+        resize_mode) and the scales, ranges and modes, as the control pipeline takes them; the task's own
+        inputs under the names it gives them (Control.inputs)."""
         from toolkit.control_refs import control_map
         from toolkit.models import controlnets
 
         _paths, row, _modules = self.ensure_controls(gen)
         load = self.annotator_loader or self.own_annotator
         images = [control_map(c, gen.width, gen.height, load) for c in gen.controls]
-        return controlnets.arguments(row, gen.controls, images, self.task_of(gen).name)
+        task = self.task_of(gen).name
+        kwargs = dict(kwargs)
+        for arg, renamed in row.inputs.get(task, {}).items():
+            value = kwargs.pop(arg, None)
+            if renamed is not None and value is not None:
+                kwargs[renamed] = value
+        return {**kwargs, **controlnets.arguments(row, gen.controls, images, task)}
 
     def own_annotator(self, key):
         """A preprocessor's (model, processor) for a holder used alone (no worker pool): from the model folders."""
@@ -551,7 +558,7 @@ class BaseModel:
         kwargs = self.pipeline_kwargs(gen)
         kwargs.update(inputs or {})
         if gen.controls:       # over any holder's own arguments (an arch's holder shapes the rest of the call)
-            kwargs.update(self.control_kwargs(gen))
+            kwargs = self.control_kwargs(gen, kwargs)
         if rows is not None:
             n = len(rows)
             kwargs.update(self.row_kwargs(rows, kwargs))

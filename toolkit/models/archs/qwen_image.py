@@ -174,8 +174,20 @@ def control_fits(config: dict) -> bool:
     return not config.get("extra_condition_channels")
 
 
+def inpaint_control_fits(config: dict) -> bool:
+    """InstantX's Qwen-Image ControlNet Inpainting: the masked image's latents and the mask as extra channels."""
+    return bool(config.get("extra_condition_channels"))
+
+
+# the inpainting ControlNet repaints its control image where `control_mask` is white: task inpaint's init_img is
+# not passed (the control's image is the picture), its mask_img is the control mask; one model, no strength; the
+# pipeline VAE-samples the masked picture from torch's global RNG (seeded with the request's seed)
 CONTROLS = (Control("QwenImageControlNetModel", {"txt2img": ("QwenImageControlNetPipeline", "control_image")},
-                    fits="toolkit.models.archs.qwen_image:control_fits", label="Qwen-Image ControlNet"),)
+                    fits="toolkit.models.archs.qwen_image:control_fits", label="Qwen-Image ControlNet"),
+            Control("QwenImageControlNetModel", {"inpaint": ("QwenImageControlNetInpaintPipeline", "control_image")},
+                    fits="toolkit.models.archs.qwen_image:inpaint_control_fits", several=False, global_rng=True,
+                    inputs={"inpaint": {"image": None, "strength": None, "mask_image": "control_mask"}},
+                    label="Qwen-Image ControlNet Inpainting"))
 
 
 SPEC = ArchSpec(
