@@ -51,6 +51,9 @@ def files(tiny, tmp_path_factory):
     out[("qwen_image", "inpaint")] = str(write_tiny_controlnet(      # InstantX's inpainting: a mask's 2x2 patch more
         "qwen_image", tiny("qwen_image"), root / "qwen_inpaint_cn", "folder", seed=4, cls="QwenImageControlNetModel",
         extra_condition_channels=4))
+    out[("sd3", "inpaint")] = str(write_tiny_controlnet(      # Alimama's: the mask as one more channel
+        "sd3", tiny("sd3"), root / "sd3_inpaint_cn", "folder", seed=4, cls="SD3ControlNetModel",
+        extra_conditioning_channels=1))
     out[("sdxl", "union")] = str(write_tiny_controlnet("sdxl", tiny("sdxl"), root / "sdxl_union", "folder", seed=2,
                                                        cls="ControlNetUnionModel", num_control_type=8, num_trans_channel=16,
                                                        num_trans_head=2, num_proj_channel=16))
@@ -251,29 +254,32 @@ def test_dit_controlnets_equal_their_bare_pipeline(eng, tiny, files, arch):
     assert np.array_equal(got, np.asarray(want))
 
 
-def test_qwen_image_inpainting_controlnet_repaints_its_control_image(eng, tiny, files):
-    """Task inpaint with Qwen-Image's inpainting ControlNet: the control's image repainted where mask_img is
-    white (QwenImageControlNetInpaintPipeline's control_image and control_mask; no image, no strength), equal
-    to that pipeline called by hand; the plain ControlNet has no inpaint pipeline and the inpainting one no
-    txt2img pipeline, each refused naming the model."""
-    import dataclasses
+INPAINT_CONTROLS = {"qwen_image": ("QwenImageControlNetModel", "QwenImageControlNetInpaintPipeline"),
+                    "sd3": ("SD3ControlNetModel", "StableDiffusion3ControlNetInpaintingPipeline")}
 
+
+@pytest.mark.parametrize("arch", list(INPAINT_CONTROLS))
+def test_an_inpainting_controlnet_repaints_its_control_image(eng, tiny, files, arch):
+    """Task inpaint with Qwen-Image's or SD3's inpainting ControlNet: the control's image repainted where mask_img
+    is white (the pipeline's control_image and control_mask; no image, no strength), equal to that pipeline
+    called by hand; the plain ControlNet has no inpaint pipeline and the inpainting one no txt2img pipeline,
+    each refused naming the model."""
     import diffusers
 
     from testing.fixtures import input_mask
     from toolkit.config_modules import GenerateImageConfig
     from toolkit.images import load_image
     from toolkit.models.base_model import get_model_class
-    mask = input_mask(files["root"] / "qwen_mask.png")
-    control = {"model": files[("qwen_image", "inpaint")], "image": data_url(files["image"]), "scale": 0.8}
+    cls, pipeline = INPAINT_CONTROLS[arch]
+    mask = input_mask(files["root"] / f"{arch}_mask.png")
+    control = {"model": files[(arch, "inpaint")], "image": data_url(files["image"]), "scale": 0.8}
     inputs = {"task": "inpaint", "init_img": data_url(files["image"]), "mask_img": data_url(mask)}
-    got = generate(eng, body(tiny, "qwen_image", [control], **inputs))
-    holder = get_model_class("qwen_image")({"arch": "qwen_image", "name_or_path": tiny("qwen_image")})
-    gen = GenerateImageConfig.from_dict({**body(tiny, "qwen_image", [])["sample"], "controls": None}, "qwen_image")
-    kw = {k: v for k, v in holder.pipeline_kwargs(dataclasses.replace(gen, controls=())).items()}
-    net = diffusers.QwenImageControlNetModel.from_pretrained(files[("qwen_image", "inpaint")], local_files_only=True)
-    pipe = diffusers.QwenImageControlNetInpaintPipeline.from_pretrained(tiny("qwen_image"), controlnet=net,
-                                                                        local_files_only=True, dtype=torch.float32)
+    got = generate(eng, body(tiny, arch, [control], **inputs))
+    holder = get_model_class(arch)({"arch": arch, "name_or_path": tiny(arch)})
+    kw = holder.pipeline_kwargs(GenerateImageConfig.from_dict(body(tiny, arch, [])["sample"], arch))
+    net = getattr(diffusers, cls).from_pretrained(files[(arch, "inpaint")], local_files_only=True)
+    pipe = getattr(diffusers, pipeline).from_pretrained(tiny(arch), controlnet=net, local_files_only=True,
+                                                        dtype=torch.float32)
     pipe.set_progress_bar_config(disable=True)
     with torch.random.fork_rng():          # the pipeline VAE-samples the masked image from the global RNG
         torch.manual_seed(SEED)
@@ -281,9 +287,9 @@ def test_qwen_image_inpainting_controlnet_repaints_its_control_image(eng, tiny, 
                     controlnet_conditioning_scale=0.8, control_guidance_start=0.0, control_guidance_end=1.0,
                     generator=torch.Generator("cpu").manual_seed(SEED), output_type="pil").images[0]
     assert np.array_equal(got, np.asarray(want))
-    plain = {**control, "model": files[("qwen_image", "folder")]}
-    assert refused(eng, body(tiny, "qwen_image", [plain], **inputs))["field"] == "sample.controls[0].model"
-    assert refused(eng, body(tiny, "qwen_image", [control]))["field"] == "sample.controls[0].model"
+    plain = {**control, "model": files[(arch, "folder")]}
+    assert refused(eng, body(tiny, arch, [plain], **inputs))["field"] == "sample.controls[0].model"
+    assert refused(eng, body(tiny, arch, [control]))["field"] == "sample.controls[0].model"
 
 
 def test_zimage_takes_one_control_over_every_step(eng, tiny, files):

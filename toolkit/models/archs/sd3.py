@@ -169,8 +169,19 @@ def control_fits(config: dict) -> bool:
     return not config.get("extra_conditioning_channels")
 
 
+def inpaint_control_fits(config: dict) -> bool:
+    """Alimama's SD3 ControlNet Inpainting: the mask as an extra conditioning channel."""
+    return bool(config.get("extra_conditioning_channels"))
+
+
+# the inpainting ControlNet repaints its control image where `control_mask` is white (task inpaint's init_img and
+# strength are not passed; its mask_img is the control mask); it VAE-samples the picture from the global RNG too
 CONTROLS = (Control("SD3ControlNetModel", {"txt2img": ("StableDiffusion3ControlNetPipeline", "control_image")},
-                    fits="toolkit.models.archs.sd3:control_fits", global_rng=True, label="SD3 ControlNet"),)
+                    fits="toolkit.models.archs.sd3:control_fits", global_rng=True, label="SD3 ControlNet"),
+            Control("SD3ControlNetModel", {"inpaint": ("StableDiffusion3ControlNetInpaintingPipeline", "control_image")},
+                    fits="toolkit.models.archs.sd3:inpaint_control_fits", global_rng=True, several=False,
+                    inputs={"inpaint": {"image": None, "strength": None, "mask_image": "control_mask"}},
+                    label="SD3 ControlNet Inpainting"))
 
 
 SPEC = ArchSpec(
