@@ -394,3 +394,14 @@ def test_the_library_lists_the_controlnet_folder(eng, files):
     assert by_name["sdxl_cn_diffusers.safetensors"]["archs"] == ["sdxl"]
 
 
+
+
+def test_hires_runs_both_passes_under_the_controls(eng, tiny, files):
+    """A1111's ControlNet extension controls the hires pass too: the second pass is the control pipeline's img2img
+    at the new size, the map fitted to it."""
+    control = {"model": files[("sd1", "folder")], "image": data_url(files["image"]), "scale": 0.9}
+    hires = {"scale": 1.5, "upscaler": "Latent", "denoise": 0.6}
+    got = generate(eng, body(tiny, "sd1", [control], hires=hires))
+    plain = generate(eng, body(tiny, "sd1", [], hires=hires))
+    assert got.shape == plain.shape == (96, 96, 3)
+    assert not np.array_equal(got, plain)
