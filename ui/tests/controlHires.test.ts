@@ -93,14 +93,14 @@ describe('sample.hires', () => {
   });
 
   it('the preview names the pass its frames are of, and measures the ETA afresh', () => {
-    let v = applyFrame({ ...IDLE, phase: 'running' }, { type: 'progress', step: 4, total: 4, elapsed: 2, pass: 'base' });
+    let v = applyFrame({ ...IDLE, phase: 'running' }, { request_id: 'r', type: 'progress', step: 4, total: 4, elapsed: 2, pass: 'base' });
     expect(v.pass).toBe('base');
-    v = applyFrame(v, { type: 'status', stage: 'pass', pass: 'hires', message: 'hires pass' });
-    v = applyFrame(v, { type: 'progress', step: 1, total: 3, elapsed: 3, pass: 'hires' });
+    v = applyFrame(v, { request_id: 'r', type: 'status', stage: 'pass', pass: 'hires', message: 'hires pass' });
+    v = applyFrame(v, { request_id: 'r', type: 'progress', step: 1, total: 3, elapsed: 3, pass: 'hires' });
     expect(v.pass).toBe('hires');
     expect(v.firstProgress).toEqual({ step: 1, elapsed: 3 });
     expect(stepText(v)).toBe('at step 1/3 of the hires pass');
-    expect(applyFrame({ ...IDLE, phase: 'running' }, { type: 'progress', step: 1, total: 4, elapsed: 1 }).pass).toBeNull();
+    expect(applyFrame({ ...IDLE, phase: 'running' }, { request_id: 'r', type: 'progress', step: 1, total: 4, elapsed: 1 }).pass).toBeNull();
   });
 });
 
