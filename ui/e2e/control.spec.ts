@@ -52,8 +52,9 @@ test('control image -> map preview -> generate -> hires -> upscale from the gall
   await expect(page.getByTestId('control-0-drop-error')).toContainText('fake.png is not a PNG/JPEG/WebP image.');
   await dropFile(page, '[data-testid="control-0-drop"]', fs.readFileSync(imagePath), 'control-disc.png');
   await expect(page.getByTestId('control-0-drop')).toHaveAttribute('data-asset', /control-disc/);
-  await expect(page.getByTestId('control-0-model').locator('option', { hasText: 'tiny_sd1_cn' })).toHaveCount(1);
-  await page.getByTestId('control-0-model').selectOption({ label: 'tiny_sd1_cn.safetensors (SD 1.x ControlNet)' });
+  // the one control model for sd1 is chosen already (the library lists it under the folder: controlnet/…)
+  await expect(page.getByTestId('control-0-model')).toHaveValue('tiny_sd1_cn.safetensors');
+  await expect(page.getByTestId('control-0-model').locator('option:checked')).toHaveText('controlnet/tiny_sd1_cn.safetensors (SD 1.x ControlNet)');
   // a model-based preprocessor whose model is not here is listed, disabled, saying why
   await expect(page.getByTestId('control-0-preprocessor').locator('option[value="depth_anything"]')).toBeDisabled();
   await page.getByTestId('control-0-preprocessor').selectOption('canny');

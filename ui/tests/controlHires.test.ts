@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   controlClassOf,
+  controlModelValue,
   controlModelsFor,
   controlsFromSettings,
   controlsRequest,
@@ -61,6 +62,12 @@ describe('sample.controls', () => {
     ];
     expect(controlModelsFor(entries, sd1).map((e) => e.name)).toEqual(['a']);
     expect(controlModelsFor(null, sd1)).toEqual([]);
+  });
+
+  it('names a library entry as the engine finds it: by its name in the controlnet directory, deeper by its path', () => {
+    expect(controlModelValue({ name: 'controlnet/cn.safetensors', path: '/c/models/controlnet/cn.safetensors' })).toBe('cn.safetensors');
+    expect(controlModelValue({ name: 'ControlNet/control_v11p_sd15_canny.pth', path: '/a/models/ControlNet/control_v11p_sd15_canny.pth' })).toBe('control_v11p_sd15_canny.pth');
+    expect(controlModelValue({ name: 'controlnet/sdxl/promax', path: '/c/models/controlnet/sdxl/promax' })).toBe('/c/models/controlnet/sdxl/promax');
   });
 
   it('says why a preprocessor cannot be picked', () => {

@@ -6,7 +6,7 @@
 // several at once. They go out as `sample.controls` (controlHires.ts).
 import { useState } from 'react';
 import ImageDrop from './ImageDrop';
-import { controlClassOf, controlModelsFor, newControl, preprocessorUnavailable, type ControlEntry, type PreprocessorInfo } from './controlHires';
+import { controlClassOf, controlModelValue, controlModelsFor, newControl, preprocessorUnavailable, type ControlEntry, type PreprocessorInfo } from './controlHires';
 import { problemPlace, problemText } from './resolveRequest';
 import { RESIZE_LABELS } from './tasks';
 import type { ArchInfo, ControlForm } from './types';
@@ -38,7 +38,7 @@ function OneControl(props: {
   const { index, arch, c, job, models, preprocessors, onChange } = props;
   const [map, setMap] = useState<{ image: string; width: number; height: number } | null>(null);
   const [mapState, setMapState] = useState<{ busy: boolean; error: string | null }>({ busy: false, error: null });
-  const entry = models.find((m) => m.name === c.model);
+  const entry = models.find((m) => controlModelValue(m) === c.model);
   const cls = controlClassOf(arch, entry);
   const pre = preprocessors.find((p) => p.name === c.preprocessor);
   const change = (patch: Partial<ControlForm>) => {
@@ -66,7 +66,7 @@ function OneControl(props: {
           <option value="">{models.length ? 'Pick a control model' : `No control model for ${arch.name} in the model folders`}</option>
           {c.model && !entry && <option value={c.model}>{c.model}</option>}
           {models.map((m) => (
-            <option key={m.name} value={m.name}>
+            <option key={m.name} value={controlModelValue(m)}>
               {m.name}
               {m.label ? ` (${m.label})` : ''}
             </option>
@@ -196,7 +196,7 @@ export default function ControlPanel({ arch, controls, job, library, preprocesso
           onRemove={() => onControls(controls.filter((_, j) => j !== i))}
         />
       ))}
-      <button type="button" onClick={() => onControls([...controls, newControl(models.length === 1 ? models[0].name : '')])} data-testid="control-add">
+      <button type="button" onClick={() => onControls([...controls, newControl(models.length === 1 ? controlModelValue(models[0]) : '')])} data-testid="control-add">
         Add control
       </button>
       {mine && (

@@ -48,6 +48,16 @@ export function controlModelsFor(entries: readonly { kind: string }[] | null, ar
   return ((entries ?? []) as ControlEntry[]).filter((e) => e.kind === 'controlnet' && e.complete !== false && (e.archs ?? []).includes(arch.name));
 }
 
+/**
+ * What `sample.controls[i].model` takes for a library entry: its name in the controlnet directory (the
+ * library names it under the model folder: `controlnet/x.safetensors`, A1111's `ControlNet/x`), the
+ * engine finding a bare name there; a file deeper down by its path (a name with a folder in it is a path).
+ */
+export function controlModelValue(entry: Pick<ControlEntry, 'name' | 'path'>): string {
+  const name = entry.name.replace(/^(models\/)?controlnet\//i, '');
+  return name.includes('/') && entry.path ? entry.path : name;
+}
+
 /** The arch's control class a library entry is (by its label): a union class lists its modes. */
 export function controlClassOf(arch: ArchInfo, entry: ControlEntry | undefined): ControlClassInfo | null {
   if (!entry) return null;
