@@ -81,6 +81,12 @@ test('control image -> map preview -> generate -> hires -> upscale from the gall
   expect(edges.white).toBeGreaterThan(40);
   expect(edges.white).toBeLessThan(edges.total / 8);
   await page.getByTestId('control-0-scale').fill('0.8');
+  // the panel's fields stay inside its card (a long model name included)
+  const past = await panel.evaluate((el) => {
+    const right = el.getBoundingClientRect().right;
+    return Array.from(el.querySelectorAll('*')).filter((c) => c.getBoundingClientRect().right > right + 1).map((c) => c.tagName.toLowerCase());
+  });
+  expect(past).toEqual([]);
   await shot(page, 'control-panel');
 
   // generate with the control
@@ -134,6 +140,19 @@ test('control image -> map preview -> generate -> hires -> upscale from the gall
   expect([upItem.result.width, upItem.result.height]).toEqual([192, 192]);
   await expect(page.getByTestId('gallery-item')).toHaveCount(3);
   await shot(page, 'control-upscaled');
+
+  // the result viewer's "Send to upscale": that one again, by Lanczos
+  await page.getByTestId('gallery-item').first().getByTestId('gallery-view').click();
+  const viewer = page.getByTestId('viewer');
+  await viewer.getByTestId('viewer-upscale').click();
+  await viewer.getByTestId('viewer-upscale-chooser-upscaler').selectOption('Lanczos');
+  await viewer.getByTestId('viewer-upscale-chooser-scale').fill('1.5');
+  await viewer.getByTestId('viewer-upscale-chooser-go').click();
+  await expect(viewer).toBeHidden();
+  await expect.poll(async () => (await galleryItems(page)).length, { timeout: 180_000 }).toBe(4);
+  const again = (await galleryItems(page))[0] as (typeof items)[0] & { result: { width: number; height: number } };
+  expect(again.sample).toMatchObject({ task: 'upscale', upscale: { upscaler: 'Lanczos', scale: 1.5 } });
+  expect([again.result.width, again.result.height]).toEqual([288, 288]);
 
   await removeJobsAndHistory(page, [job.id]);
 });
