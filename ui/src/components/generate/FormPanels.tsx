@@ -5,12 +5,16 @@
 import Link from 'next/link';
 import type { LibraryEntry } from '@/components/library/library';
 import type { FieldNote } from './formChecks';
+import ControlPanel from './ControlPanel';
+import { archTakesControls, archTakesHires } from './controlHires';
+import HiresPanel from './HiresPanel';
 import InputsPanel, { archTakesInputs } from './InputsPanel';
 import LoraPanel from './LoraPanel';
 import ModelPanel from './ModelPanel';
 import PromptPanel from './PromptPanel';
 import type { GenerateForms } from './useGenerateForms';
 import type { useInputImages } from './useInputImages';
+import type { ControlLists } from './useControlLists';
 import type { Resolved } from './useResolve';
 
 interface Props {
@@ -29,9 +33,11 @@ interface Props {
   /** `hf download REPO` when the model form names a default repo that is not on this machine */
   download: string | null;
   library: LibraryEntry[] | null;
+  /** the engine's preprocessors and upscalers (useControlLists.ts) */
+  lists: ControlLists;
 }
 
-export default function FormPanels({ models, cached, modelsError, forms, inputs, job, running, notes, resolved, download, library }: Props) {
+export default function FormPanels({ models, cached, modelsError, forms, inputs, job, running, notes, resolved, download, library, lists }: Props) {
   const { archs, profiles, arch, model, sample, setModel, setSample, setMaskPainted } = forms;
   if (!models) {
     return (
@@ -91,6 +97,18 @@ export default function FormPanels({ models, cached, modelsError, forms, inputs,
           resolved={resolved}
         />
       )}
+      {archTakesControls(arch) && (
+        <ControlPanel
+          arch={arch}
+          controls={sample.controls ?? []}
+          job={job}
+          library={library}
+          preprocessors={lists.preprocessors}
+          onControls={(controls) => forms.patchSample({ controls })}
+          problem={resolved.problem}
+        />
+      )}
+      {archTakesHires(arch) && <HiresPanel arch={arch} hires={sample.hires} upscalers={lists.upscalers} onHires={(hires) => forms.patchSample({ hires })} problem={resolved.problem} />}
       <div className="row">
         <Link href={job ? `/grid?job=${encodeURIComponent(job.id)}` : '/grid'} className="button" data-testid="make-grid">
           Make a grid from these settings

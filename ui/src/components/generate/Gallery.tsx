@@ -5,6 +5,8 @@ import { useEffect, useRef, useState } from 'react';
 import ResultMedia from './ResultMedia';
 import { formatBytes, runAndWaitText } from '@/utils/format';
 import ConfirmDelete from './ConfirmDelete';
+import type { UpscaleAction } from './controlHires';
+import UpscaleChooser from './UpscaleChooser';
 import GalleryFilters from './GalleryFilters';
 import { modelKey } from '@/utils/modelIdentity';
 import { loraLabel, picksFromSettings } from './loras';
@@ -21,6 +23,8 @@ interface Props {
   onUseAsInput?: (item: GalleryItem) => Promise<string | null>;
   /** open the result viewer on this item */
   onView: (item: GalleryItem) => void;
+  /** an image result's Upscale (task upscale), while the engine runs */
+  upscale?: UpscaleAction;
 }
 
 function settingsLine(item: GalleryItem): string {
@@ -62,9 +66,11 @@ interface CardProps {
   onDelete: () => Promise<void>;
   onUseAsInput?: () => void;
   onView: () => void;
+  upscale?: UpscaleAction;
 }
 
-function ItemCard({ item, onReuse, onDelete, onUseAsInput, onView }: CardProps) {
+function ItemCard({ item, onReuse, onDelete, onUseAsInput, onView, upscale }: CardProps) {
+  const [upscaling, setUpscaling] = useState(false);
   const { src, error } = useMediaUrl(fileUrl(item));
   const [confirming, setConfirming] = useState(false);
   // "Keep" (or Escape) gives the focus back to Delete
@@ -97,12 +103,20 @@ function ItemCard({ item, onReuse, onDelete, onUseAsInput, onView }: CardProps) 
               Use as input
             </button>
           )}
+          {upscale && item.result.kind === 'image' && (
+            <button onClick={() => setUpscaling((u) => !u)} aria-expanded={upscaling} title="Upscale this image (no diffusion)" data-testid="gallery-upscale">
+              Upscale
+            </button>
+          )}
           {!confirming && (
             <button ref={deleteButton} className="danger" onClick={() => setConfirming(true)} data-testid="gallery-delete">
               Delete
             </button>
           )}
         </div>
+        {upscaling && upscale && (
+          <UpscaleChooser upscalers={upscale.upscalers} initial={upscale.initial} onUpscale={(c) => upscale.run(item, c)} onClose={() => setUpscaling(false)} />
+        )}
         {confirming && (
           <ConfirmDelete
             question="Delete this result and its file?"
@@ -118,7 +132,7 @@ function ItemCard({ item, onReuse, onDelete, onUseAsInput, onView }: CardProps) 
   );
 }
 
-export default function Gallery({ items, search, onReuse, onDelete, onUseAsInput, onView }: Props) {
+export default function Gallery({ items, search, onReuse, onDelete, onUseAsInput, onView, upscale }: Props) {
   const [error, setError] = useState<string | null>(null);
   const filtered = Boolean(search.filter.q || search.filter.model);
   const shown = error ?? search.error;
@@ -143,6 +157,7 @@ export default function Gallery({ items, search, onReuse, onDelete, onUseAsInput
             item={item}
             onReuse={() => onReuse(item)}
             onView={() => onView(item)}
+            upscale={upscale}
             onUseAsInput={onUseAsInput && (async () => setError(await onUseAsInput(item)))}
             onDelete={async () => setError(await onDelete(item))}
           />

@@ -26,6 +26,9 @@ import { useLibrary } from './useLibrary';
 import { useModelsCache } from './useModelsCache';
 import { useSettingsRestore } from './useSettingsRestore';
 import { useSubmit } from './useSubmit';
+import { upscaleDefaults, type UpscaleAction } from './controlHires';
+import { useControlLists } from './useControlLists';
+import { useUpscale } from './useUpscale';
 
 export default function GeneratePage({ preferredJobId, preferredModel = null }: { preferredJobId: string | null; preferredModel?: string | null }) {
   const engine = useEngine(preferredJobId);
@@ -49,6 +52,10 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const { resolved, notes } = useFormNotes(job?.id ?? null, running, forms);
   const submit = useSubmit({ engine, engines, gen, forms, inputs, notes, resolved, missingRepo: download ? model?.name_or_path.trim() || null : null });
   const { canGenerate, generate } = submit;
+  const lists = useControlLists(job?.id ?? null, running);
+  const runUpscale = useUpscale(job, forms, gen.generate);
+  // a result's Upscale: the form's hires upscaler and scale where it is a pixel one, else Lanczos x2
+  const upscale: UpscaleAction | undefined = running ? { upscalers: lists.upscalers, initial: upscaleDefaults(sample?.hires, lists.upscalers), run: runUpscale } : undefined;
 
   // the viewer's send-to: the gallery's "Use as input", with the task it asks for ('' automatic: img2img without a mask)
   const takesInput = !!arch && archTakes(arch, 'init_img');
@@ -91,6 +98,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
             resolved={resolved}
             download={download}
             library={library?.entries ?? null}
+            lists={lists}
           />
         </div>
         <OutputColumn
@@ -99,7 +107,8 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
           gallery={gallery}
           onReuse={restore.reuse}
           onUseAsInput={takesInput ? inputs.useAsInput : undefined}
-          viewer={{ onSendTo: takesInput ? sendTo : undefined, canInpaint: !!arch && archTakes(arch, 'mask_img') }}
+          upscale={upscale}
+          viewer={{ onSendTo: takesInput ? sendTo : undefined, canInpaint: !!arch && archTakes(arch, 'mask_img'), upscale }}
         />
       </div>
     </div>

@@ -1,6 +1,7 @@
 'use client';
 // The Generate page's output column: the live preview (and the batch of the request it shows), the engine's queue, the results gallery, and the result viewer over this page's results and the gallery's.
 import { useState } from 'react';
+import type { UpscaleAction } from './controlHires';
 import Gallery from './Gallery';
 import PreviewPanel from './PreviewPanel';
 import QueuePanel from './QueuePanel';
@@ -19,9 +20,11 @@ interface Props {
   /** where the arch takes an input image */
   onUseAsInput?: (item: GalleryItem) => Promise<string | null>;
   viewer: ViewerActions;
+  /** a result's Upscale (the engine running) */
+  upscale?: UpscaleAction;
 }
 
-export default function OutputColumn({ gen, queue, gallery, onReuse, onUseAsInput, viewer }: Props) {
+export default function OutputColumn({ gen, queue, gallery, onReuse, onUseAsInput, viewer, upscale }: Props) {
   // the result the viewer shows (its key: the list changes as results come and go)
   const [viewing, setViewing] = useState<string | null>(null);
   const walk = viewerItems(gallery.recent, gallery.items);
@@ -49,7 +52,7 @@ export default function OutputColumn({ gen, queue, gallery, onReuse, onUseAsInpu
         onMove={queue.move}
         live={{ id: gen.view.requestId, step: gen.view.step, total: gen.view.total }}
       />
-      <Gallery items={gallery.items} search={gallery.search} onReuse={onReuse} onDelete={gallery.remove} onUseAsInput={onUseAsInput} onView={(item) => setViewing(item.key)} />
+      <Gallery items={gallery.items} search={gallery.search} onReuse={onReuse} onDelete={gallery.remove} onUseAsInput={onUseAsInput} upscale={upscale} onView={(item) => setViewing(item.key)} />
       {viewIndex >= 0 && <ResultViewer items={walk} index={viewIndex} onIndex={(i) => setViewing(walk[i].key)} onClose={() => setViewing(null)} onReuse={onReuse} {...viewer} />}
     </div>
   );

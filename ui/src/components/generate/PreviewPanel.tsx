@@ -6,7 +6,7 @@ import { useEffect, useState } from 'react';
 import { formatSeconds } from '@/utils/format';
 import LatentCanvas from './LatentCanvas';
 import ResultMedia from './ResultMedia';
-import { ACTIVE_PHASES, afterStepsText, etaSeconds, type GenView } from './generationView';
+import { ACTIVE_PHASES, afterStepsText, etaSeconds, passText, type GenView } from './generationView';
 import type { GalleryItem } from './types';
 import { fileUrl } from './useGallery';
 import { useMediaUrl } from './useMediaUrl';
@@ -71,9 +71,10 @@ function ProgressLine({ view, elapsed }: { view: GenView; elapsed: number | null
   const after = afterStepsText(view);
   const eta = ACTIVE_PHASES.has(view.phase) && !after ? etaSeconds(view) : null;
   return (
-    <div className="progress" data-testid="progress-text" data-phase={view.phase} data-stage={view.stage ?? ''}>
+    <div className="progress" data-testid="progress-text" data-phase={view.phase} data-stage={view.stage ?? ''} data-pass={view.pass ?? ''}>
       <progress max={view.total || 1} value={view.step} />
       <span>
+        {passText(view.pass) && <b data-testid="progress-pass">{passText(view.pass)}: </b>}
         {view.total ? `Step ${view.step}/${view.total}` : view.phase === 'reattaching' ? 'Re-attaching…' : 'Starting…'}
         {elapsed !== null && ` · ${formatSeconds(elapsed)} elapsed`}
         {eta !== null && ` · ETA ${formatSeconds(eta)}`}

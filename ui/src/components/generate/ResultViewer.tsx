@@ -4,7 +4,9 @@
 // list viewerList.ts builds (arrow keys too), two results side by side, and the send-to actions
 // (the gallery's own: useInputImages.ts's useAsInput, useSettingsRestore.ts's reuse).
 import { useEffect, useRef, useState } from 'react';
+import type { UpscaleAction } from './controlHires';
 import ResultMedia from './ResultMedia';
+import UpscaleChooser from './UpscaleChooser';
 import type { GalleryItem } from './types';
 import { fileUrl } from './useGallery';
 import { useMediaUrl } from './useMediaUrl';
@@ -18,6 +20,8 @@ export interface ViewerActions {
   onSendTo?: (item: GalleryItem, task: SendTask) => Promise<string | null>;
   /** the arch paints a mask (inpaint) */
   canInpaint: boolean;
+  /** an image's Upscale (task upscale), while the engine runs */
+  upscale?: UpscaleAction;
 }
 
 interface Props extends ViewerActions {
@@ -45,13 +49,14 @@ function Pane({ item, label }: { item: GalleryItem; label: string }) {
   );
 }
 
-export default function ResultViewer({ items, index, onIndex, onClose, onReuse, onSendTo, canInpaint }: Props) {
+export default function ResultViewer({ items, index, onIndex, onClose, onReuse, onSendTo, canInpaint, upscale }: Props) {
   const dialog = useRef<HTMLDialogElement>(null);
   const prevButton = useRef<HTMLButtonElement>(null);
   const nextButton = useRef<HTMLButtonElement>(null);
   const [pinned, setPinned] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const [upscaling, setUpscaling] = useState(false);
   const item = items[index];
   const compared = pinned ? items.find((i) => i.key === pinned) : undefined;
   const prev = stepIndex(index, -1, items.length);
@@ -68,7 +73,10 @@ export default function ResultViewer({ items, index, onIndex, onClose, onReuse, 
     };
   }, []);
 
-  useEffect(() => setError(null), [index]);
+  useEffect(() => {
+    setError(null);
+    setUpscaling(false);
+  }, [index]);
 
   // the keys are the viewer's while it is open (modal), wherever the focus is
   const onKey = useRef<(e: KeyboardEvent) => void>(() => undefined);
@@ -180,6 +188,11 @@ export default function ResultViewer({ items, index, onIndex, onClose, onReuse, 
             Send to inpaint
           </button>
         )}
+        {upscale && image && (
+          <button onClick={() => setUpscaling((u) => !u)} aria-expanded={upscaling} title="Upscale this image (no diffusion): the result joins the gallery" data-testid="viewer-upscale">
+            Send to upscale
+          </button>
+        )}
         <button
           onClick={() => {
             onReuse(item);
@@ -191,6 +204,9 @@ export default function ResultViewer({ items, index, onIndex, onClose, onReuse, 
           Reuse settings
         </button>
       </div>
+      {upscaling && upscale && (
+        <UpscaleChooser upscalers={upscale.upscalers} initial={upscale.initial} onUpscale={(c) => upscale.run(item, c)} onClose={onClose} onCancel={() => setUpscaling(false)} testId="viewer-upscale-chooser" />
+      )}
       {error && (
         <div className="alert error" role="alert">
           {error}

@@ -13,6 +13,8 @@ export interface GenView {
   /** (step, elapsed) of the first progress frame: the sampling rate is measured from there */
   firstProgress: { step: number; elapsed: number } | null;
   elapsed: number;
+  /** a hires request's pass the frames are of: 'base' or 'hires' (null: one pass) */
+  pass: string | null;
   stage: string | null;
   statusLines: string[];
   message: string | null;
@@ -34,6 +36,7 @@ export const IDLE: GenView = {
   total: 0,
   firstProgress: null,
   elapsed: 0,
+  pass: null,
   stage: null,
   statusLines: [],
   message: null,
@@ -56,9 +59,15 @@ export function withStatusLine(v: GenView, line: string): GenView {
   return { ...v, statusLines: [...v.statusLines, line].slice(-MAX_STATUS_LINES) };
 }
 
-/** "at step 3/8", or "before sampling started". */
-export function stepText(v: Pick<GenView, 'step' | 'total'>): string {
-  return v.total ? `at step ${v.step}/${v.total}` : 'before sampling started';
+/** "at step 3/8" ("at step 3/8 of the hires pass"), or "before sampling started". */
+export function stepText(v: Pick<GenView, 'step' | 'total'> & { pass?: string | null }): string {
+  return v.total ? `at step ${v.step}/${v.total}${v.pass ? ` of the ${v.pass} pass` : ''}` : 'before sampling started';
+}
+
+/** A hires request's pass in words ("Hires pass"), null for a one-pass request. */
+export function passText(pass: string | null | undefined): string | null {
+  if (!pass) return null;
+  return pass === 'hires' ? 'Hires pass' : pass === 'base' ? 'Base pass' : `${pass} pass`;
 }
 
 /** What runs after the last step, from the engine's status stage (docs/engine_api.md, Frames): the VAE
@@ -85,13 +94,19 @@ export function applyFrame(v: GenView, h: FrameHeader, latent?: { image: Preview
   switch (h.type) {
     case 'start':
       // a re-attach replays the request from its start frame: begin the lists afresh
-      return { ...v, phase: 'running', modality: String(h.modality ?? ''), preview: (h.preview as PreviewSpec) ?? null, statusLines: [], results: [] };
-    case 'status':
-      return { ...withStatusLine(v, String(h.message ?? '')), stage: String(h.stage ?? '') };
+      return { ...v, phase: 'running', modality: String(h.modality ?? ''), preview: (h.preview as PreviewSpec) ?? null, statusLines: [], results: [], pass: null };
+    case 'status': {
+      const next = { ...withStatusLine(v, String(h.message ?? '')), stage: String(h.stage ?? '') };
+      // a pass begins: its steps count afresh, at its own rate (the ETA is measured again)
+      return h.stage === 'pass' && typeof h.pass === 'string' && h.pass !== v.pass ? { ...next, pass: h.pass, firstProgress: null } : next;
+    }
     case 'progress': {
       const step = Number(h.step);
       const elapsed = Number(h.elapsed);
-      return { ...v, step, total: Number(h.total), elapsed, firstProgress: v.firstProgress ?? { step, elapsed } };
+      const pass = typeof h.pass === 'string' ? h.pass : null;
+      // a new pass counts its steps afresh, at its own rate: the ETA is measured again
+      const first = pass !== v.pass ? null : v.firstProgress;
+      return { ...v, step, total: Number(h.total), elapsed, pass, firstProgress: first ?? { step, elapsed } };
     }
     case 'latent':
     case 'preview': // the engine's decoded image (decoded by the caller, possibly after a newer one)

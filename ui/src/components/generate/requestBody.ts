@@ -7,6 +7,7 @@ import { lorasRequest, picksFromSettings } from './loras';
 import { archTakes, referenceSlots, taskInfo } from './tasks';
 import { SAMPLE_INPUTS, type ArchInfo, type ModelForm, type ProfileInfo, type SampleForm } from './types';
 import { previewStream } from './previewProjection';
+import { controlsFromSettings, controlsRequest, hiresFromSettings, hiresRequest } from './controlHires';
 
 export const DEFAULT_QTYPE = 'qfloat8';
 const COMMON_KEYS = ['width', 'height', 'num_inference_steps', 'guidance_scale', 'num_frames', 'fps', 'duration', 'output_ext'] as const;
@@ -86,6 +87,8 @@ export function sampleDefaults(defaults: Record<string, unknown>, arch: ArchInfo
     batch_size: keep.batch_size ?? (Number(defaults.batch_size) || 1),
     mask_start: keep.mask_start ?? null,
     mask_end: keep.mask_end ?? null,
+    controls: keep.controls ?? [],
+    hires: keep.hires ?? null,
   };
 }
 
@@ -104,6 +107,8 @@ export function normalizeSample(saved: SampleForm): SampleForm {
     resize_mode: typeof old.resize_mode === 'string' ? old.resize_mode : 'crop',
     sampler: typeof old.sampler === 'string' ? old.sampler : '',
     batch_size: Number(old.batch_size) >= 1 ? Number(old.batch_size) : 1,
+    controls: Array.isArray(old.controls) ? old.controls : [],
+    hires: old.hires && typeof old.hires === 'object' ? old.hires : null,
   };
 }
 
@@ -179,6 +184,10 @@ export function requestSample(arch: ArchInfo, sample: SampleForm): Record<string
   if (sample.sampler && (arch.samplers ?? []).some((x) => x.name === sample.sampler)) s.sampler = sample.sampler;
   const batch = Number(sample.batch_size);
   if (arch.batch && Number.isFinite(batch) && batch !== 1) s.batch_size = batch;
+  const controls = controlsRequest(arch, sample.controls);
+  if (controls.length) s.controls = controls;
+  const hires = hiresRequest(arch, sample.hires);
+  if (hires) s.hires = hires;
   return s;
 }
 
@@ -313,6 +322,8 @@ export function sampleFormFromSettings(
     batch_size: arch.batch && Number.isInteger(batch) && batch >= 1 ? Math.min(batch, arch.fields?.batch_size?.max ?? batch) : 1,
     ...(typeof sample.mask_start === 'number' ? { mask_start: sample.mask_start } : {}),
     ...(typeof sample.mask_end === 'number' ? { mask_end: sample.mask_end } : {}),
+    controls: controlsFromSettings(arch, sample.controls),
+    hires: hiresFromSettings(arch, sample.hires),
   });
   return { sample: form, warnings };
 }

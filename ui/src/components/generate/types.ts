@@ -44,6 +44,16 @@ export interface ArchInfo {
   /** the sample keys it takes, each with its type, bounds and choices (the engine's limits included):
    * what the form checks a value against and what the request carries (formChecks.ts, requestBody.ts) */
   fields: Record<string, FieldSpec>;
+  /** the control model classes it takes (`sample.controls`), each with its union modes (newer engines) */
+  controls?: ControlClassInfo[];
+}
+
+/** One control class an arch takes (GET /models `controls`): a union one lists its `modes`. */
+export interface ControlClassInfo {
+  class: string;
+  label: string;
+  tasks: string[];
+  modes: string[];
 }
 
 /** One sample field of an arch (GET /models `fields`), as toolkit/config_modules.py fields_for serves it. */
@@ -58,6 +68,9 @@ export interface FieldSpec {
   rounded?: boolean;
   choices?: unknown[];
   nullable?: boolean;
+  /** an object field's keys (`hires`, `upscale`), each with its default */
+  fields?: Record<string, FieldSpec>;
+  default?: unknown;
   /** a string's UTF-8 length at most */
   max_bytes?: number;
 }
@@ -246,6 +259,36 @@ export interface SampleForm {
   /** '' = the model's own scheduler (no `sampler` key) */
   sampler: string;
   batch_size: number;
+  /** ControlNets (`sample.controls`), in order; absent on a form saved by an older page */
+  controls?: ControlForm[];
+  /** the hires fix (`sample.hires`): sent when `enabled` */
+  hires?: HiresForm | null;
+}
+
+/** One Control panel: its image (an asset id), model (a /library controlnet entry's name), map and strength. */
+export interface ControlForm {
+  image: string | null;
+  model: string;
+  preprocessor: string;
+  scale: number;
+  start: number;
+  end: number;
+  /** a union model's control type ('' = none chosen) */
+  mode: string;
+  resize_mode: string;
+  /** the preprocessor's sliders (null: its default) */
+  processor_res: number | null;
+  threshold_a: number | null;
+  threshold_b: number | null;
+}
+
+export interface HiresForm {
+  enabled: boolean;
+  scale: number;
+  upscaler: string;
+  /** 0: the base pass's steps */
+  steps: number;
+  denoise: number;
 }
 
 /** A request's inputs by sample key: images, then the input video, its mask and the input audio

@@ -1,6 +1,7 @@
 // The X/Y grid's axes (A1111's X/Y/Z plot): what each kind varies in the Generate page's forms, its
 // values parsed and checked against the arch, and the X×Y cells, each an ordinary POST /generate body
 // (the base settings with that cell's two overrides).
+import { controlsRequest, hiresRequest } from '@/components/generate/controlHires';
 import { lorasRequest, loraLabel } from '@/components/generate/loras';
 import { buildGenerateBody, samplerFromSettings } from '@/components/generate/requestBody';
 import type { ArchInfo, ModelForm, ProfileInfo, SampleForm } from '@/components/generate/types';
@@ -9,7 +10,7 @@ import { parseNumbers, splitValues, type Parsed } from './axisValues';
 /** A grid of more cells is refused: each is a whole generation, queued on the engine at once. */
 export const MAX_CELLS = 64;
 
-export const AXIS_KINDS = ['none', 'seed', 'steps', 'guidance', 'sampler', 'prompt', 'model', 'lora_strength'] as const;
+export const AXIS_KINDS = ['none', 'seed', 'steps', 'guidance', 'sampler', 'prompt', 'model', 'lora_strength', 'control_scale', 'hires_denoise'] as const;
 export type AxisKind = (typeof AXIS_KINDS)[number];
 
 export const AXIS_LABELS: Record<AxisKind, string> = {
@@ -21,6 +22,8 @@ export const AXIS_LABELS: Record<AxisKind, string> = {
   prompt: 'Prompt S/R',
   model: 'Model',
   lora_strength: 'LoRA strength',
+  control_scale: 'Control scale',
+  hires_denoise: 'Hires denoise',
 };
 
 /** What the values box takes, per kind (its placeholder and hint). */
@@ -33,6 +36,8 @@ export const AXIS_HINTS: Record<AxisKind, string> = {
   prompt: 'the first value is searched for in the prompt; each value replaces it',
   model: 'profile names, or weights (hub repo or path) for this arch',
   lora_strength: '0, 0.5, 1 or 0-1 (+0.25)',
+  control_scale: 'the first Control panel\'s strength: 0, 0.5, 1 or 0-1.5 (+0.5)',
+  hires_denoise: 'the hires pass\'s denoise: 0.3, 0.5, 0.7 or 0.2-0.8 (+0.2)',
 };
 
 export interface AxisSpec {
@@ -90,6 +95,10 @@ export function axisValues(spec: AxisSpec, base: GridBase): Parsed<AxisValue> {
       return promptSearchReplace(spec.values, base.sample.prompt);
     case 'model':
       return models(spec.values, base);
+    case 'control_scale':
+      return controlScale(spec.values, base);
+    case 'hires_denoise':
+      return hiresDenoise(spec.values, base);
   }
 }
 
@@ -145,6 +154,38 @@ function loraStrength(spec: AxisSpec, base: GridBase): Parsed<AxisValue> {
     values: parsed.values.map((scale) => ({
       label: loraLabel({ path: target.path, scale }),
       apply: (f) => ({ ...f, model: { ...f.model, loras: f.model.loras.map((p) => (p.path.trim() === target.path ? { ...p, scale } : p)) } }),
+    })),
+  };
+}
+
+/** `sample.controls[0].scale`: the first Control panel the request sends (one with an image and a model). */
+function controlScale(text: string, base: GridBase): Parsed<AxisValue> {
+  const sent = controlsRequest(base.arch, base.sample.controls);
+  if (!sent.length) return { error: `control scale: the base settings send no control (${(base.arch.controls ?? []).length ? 'add one with an image and a model on the Generate page first' : `${base.arch.name} takes none`}).` };
+  const parsed = parseNumbers('control scale', text, { integer: false, min: 0, max: 10 });
+  if ('error' in parsed) return parsed;
+  // the panel the request sends first (an empty one before it is left out of the request)
+  const first = (base.sample.controls ?? []).findIndex((c) => c.image && c.model.trim());
+  return {
+    values: parsed.values.map((scale) => ({
+      label: `Control scale: ${scale}`,
+      apply: (f) => ({ ...f, sample: { ...f.sample, controls: (f.sample.controls ?? []).map((c, i) => (i === first ? { ...c, scale } : c)) } }),
+    })),
+  };
+}
+
+/** `sample.hires.denoise`: the hires pass's strength, on settings that run the hires fix. */
+function hiresDenoise(text: string, base: GridBase): Parsed<AxisValue> {
+  if (!hiresRequest(base.arch, base.sample.hires)) {
+    return { error: `hires denoise: the base settings run no hires fix (${base.arch.fields?.hires ? 'turn it on on the Generate page first' : `${base.arch.name} takes none`}).` };
+  }
+  const parsed = parseNumbers('hires denoise', text, { integer: false, min: 0, max: 1 });
+  if ('error' in parsed) return parsed;
+  if (parsed.values.includes(0)) return { error: 'hires denoise: 0 repaints nothing; give values above 0 (up to 1).' };
+  return {
+    values: parsed.values.map((denoise) => ({
+      label: `Hires denoise: ${denoise}`,
+      apply: (f) => ({ ...f, sample: { ...f.sample, hires: { ...f.sample.hires!, denoise } } }),
     })),
   };
 }
