@@ -36,13 +36,18 @@ def control_dirs(folders) -> list:
 
 def find(value: str, folders=(), where: str = "sample.controls[0].model") -> str:
     """The path `value` names: a path (absolute, or with a folder in it), else a name (with or without its
-    extension) under the model folders' controlnet directories."""
+    extension) under the model folders' controlnet directories, or under their models/ folder as GET /library
+    names it (`controlnet/canny.safetensors`)."""
     path = os.path.expanduser(value)
     named = not os.path.isabs(path) and os.sep not in value
     if not named and os.path.exists(path):
         return os.path.abspath(path)
     for folder in control_dirs(folders):
-        for candidate in (value, value + ".safetensors"):
+        name = value.replace(os.sep, "/")
+        head = os.path.basename(folder) + "/"
+        if name.lower().startswith(head.lower()):       # GET /library's name: under the tree's models/ folder
+            name = name[len(head):]
+        for candidate in (name, name + ".safetensors"):
             full = os.path.join(folder, candidate)
             if os.path.exists(full) and os.path.realpath(full).startswith(os.path.realpath(folder) + os.sep):
                 return full

@@ -1000,14 +1000,22 @@ class EnginePolicy(Policy):
         """Control models by path (under engine.model_roots, one answer whether they exist or not) or by
         name in the model folders' controlnet directories, checked against the arch from their headers."""
         from toolkit import control_models
-        roots = self.engine.model_roots
+        roots, folders = self.engine.model_roots, self.engine.model_folders
+        dirs = [os.path.realpath(d) for d in control_models.control_dirs(folders)]
+
+        def inside(real, places):
+            return any(real == p or real.startswith(p + os.sep) for p in places)
+
         for i, ref in enumerate(gen.controls):
             if roots is None or not (os.sep in ref.model or ref.model.startswith("~")):
                 continue           # a bare name: looked up in the controlnet directories only
-            real = os.path.realpath(os.path.expanduser(ref.model))
-            if not any(real == root or real.startswith(root + os.sep) for root in roots):
-                raise ConfigError(f"sample.controls[{i}].model",
-                                  "is not in a folder this engine loads models from (engine.model_roots)")
+            where = f"sample.controls[{i}].model"
+            given = os.path.expanduser(ref.model)
+            # a path is checked before it is looked for (one answer whether it exists or not); a name with a
+            # folder in it (GET /library's `controlnet/canny.safetensors`) where it is found
+            real = os.path.realpath(given if os.path.isabs(given) else control_models.find(ref.model, folders, where))
+            if not inside(real, roots) and not inside(real, dirs):
+                raise ConfigError(where, "is not in a folder this engine loads models from (engine.model_roots)")
         from extensions_built_in.inference_engine.preprocess import check_params
         for i, ref in enumerate(gen.controls):     # a model-based preprocessor's model is here
             check_params(ref.preprocessor, ref.processor_res, ref.threshold_a, ref.threshold_b,

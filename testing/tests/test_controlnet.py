@@ -392,8 +392,12 @@ def test_the_library_lists_the_controlnet_folder(eng, files):
     by_name = {e["name"].split("/")[-1]: e for e in entries}
     assert by_name["sd1_cn.safetensors"]["archs"] == ["sd1"]
     assert by_name["sdxl_cn_diffusers.safetensors"]["archs"] == ["sdxl"]
-
-
+    # the name the library gives is one a request takes
+    control = {"model": by_name["sd1_cn.safetensors"]["name"], "image": data_url(files["image"])}
+    assert "/" in control["model"]
+    r = eng.client.post("/resolve", json={"model": {"arch": "sd1", "name_or_path": "tiny:sd1"},
+                                          "sample": {"prompt": "x", "width": 64, "height": 64, "controls": [control]}})
+    assert r.status_code == 200, r.text
 
 
 def test_hires_runs_both_passes_under_the_controls(eng, tiny, files):
