@@ -262,5 +262,6 @@ SPEC = ArchSpec(
                  "mag": {"mag_ratios": "diffusers.hooks.mag_cache:FLUX_MAG_RATIOS"}},
     # XLabs' flux-ip-adapter (ip_adapter.safetensors): through FluxIPAdapterMixin, over CLIP ViT-L/14's image embeds
     ip_adapter=IPAdapter("xlabs", file="ip_adapter.safetensors", context_dims=tuple(dict.fromkeys(
-        c["joint_attention_dim"] for c in TRANSFORMER_KNOWN.values()))),
+        c["joint_attention_dim"] for c in TRANSFORMER_KNOWN.values())), blocks=tuple(dict.fromkeys(
+        c["num_layers"] for c in TRANSFORMER_KNOWN.values()))),
 )
