@@ -104,6 +104,14 @@ def identify(path: str) -> list:
     return out
 
 
+def _unread(path: str) -> str | None:
+    if os.path.isdir(path):
+        return None
+    from toolkit.models.formats.dit_controlnet import unread
+    from toolkit.models.formats.safetensors_header import check_file
+    return unread(check_file(path).tensors)
+
+
 def _folder_config(path: str) -> dict:
     try:
         with open(os.path.join(path, "config.json")) as f:
@@ -128,7 +136,7 @@ def check(ref, spec, where: str, folders=()) -> Found:
     mine = [f for f in found if f.arch == spec.name]
     if not mine:
         others = sorted({f"{f.control.label} ({f.arch})" for f in found})
-        what = f"is a {', '.join(others)}" if others else "is no control model any arch here takes"
+        what = f"is a {', '.join(others)}" if others else f"is {_unread(path) or 'no control model any arch here takes'}"
         raise ConfigError(f"{where}.model", f"{os.path.basename(path)} {what}; arch {spec.name} takes "
                           + ", ".join(c.label for c in spec.controls))
     hit = mine[0]

@@ -5,10 +5,10 @@ encoder each needs.
   and `.bin` (a dict {"image_proj": ..., "ip_adapter": ...});
 - XLabs' Flux `ip_adapter.safetensors` (`ip_adapter_proj_model.*`, `double_blocks.N.processor.ip_adapter_double_stream_*`).
 
-`describe(path)` -> {layout, context_dim, embed: (kind, width)}: the width of the text context the adapter's
+`describe(path)` -> {layout, context_dim, embed: (kind, width), blocks}: the width of the text context the adapter's
 key projections read (which denoiser it was trained on) and what it needs from the image encoder: its
 projected `image_embeds` (plain adapters: `proj.weight`) or its penultimate `hidden` states (plus,
-`proj_in.weight`), of that width. Image encoders: a transformers folder (h94's `image_encoder/`, with
+`proj_in.weight`), of that width; `blocks`: an XLabs file's double-block count (None for h94's). Image encoders: a transformers folder (h94's `image_encoder/`, with
 config.json) or a single file in ComfyUI's models/clip_vision (toolkit/models/formats/clip_vision.py).
 Lookup by name: ComfyUI's models/ipadapter, A1111's models/ControlNet (model_trees.IP_ADAPTER).
 """
@@ -59,7 +59,16 @@ def describe(path: str) -> dict:
             raise ValueError("no IP-Adapter keys (image_proj.* and ip_adapter.*, or XLabs' double_blocks.*)")
         layout, context = "xlabs", shapes[k_proj][1]
         embed = ("image_embeds", shapes["ip_adapter_proj_model.proj.weight"][1])
-    return {"layout": layout, "context_dim": context, "embed": embed}
+        blocks = len({k.split(".")[1] for k in shapes if k.endswith("ip_adapter_double_stream_k_proj.weight")})
+        return {"layout": layout, "context_dim": context, "embed": embed, "blocks": blocks}
+    return {"layout": layout, "context_dim": context, "embed": embed, "blocks": None}
+
+
+def fits(info: dict, row) -> bool:
+    """A described adapter is one for an arch whose row's IPAdapter is `row`: its layout, a context width
+    and (XLabs') a double-block count the row's denoisers have."""
+    return (info["layout"] == row.layout and (not row.context_dims or info["context_dim"] in row.context_dims)
+            and (not row.blocks or info["blocks"] is None or info["blocks"] in row.blocks))
 
 
 def check(path: str, spec, field: str) -> dict:
@@ -71,10 +80,12 @@ def check(path: str, spec, field: str) -> dict:
     except Exception as e:       # noqa: BLE001 - any unreadable file is the same answer
         raise ConfigError(field, f"{base} is not an IP-Adapter file: {e}") from None
     row = spec.ip_adapter
-    if info["layout"] != row.layout or row.context_dims and info["context_dim"] not in row.context_dims:
+    if not fits(info, row):
+        blocks = f", {info['blocks']} double blocks" if info["blocks"] is not None else ""
+        takes = f" with {' or '.join(map(str, row.blocks))} double blocks" if row.blocks else ""
         raise ConfigError(field, f"{base} is an IP-Adapter for another model ({LAYOUTS[info['layout']]} layout, "
-                          f"{info['context_dim']}-wide context); arch {spec.name} takes {LAYOUTS[row.layout]} "
-                          f"of width {' or '.join(map(str, row.context_dims))}")
+                          f"{info['context_dim']}-wide context{blocks}); arch {spec.name} takes {LAYOUTS[row.layout]} "
+                          f"of width {' or '.join(map(str, row.context_dims))}{takes}")
     return info
 
 

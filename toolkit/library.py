@@ -347,8 +347,7 @@ def _ip_adapter_entry(path: str, root: str, kind: str) -> dict:
     try:
         if kind == model_trees.IP_ADAPTER:
             d = ip_adapter_files.describe(path)
-            archs = [a for a, s in sorted(ARCHS.items()) if s.ip_adapter and s.ip_adapter.layout == d["layout"]
-                     and d["context_dim"] in s.ip_adapter.context_dims]
+            archs = [a for a, s in sorted(ARCHS.items()) if s.ip_adapter and ip_adapter_files.fits(d, s.ip_adapter)]
             entry.update(arch=archs[0] if archs else None, format=f"{d['layout']} ({d['embed'][0]} {d['embed'][1]})")
         else:
             width = ip_adapter_files.encoder_width(path, "image_embeds")

@@ -25,7 +25,7 @@ from toolkit.models.registry import ARCHS
 from toolkit.models.tiny.checkpoints import write_checkpoint, write_component
 from toolkit.tokenizers import VOCABULARIES
 
-DIT_ARCHS = ("chroma", "ernie_image", "flux", "flux2_klein", "flux_kontext", "hunyuan_video", "ltx", "ltx2",
+DIT_ARCHS = ("chroma", "ernie_image", "flux", "flux2_klein", "flux_control", "flux_kontext", "hunyuan_video", "ltx", "ltx2",
              "lumina2", "pixart", "qwen_image", "qwen_image_edit", "sd3", "stable_audio", "wan21", "wan22_5b",
              "wan22_a14b", "zimage")
 # where another arch takes the same denoiser file first, the request says which

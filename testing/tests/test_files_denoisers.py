@@ -26,7 +26,7 @@ from toolkit.models.tiny.checkpoints import original_state, write_component
 
 # each arch's files; model.arch is given where another arch takes the same file first
 DIT_ARCHS = ("auraflow", "chroma", "chronoedit", "cosmos2", "cosmos2_5", "ernie_image", "flex1", "flux", "flux2",
-             "flux2_klein", "flux_kontext", "hidream", "hunyuan_image", "hunyuan_video", "hunyuan_video15",
+             "flux2_klein", "flux_control", "flux_kontext", "hidream", "hunyuan_image", "hunyuan_video", "hunyuan_video15",
              "hunyuan_video15_i2v", "kandinsky5", "kandinsky5_edit", "kandinsky5_i2v", "kandinsky5_image", "ltx",
              "ltx2", "lumina2", "mochi", "pixart", "qwen_image", "qwen_image_2", "qwen_image_edit",
              "qwen_image_layered", "sd3", "skyreels_v2", "skyreels_v2_df", "skyreels_v2_i2v", "stable_audio",

@@ -1,6 +1,6 @@
-"""IP-Adapter (`sample.ip_adapter`) through the engine over HTTP, on tiny SD 1.5 and SDXL with tiny
-adapters and a tiny CLIP vision encoder in the layouts people have (h94/IP-Adapter's repo, ComfyUI's
-models/ipadapter + models/clip_vision): each output equals diffusers' pipeline with `load_ip_adapter`
+"""IP-Adapter (`sample.ip_adapter`) through the engine over HTTP, on tiny SD 1.5, SDXL and Flux with tiny
+adapters and a tiny CLIP vision encoder in the layouts people have (h94/IP-Adapter's repo, XLabs-AI/flux-ip-adapter's
+one file, ComfyUI's models/ipadapter + models/clip_vision): each output equals diffusers' pipeline with `load_ip_adapter`
 and `ip_adapter_image` done by hand, bit for bit on CPU float32; the next request without an adapter
 is the plain model's again; the image encoder is one pool entry shared by two models; bad requests
 are a 422 naming the field before anything is queued."""
@@ -32,10 +32,11 @@ def _data_url(img) -> str:
 @pytest.fixture(scope="module")
 def eng(tiny, tmp_path_factory):
     root = tmp_path_factory.mktemp("ip_adapter")
-    files = write_tiny_ip_adapters(root / "h94", {"sd1": tiny("sd1"), "sdxl": tiny("sdxl")})
+    files = write_tiny_ip_adapters(root / "h94", {"sd1": tiny("sd1"), "sdxl": tiny("sdxl"), "flux": tiny("flux")})
     comfy = root / "h94" / "ComfyUI"
     e = InProcessEngine(str(root), token=TOKEN, model_folders=[str(comfy)],
-                        model_roots=[str(root), tiny("sd1"), tiny("sd1", 1), tiny("sdxl"), tiny("zimage")])
+                        model_roots=[str(root), tiny("sd1"), tiny("sd1", 1), tiny("sdxl"), tiny("flux"), tiny("flex1"),
+                                     tiny("zimage")])
     e.tiny, e.files, e.root = tiny, files, root / "h94"
     yield e
     e.close()
@@ -59,19 +60,26 @@ def _bare(eng, arch, scale=None, seed=0):
     pipe = DiffusionPipeline.from_pretrained(eng.tiny(arch, seed), local_files_only=True)
     pipe.set_progress_bar_config(disable=True)
     kw = {}
-    if scale is not None:
+    if scale is not None and arch == "flux":
+        # XLabs' model card: the repo and its one file, the image encoder its own repo (float32 here: CPU)
+        pipe.load_ip_adapter(str(eng.root), weight_name=adapter_file(arch), local_files_only=True,
+                             image_encoder_pretrained_model_name_or_path=str(eng.root / "models" / "image_encoder"),
+                             image_encoder_dtype=torch.float32)
+        pipe.set_ip_adapter_scale(scale)
+        kw["ip_adapter_image"] = _reference()
+    elif scale is not None:
         sub, name = adapter_file(arch).split("/")
         pipe.load_ip_adapter(str(eng.root), subfolder=sub, weight_name=name, image_encoder_folder="models/image_encoder",
                              local_files_only=True)
         pipe.set_ip_adapter_scale(scale)
         kw["ip_adapter_image"] = _reference()
-    guidance = {"sd1": 7.5, "sdxl": 5.0}[arch]
+    guidance = {"sd1": 7.5, "sdxl": 5.0, "flux": 3.5}[arch]
     out = pipe(prompt=SAMPLE["prompt"], width=64, height=64, num_inference_steps=2, guidance_scale=guidance,
                generator=torch.Generator("cpu").manual_seed(SAMPLE["seed"]), output_type="pil", **kw)
     return np.asarray(out.images[0].convert("RGB"))
 
 
-@pytest.mark.parametrize("arch", ["sd1", "sdxl"])
+@pytest.mark.parametrize("arch", ["sd1", "sdxl", "flux"])
 def test_ip_adapter_equals_diffusers_by_hand_and_the_next_request_is_plain(eng, arch):
     """h94's file by path, the reference image as a data URL: the bare pipeline's output bit for bit;
     then the same request without an adapter is the plain pipeline's (the denoiser restored)."""
@@ -126,6 +134,10 @@ def test_two_adapters_at_once(eng):
 @pytest.mark.parametrize("arch,entry,key,why", [
     ("sd1", {"model": "SDXL", "image": "IMG"}, "sample.ip_adapter[0].model", "for another model"),
     ("sdxl", {"model": "SD15", "image": "IMG"}, "sample.ip_adapter[0].model", "for another model"),
+    ("flux", {"model": "SD15", "image": "IMG"}, "sample.ip_adapter[0].model", "for another model"),
+    ("sd1", {"model": "FLUX", "image": "IMG"}, "sample.ip_adapter[0].model", "for another model"),
+    # Flex.1 has FLUX.1's widths but fewer double blocks: diffusers would load the file's first ones silently
+    ("flex1", {"model": "FLUX", "image": "IMG"}, "sample.ip_adapter[0].model", "2 double blocks"),
     ("sd1", {"model": "nope.safetensors", "image": "IMG"}, "sample.ip_adapter[0].model", "no such file"),
     ("sd1", {"model": "SD15", "image": "/etc/passwd"}, "sample.ip_adapter[0].image", "asset"),
     ("sd1", {"model": "SD15"}, "sample.ip_adapter[0].image", "is required"),
@@ -138,6 +150,7 @@ def test_two_adapters_at_once(eng):
 ])
 def test_refusals_are_a_422_naming_the_field(eng, arch, entry, key, why, tiny):
     names = {"SDXL": str(eng.root / adapter_file("sdxl")), "SD15": str(eng.root / adapter_file("sd1")),
+             "FLUX": str(eng.root / adapter_file("flux")),
              "IMG": _data_url(_reference()), "ENC_BAD": tiny("sd1") + "/text_encoder",
              "NOT_IP": tiny("sd1") + "/unet/diffusion_pytorch_model.safetensors"}
     entry = {k: names.get(v, v) if isinstance(v, str) else v for k, v in entry.items()}
@@ -156,6 +169,7 @@ def test_library_lists_adapters_and_encoders(eng):
     sd15 = entries["ipadapter/ip-adapter_sd15.safetensors"]
     assert (sd15["kind"], sd15["arch"], sd15["complete"]) == ("ip_adapter", "sd1", True)
     assert entries["ipadapter/ip-adapter_sdxl_vit-h.safetensors"]["arch"] == "sdxl"
+    assert entries["ipadapter/ip_adapter.safetensors"]["arch"] == "flux"       # XLabs' file, by its keys
     enc = entries["clip_vision/tiny_clip_vision.safetensors"]
     assert enc["kind"] == "clip_vision" and enc["complete"], enc
 

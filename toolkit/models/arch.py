@@ -352,9 +352,12 @@ class IPAdapter:
     h94/IP-Adapter ships them; "xlabs": `ip_adapter_proj_model.*` + `double_blocks.N.processor.*`).
     `context_dims`: the widths of the text context its denoiser's attention reads (an adapter's key
     projection input), one per known denoiser config: a file of another width is an adapter for another
-    model, refused from its header. `encoder`: the transformers image encoder class it conditions through."""
+    model, refused from its header. `encoder`: the transformers image encoder class it conditions through.
+    `blocks`: the denoiser's double-block counts (XLabs' files hold one k/v pair per double block: diffusers
+    loads the first N of a longer file without a word, so a file of another count is refused); () any."""
     layout: str = "h94"
     context_dims: tuple = ()
+    blocks: tuple = ()
     encoder: str = "CLIPVisionModelWithProjection"
     file: str = ""          # where its publisher's repo keeps the file (the tiny factory writes one there)
 

@@ -59,7 +59,8 @@ def applied(pipe, refs, encoder, load_image):
         yield {}
         return
     den = denoiser_of(pipe)
-    saved = {"processors": den.attn_processors, "hid": den.encoder_hid_proj,
+    # a Flux transformer has no encoder_hid_proj until an adapter is loaded (UNets: None)
+    saved = {"processors": den.attn_processors, "hid": getattr(den, "encoder_hid_proj", _MISSING),
              "hid_type": den.config.__dict__.get("encoder_hid_dim_type", _MISSING),
              "image_encoder": getattr(pipe, "image_encoder", None),
              "feature_extractor": getattr(pipe, "feature_extractor", None),
@@ -70,17 +71,22 @@ def applied(pipe, refs, encoder, load_image):
         pipe.load_ip_adapter([os.path.dirname(p) for p in paths], subfolder=[""] * len(paths),
                              weight_name=[os.path.basename(p) for p in paths], local_files_only=True,
                              **_encoder_kwargs(pipe))
-        pipe.set_ip_adapter_scale([r.scale for r in refs])
+        # one adapter's scale as a number: Flux's mixin reads a one-adapter list as per-layer scales
+        pipe.set_ip_adapter_scale(refs[0].scale if len(refs) == 1 else [r.scale for r in refs])
         yield {"ip_adapter_image": [load_image(r.image) for r in refs]}
     finally:
         _restore(pipe, den, saved)
 
 
 def _restore(pipe, den, saved):
-    if den.encoder_hid_proj is not saved["hid"] or den.attn_processors != saved["processors"]:
+    if getattr(den, "encoder_hid_proj", _MISSING) is not saved["hid"] or den.attn_processors != saved["processors"]:
         pipe.unload_ip_adapter()
     den.set_attn_processor(saved["processors"])
-    den.encoder_hid_proj = saved["hid"]
+    if saved["hid"] is _MISSING:
+        if hasattr(den, "encoder_hid_proj"):
+            delattr(den, "encoder_hid_proj")
+    else:
+        den.encoder_hid_proj = saved["hid"]
     if saved["hid_type"] is _MISSING:
         den.config.__dict__.pop("encoder_hid_dim_type", None)
     else:

@@ -43,6 +43,8 @@ SPEC = replace(
     # FLUX.1's GGUF and LoRA layouts (flux's rows). Its LoRAs have FLUX.1's keys: no markers of its own, so a
     # file is guessed as flux's and any FLUX.1-layout LoRA is taken (model.arch flex1 says which model)
     lora=replace(flux.SPEC.lora, markers=()),
+    # XLabs-layout IP-Adapters of its own double-block count (FLUX.1's 19-block file is not one)
+    ip_adapter=replace(flux.SPEC.ip_adapter, blocks=tuple(dict.fromkeys(c["num_layers"] for c in TRANSFORMER_KNOWN.values()))),
     # MagCache's ratios are FLUX.1-dev's, not Flex.1's
     step_caches={"first_block": {}, "taylorseer": {}, "faster": {}},
 )

@@ -10,7 +10,7 @@ from dataclasses import replace
 from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Control, Gguf,
                                  IPAdapter, Latents, Lora, SampleDefaults, SingleFile, Task, Tiny, Variant, pick_linears)
-from toolkit.models.formats import clip, t5, vaes
+from toolkit.models.formats import clip, dit_controlnet, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -215,6 +215,11 @@ COMPONENTS = (
     Component("transformer", "FluxTransformer2DModel", DENOISER, single_file=TRANSFORMER_FILE),
 )
 
+def control_config(view):
+    """A Flux ControlNet (or Union) file in diffusers' names: its config from the shapes."""
+    return dit_controlnet.flux(view, TRANSFORMER_KNOWN)
+
+
 def control_fits(config: dict) -> bool:
     return config.get("num_mode") is None
 
@@ -228,10 +233,13 @@ UNION_MODES = ("canny", "tile", "depth", "blur", "pose", "gray", "lq")
 _CONTROL_PIPELINES = {"txt2img": ("FluxControlNetPipeline", "control_image"),
                       "img2img": ("FluxControlNetImg2ImgPipeline", "control_image"),
                       "inpaint": ("FluxControlNetInpaintPipeline", "control_image")}
+# InstantX's / Shakker-Labs' repos' diffusion_pytorch_model.safetensors as one file (a Union by its mode embedding)
+_CONTROL_FILES = dit_controlnet.files("toolkit.models.archs.flux", dit_controlnet.FLUX_ANCHORS, "Flux ControlNet",
+                                      "flux_controlnet_diffusers")
 CONTROLS = (Control("FluxControlNetModel", _CONTROL_PIPELINES, fits="toolkit.models.archs.flux:control_fits",
-                    label="Flux ControlNet"),
+                    files=_CONTROL_FILES, label="Flux ControlNet"),
             Control("FluxControlNetModel", _CONTROL_PIPELINES, fits="toolkit.models.archs.flux:union_fits",
-                    modes=UNION_MODES, mode_arg="control_mode", label="Flux ControlNet Union"))
+                    files=_CONTROL_FILES, modes=UNION_MODES, mode_arg="control_mode", label="Flux ControlNet Union"))
 
 
 SPEC = ArchSpec(
@@ -262,5 +270,6 @@ SPEC = ArchSpec(
                  "mag": {"mag_ratios": "diffusers.hooks.mag_cache:FLUX_MAG_RATIOS"}},
     # XLabs' flux-ip-adapter (ip_adapter.safetensors): through FluxIPAdapterMixin, over CLIP ViT-L/14's image embeds
     ip_adapter=IPAdapter("xlabs", file="ip_adapter.safetensors", context_dims=tuple(dict.fromkeys(
-        c["joint_attention_dim"] for c in TRANSFORMER_KNOWN.values()))),
+        c["joint_attention_dim"] for c in TRANSFORMER_KNOWN.values())), blocks=tuple(dict.fromkeys(
+        c["num_layers"] for c in TRANSFORMER_KNOWN.values()))),
 )

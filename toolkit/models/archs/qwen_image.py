@@ -9,7 +9,7 @@ from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, V
                                  Latents,
                                  Lora, SampleDefaults, SingleFile, Task, Tiny, pick_linears)
 from toolkit.models.base_model import BaseModel
-from toolkit.models.formats import llm_encoders, vaes
+from toolkit.models.formats import dit_controlnet, llm_encoders, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny.tokenizers import PROMPTS, qwen2_tokenizer
@@ -169,6 +169,11 @@ COMPONENTS = (
 # GGUF files of a Qwen-Image denoiser (qwen_image, qwen_image_edit): ComfyUI-GGUF's qwen_image, diffusers' names
 GGUF = Gguf("qwen_image", tiny=dict(num_attention_heads=16, num_layers=1))
 
+def control_config(view):
+    """A Qwen-Image ControlNet file in diffusers' names (InstantX's): its config from the shapes."""
+    return dit_controlnet.qwen_image(view, TRANSFORMER_KNOWN)
+
+
 def control_fits(config: dict) -> bool:
     """InstantX's Qwen-Image ControlNet (Union): no extra condition channels (the inpainting one has a mask's)."""
     return not config.get("extra_condition_channels")
@@ -183,10 +188,14 @@ def inpaint_control_fits(config: dict) -> bool:
 # not passed (the control's image is the picture), its mask_img is the control mask; one model, no strength; the
 # pipeline VAE-samples the masked picture from torch's global RNG (seeded with the request's seed)
 CONTROLS = (Control("QwenImageControlNetModel", {"txt2img": ("QwenImageControlNetPipeline", "control_image")},
-                    fits="toolkit.models.archs.qwen_image:control_fits", label="Qwen-Image ControlNet"),
+                    fits="toolkit.models.archs.qwen_image:control_fits", label="Qwen-Image ControlNet",
+                    files=dit_controlnet.files("toolkit.models.archs.qwen_image", dit_controlnet.QWEN_IMAGE_ANCHORS,
+                                               "Qwen-Image ControlNet", "qwen_image_controlnet_diffusers")),
             Control("QwenImageControlNetModel", {"inpaint": ("QwenImageControlNetInpaintPipeline", "control_image")},
                     fits="toolkit.models.archs.qwen_image:inpaint_control_fits", several=False, global_rng=True,
                     inputs={"inpaint": {"image": None, "strength": None, "mask_image": "control_mask"}},
+                    files=dit_controlnet.files("toolkit.models.archs.qwen_image", dit_controlnet.QWEN_IMAGE_ANCHORS,
+                                               "Qwen-Image ControlNet", "qwen_image_controlnet_diffusers"),
                     label="Qwen-Image ControlNet Inpainting"))
 
 

@@ -13,7 +13,7 @@ from toolkit import latent_formats
 from toolkit.models.arch import (DENOISER, SCHEDULER, TEXT_ENCODER, TOKENIZER, VAE, ArchSpec, Component, Control, Gguf,
                                  Latents,
                                  SampleDefaults, SingleFile, Task, Tiny, Variant)
-from toolkit.models.formats import clip, t5, vaes
+from toolkit.models.formats import clip, dit_controlnet, t5, vaes
 from toolkit.models.formats.dit_configs import from_known
 from toolkit.models.formats.file_view import FileKindError
 from toolkit.models.tiny import kit
@@ -164,6 +164,11 @@ VARIANTS = {
 CLIP_L_FILE = replace(clip.CLIP_L, converter="toolkit.models.formats.clip:convert_clip_projected",
                       prefixes=("text_encoders.clip_l.transformer.", ""))
 
+def control_config(view):
+    """An SD3 ControlNet file in diffusers' names (InstantX's): its config from the shapes."""
+    return dit_controlnet.sd3(view, TRANSFORMER_KNOWN)
+
+
 def control_fits(config: dict) -> bool:
     """A plain SD3 ControlNet (Canny, Depth, Tile): no extra conditioning channels (the inpainting one has a mask's)."""
     return not config.get("extra_conditioning_channels")
@@ -177,10 +182,14 @@ def inpaint_control_fits(config: dict) -> bool:
 # the inpainting ControlNet repaints its control image where `control_mask` is white (task inpaint's init_img and
 # strength are not passed; its mask_img is the control mask); it VAE-samples the picture from the global RNG too
 CONTROLS = (Control("SD3ControlNetModel", {"txt2img": ("StableDiffusion3ControlNetPipeline", "control_image")},
-                    fits="toolkit.models.archs.sd3:control_fits", global_rng=True, label="SD3 ControlNet"),
+                    fits="toolkit.models.archs.sd3:control_fits", global_rng=True, label="SD3 ControlNet",
+                    files=dit_controlnet.files("toolkit.models.archs.sd3", dit_controlnet.SD3_ANCHORS, "SD3 ControlNet",
+                                               "sd3_controlnet_diffusers")),
             Control("SD3ControlNetModel", {"inpaint": ("StableDiffusion3ControlNetInpaintingPipeline", "control_image")},
                     fits="toolkit.models.archs.sd3:inpaint_control_fits", global_rng=True, several=False,
                     inputs={"inpaint": {"image": None, "strength": None, "mask_image": "control_mask"}},
+                    files=dit_controlnet.files("toolkit.models.archs.sd3", dit_controlnet.SD3_ANCHORS, "SD3 ControlNet",
+                                               "sd3_controlnet_diffusers"),
                     label="SD3 ControlNet Inpainting"))
 
 

@@ -121,6 +121,14 @@ def control_config(view):
     return controlnet.config(view, UNET_KNOWN, "the SDXL ControlNet")
 
 
+# xinsir/controlnet-union-sdxl-1.0's config.json (its control transformer), and the tiny factory's
+UNION_KNOWN = {"promax": dict(num_trans_channel=320, num_trans_head=8), "tiny": dict(num_trans_channel=16, num_trans_head=2)}
+
+
+def union_config(view):
+    return controlnet.config(view, UNET_KNOWN, "the SDXL ControlNet Union", union_known=UNION_KNOWN)
+
+
 def control_fits(config: dict) -> bool:
     return controlnet.unet_fits(config, UNET_KNOWN, added=True)
 
@@ -137,7 +145,9 @@ CONTROLS = (
                                      "img2img": ("StableDiffusionXLControlNetUnionImg2ImgPipeline", "control_image"),
                                      "inpaint": ("StableDiffusionXLControlNetUnionInpaintPipeline", "control_image")},
             fits="toolkit.models.archs.sdxl:control_fits", modes=UNION_MODES, mode_arg="control_mode",
-            lists=True, label="SDXL ControlNet Union"),
+            lists=True, label="SDXL ControlNet Union",
+            # xinsir's diffusion_pytorch_model_promax.safetensors, as ComfyUI users download it
+            files=controlnet.union_files("toolkit.models.archs.sdxl", "SDXL ControlNet Union")),
 )
 
 

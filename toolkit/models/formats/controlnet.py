@@ -8,7 +8,9 @@ Two layouts are in the wild:
 - diffusers names in one file (most SDXL ControlNets ComfyUI users download: `controlnet_cond_embedding.*`,
   `controlnet_down_blocks.N`, `controlnet_mid_block`, `down_blocks.*`).
 A shape tells the levels, widths, depths, text width and added-condition width; heads and norm groups come
-from the arch's known UNet configs (the ControlNet copies its UNet's). Torch-free but the converters.
+from the arch's known UNet configs (the ControlNet copies its UNet's). xinsir's SDXL ControlNet Union
+(ProMax) is one file in diffusers' names too, with its `task_embedding` and control transformer
+(`transformer_layes`); its heads come from the known union configs. Torch-free but the converters.
 """
 import re
 
@@ -88,18 +90,37 @@ def hint_channels(view: View) -> tuple:
     return int(first[1]), out
 
 
-def config(view: View, known: dict, what: str) -> FileConfig:
+def config(view: View, known: dict, what: str, union_known: dict | None = None) -> FileConfig:
     """ControlNetModel's config: the known UNet config whose shape facts equal the file's, its shared keys,
-    and the hint encoder's channels from the file."""
+    and the hint encoder's channels from the file. With `union_known` ({name: {num_trans_channel,
+    num_trans_head}}: the heads a shape cannot tell), ControlNetUnionModel's (xinsir's ProMax in one
+    file): its control types, control transformer and projection from the shapes; a union file is
+    no plain ControlNet and a plain one no union."""
+    if view.has("task_embedding") != (union_known is not None):
+        raise FileKindError(f"{what}: " + ("a ControlNet Union (task_embedding), not a plain ControlNet"
+                                           if union_known is None else "no task_embedding: not a ControlNet Union"))
     sig = signature(view)
     for name, unet in known.items():
         if all(ldm._unet_same(sig, unet, k) for k in FACTS):
             channels, embedding = hint_channels(view)
             cfg = {k: unet[k] for k in SHARED if k in unet}
             cfg.update(conditioning_channels=channels, conditioning_embedding_out_channels=embedding)
+            if union_known is not None:
+                cfg.update(_union(view, union_known, what))
             return FileConfig(cfg, known=name)
     raise FileKindError(f"{what}: its shapes match no known UNet ({', '.join(known)}): "
                         + ", ".join(f"{k} {sig.get(k)!r}" for k in FACTS))
+
+
+def _union(view: View, union_known: dict, what: str) -> dict:
+    types, width = view.shape("task_embedding")
+    heads = next((u["num_trans_head"] for u in union_known.values() if u["num_trans_channel"] == width), None)
+    if heads is None:
+        raise FileKindError(f"{what}: its control transformer is {width} wide, no known ControlNet Union's "
+                            f"({', '.join(str(u['num_trans_channel']) for u in union_known.values())})")
+    return dict(num_control_type=int(types), num_trans_channel=int(width), num_trans_head=heads,
+                num_trans_layer=view.count(r"transformer_layes\.(\d+)\."),
+                num_proj_channel=view.dim("spatial_ch_projs.weight"))
 
 
 def unet_fits(cfg: dict, known: dict, added: bool) -> bool:
@@ -108,6 +129,9 @@ def unet_fits(cfg: dict, known: dict, added: bool) -> bool:
     if (cfg.get("addition_embed_type") == "text_time") != added:
         return False
     return cfg.get("cross_attention_dim") in {u.get("cross_attention_dim") for u in known.values()}
+
+
+UNION_ANCHORS = DIFFUSERS_ANCHORS + ("task_embedding",)
 
 
 def files(arch_module: str, label: str) -> tuple:
@@ -120,3 +144,11 @@ def files(arch_module: str, label: str) -> tuple:
                        kind="controlnet_original", label=f"{label} (original layout)"),
             SingleFile(None, "", anchors=DIFFUSERS_ANCHORS, prefixes=("",), config=cfg, kind="controlnet_diffusers",
                        label=f"{label} (diffusers names)"))
+
+
+def union_files(arch_module: str, label: str) -> tuple:
+    """The SingleFile row of a UNet ControlNet Union in one file (diffusers' names), whose config is
+    `<arch_module>:union_config`."""
+    from toolkit.models.arch import SingleFile
+    return (SingleFile(None, "", anchors=UNION_ANCHORS, prefixes=("",), config=f"{arch_module}:union_config",
+                       kind="controlnet_union_diffusers", label=f"{label} (diffusers names, one file)"),)

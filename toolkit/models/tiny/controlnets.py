@@ -5,7 +5,8 @@
 - folder: a diffusers folder (config.json + diffusion_pytorch_model.safetensors), as diffusers' repos ship;
 - original: one .safetensors file in lllyasviel's layout under `control_model.` (A1111's models/ControlNet),
   written with the arch's Control row's `original` inverse;
-- file: one .safetensors file in diffusers' names (what ComfyUI users download for SDXL).
+- file: one .safetensors file in diffusers' names (what ComfyUI users download for SDXL, and the Flux, SD3,
+  Qwen-Image ControlNets and SDXL Union as their repos ship them, renamed).
 
 Built with the class's `from_unet` over the tiny model's UNet (`from_transformer` over a DiT's), then every weight drawn anew from a seed
 (the zero convolutions included, so a control visibly changes the output).

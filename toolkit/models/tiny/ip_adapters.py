@@ -8,6 +8,10 @@ Under `root`:
   the adapter where the arch row's IPAdapter.file says (SD 1.5: `models/ip-adapter_sd15.safetensors`; SDXL:
   `sdxl_models/ip-adapter_sdxl_vit-h.safetensors`, as h94's vit-h SDXL adapters over the models/ image
   encoder), and a `.bin` beside it (the same weights as the torch dict {"image_proj", "ip_adapter"} h94 also ships);
+- XLabs-AI/flux-ip-adapter's for Flux: `ip_adapter.safetensors` (the file FluxIPAdapterMixin.load_ip_adapter
+  reads: `ip_adapter_proj_model.proj.*` / `.norm.*`, and `double_blocks.N.processor.ip_adapter_double_stream_k_proj`
+  / `_v_proj` `.weight` + `.bias` for each of the transformer's N double blocks), over the same encoder (XLabs'
+  adapter runs on openai/clip-vit-large-patch14, a CLIP vision model as any);
 - ComfyUI's: `ComfyUI/models/ipadapter/<same names>` and `ComfyUI/models/clip_vision/tiny_clip_vision.safetensors`
   (the encoder's one file, transformers' key names, no config).
 Keys as h94 writes them: `image_proj.proj.weight` (4 tokens x the UNet's cross-attention width, by the
@@ -71,13 +75,45 @@ def unet_tensors(unet_config: dict, embed_dim: int, seed: int, name: str) -> dic
     return out
 
 
-def write_tiny_ip_adapters(root, models: dict, seed: int = 0) -> dict:
-    """The tiny encoder and an adapter per arch of `models` ({arch: tiny model folder}) under `root`."""
+def xlabs_tensors(transformer_config: dict, embed_dim: int, seed: int, name: str) -> dict:
+    """An XLabs Flux adapter's tensors for a Flux transformer of `transformer_config` over `embed_dim`-wide
+    image embeds: 4 image tokens of the joint attention width, a k and v projection per double block
+    (joint width -> the transformer's inner width, with bias, as XLabs trains them)."""
+    import torch
+
+    from toolkit.models.tiny.kit import seeded_rng
+    joint = transformer_config["joint_attention_dim"]
+    inner = transformer_config["num_attention_heads"] * transformer_config["attention_head_dim"]
+    out = {}
+    with seeded_rng(seed, name):
+        out["ip_adapter_proj_model.proj.weight"] = torch.randn(TOKENS * joint, embed_dim) * 0.5
+        out["ip_adapter_proj_model.proj.bias"] = torch.randn(TOKENS * joint) * 0.1
+        out["ip_adapter_proj_model.norm.weight"] = 1 + torch.randn(joint) * 0.1
+        out["ip_adapter_proj_model.norm.bias"] = torch.randn(joint) * 0.1
+        for n in range(transformer_config["num_layers"]):
+            for kv in ("k", "v"):
+                key = f"double_blocks.{n}.processor.ip_adapter_double_stream_{kv}_proj"
+                out[f"{key}.weight"] = torch.randn(inner, joint) * 0.5
+                out[f"{key}.bias"] = torch.randn(inner) * 0.1
+    return out
+
+
+def _tensors(layout: str, folder: str, seed: int, name: str) -> dict:
+    """The adapter's tensors in `layout` (h94 over a UNet, XLabs over a Flux transformer)."""
     import json
 
+    with open(os.path.join(folder, "unet" if layout == "h94" else "transformer", "config.json")) as f:
+        config = json.load(f)
+    make = unet_tensors if layout == "h94" else xlabs_tensors
+    return make(config, ENCODER["projection_dim"], seed, name)
+
+
+def write_tiny_ip_adapters(root, models: dict, seed: int = 0) -> dict:
+    """The tiny encoder and an adapter per arch of `models` ({arch: tiny model folder}) under `root`."""
     import torch
     from safetensors.torch import save_file
 
+    from toolkit.models.registry import get_arch
     root = pathlib.Path(root)
     encoder_dir = root / "models" / "image_encoder"
     encoder = _encoder(seed)
@@ -88,14 +124,15 @@ def write_tiny_ip_adapters(root, models: dict, seed: int = 0) -> dict:
     shutil.copy(encoder_dir / "model.safetensors", comfy / "clip_vision" / "tiny_clip_vision.safetensors")
     out = {"image_encoder": str(encoder_dir), "clip_vision": str(comfy / "clip_vision" / "tiny_clip_vision.safetensors")}
     for arch, folder in models.items():
-        with open(os.path.join(folder, "unet", "config.json")) as f:
-            config = json.load(f)
-        tensors = unet_tensors(config, ENCODER["projection_dim"], seed, f"ip_adapter_{arch}")
+        layout = get_arch(arch).ip_adapter.layout
+        tensors = _tensors(layout, folder, seed, f"ip_adapter_{arch}")
         path = root / adapter_file(arch)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_file(tensors, str(path))
+        out[arch] = str(path)
+        shutil.copy(path, comfy / "ipadapter" / path.name)
+        if layout != "h94":
+            continue                # XLabs ships its one .safetensors; h94 a .bin beside it too
         torch.save({part: {k[len(part) + 1:]: v for k, v in tensors.items() if k.startswith(part + ".")}
                     for part in ("image_proj", "ip_adapter")}, str(path.with_suffix(".bin")))
-        shutil.copy(path, comfy / "ipadapter" / path.name)
-        out[arch] = str(path)
     return out
