@@ -3,6 +3,7 @@
 // img2img task): on/off, scale, upscaler (GET /upscalers: latent modes, Lanczos, the upscale models
 // found), steps (0: the base pass's) and denoise. Sent as `sample.hires` when on (controlHires.ts).
 import { hiresDefaults, type UpscalerInfo } from './controlHires';
+import { UpscalerOptions } from './UpscalerOptions';
 import { problemPlace, problemText } from './resolveRequest';
 import type { ArchInfo, HiresForm } from './types';
 import type { Resolved } from './useResolve';
@@ -41,12 +42,7 @@ export default function HiresPanel({ arch, hires, upscalers, onHires, problem }:
             Upscaler
             <select value={h.upscaler} onChange={(e) => set({ upscaler: e.target.value })} aria-label="Hires upscaler" data-testid="hires-upscaler">
               {!names.some((u) => u.name === h.upscaler) && <option value={h.upscaler}>{h.upscaler}</option>}
-              {names.map((u) => (
-                <option key={u.name} value={u.name}>
-                  {u.name}
-                  {u.kind === 'model' ? ' (model)' : ''}
-                </option>
-              ))}
+              <UpscalerOptions names={names} />
             </select>
           </label>
           <label className="field">

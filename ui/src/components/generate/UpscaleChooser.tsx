@@ -4,6 +4,7 @@
 // `task: upscale` request (useUpscale.ts), whose result lands in the gallery like any other.
 import { useState } from 'react';
 import { pixelUpscalers, type UpscaleChoice, type UpscalerInfo } from './controlHires';
+import { UpscalerOptions } from './UpscalerOptions';
 
 interface Props {
   upscalers: UpscalerInfo[];
@@ -33,12 +34,7 @@ export default function UpscaleChooser({ upscalers, initial, onUpscale, onClose,
       <label className="field">
         Upscaler
         <select value={choice.upscaler} onChange={(e) => setChoice({ ...choice, upscaler: e.target.value })} aria-label="Upscaler" data-testid={`${testId}-upscaler`}>
-          {names.map((u) => (
-            <option key={u.name} value={u.name}>
-              {u.name}
-              {u.kind === 'model' ? ' (model)' : ''}
-            </option>
-          ))}
+          <UpscalerOptions names={names} />
         </select>
       </label>
       <label className="field">
