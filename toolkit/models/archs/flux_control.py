@@ -54,7 +54,9 @@ SPEC = replace(
                                name_or_path="black-forest-labs/FLUX.1-Depth-dev")},
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 30.0}),
     description="FLUX.1 Canny [dev] / Depth [dev]: FLUX.1 following a canny or depth map (ctrl_img)",
-    controls=(), ip_adapter=None,          # FLUX.1's GGUF layout (flux.GGUF) and LoRA row
+    controls=(), ip_adapter=None,          # FLUX.1's GGUF layout (flux.GGUF) and LoRA row, but
+    # no LoRA markers of its own: its LoRAs have FLUX.1's keys (guessed as flux's, taken here as flex1 takes them)
+    lora=replace(flux.SPEC.lora, markers=()),
     # MagCache's ratios are FLUX.1-dev's
     step_caches={"first_block": {}, "taylorseer": {}, "faster": {}},
 )
