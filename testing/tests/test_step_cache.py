@@ -7,6 +7,10 @@
     (also when the request fails mid-way);
   - the step hook still sees every step.
 """
+import functools
+import os
+import tempfile
+
 import numpy as np
 import pytest
 import torch
@@ -26,7 +30,14 @@ STEPS = 12
 
 def gen_for(arch, cache=None, **kw):
     sample = dict(ARCHS[arch].tiny.sample, num_inference_steps=STEPS, seed=3, **kw)
+    sample.update({name: input_file() for name in ARCHS[arch].needed_inputs})   # an edit-only row's image
     return GenerateImageConfig.from_dict(dict(sample, cache=cache), arch)
+
+
+@functools.cache
+def input_file() -> str:
+    from testing.fixtures import input_image
+    return input_image(os.path.join(tempfile.mkdtemp(prefix="step-cache-"), "input.png"))
 
 
 # -- validation ----------------------------------------------------------------------------------------

@@ -59,4 +59,5 @@ SPEC = replace(
     lora=replace(flux.SPEC.lora, markers=()),
     # MagCache's ratios are FLUX.1-dev's
     step_caches={"first_block": {}, "taylorseer": {}, "faster": {}},
+    samplers_excluded=("heun", "dpm++_2m"),   # the pipeline passes sigmas, which their set_timesteps do not take
 )
