@@ -379,6 +379,29 @@ def test_a_preprocessor_makes_the_map_then_resize_mode_fits_it(eng, tiny, files)
     assert not np.array_equal(got, unmapped)
 
 
+def test_a_model_based_preprocessor_runs_in_the_request_from_the_pool(eng, tiny, files):
+    """depth_anything's model (a tiny Depth Anything in Forge's models/ControlNetPreprocessor) loads through the
+    worker's pool while the request samples; its map equals transformers' model run by the preprocessor by hand."""
+    from toolkit import control_maps
+    from toolkit.images import fit
+    from toolkit.models.tiny.annotators import tiny_annotator, write_tiny_annotator
+    folder = files["webui"] / "models" / "ControlNetPreprocessor" / "Depth-Anything-V2-Small-hf"
+    write_tiny_annotator("depth_anything", folder)
+    try:
+        control = {"model": files[("sd1", "folder")], "image": data_url(files["wide"]),
+                   "preprocessor": "depth_anything", "processor_res": 64}
+        before = eng.client.health()["pool"]["loads"]
+        got = generate(eng, body(tiny, "sd1", [control]))
+        assert eng.client.health()["pool"]["loads"] > before           # the depth model, through the pool
+        made = control_maps.make_map("depth_anything", control_image(files, "wide"), resolution=64,
+                                     load_model=lambda key: tiny_annotator(key))
+        want = bare("sd1", tiny("sd1"), [files[("sd1", "folder")]], [fit(made, 64, 64, "crop")])
+        assert np.array_equal(got, want)
+    finally:
+        import shutil
+        shutil.rmtree(folder.parent)
+
+
 def test_a_preprocessor_whose_model_is_not_here_is_refused_before_queueing(eng, tiny, files):
     control = {"model": files[("sd1", "folder")], "image": data_url(files["image"]), "preprocessor": "depth_anything"}
     out = refused(eng, body(tiny, "sd1", [control]))
