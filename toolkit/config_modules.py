@@ -67,6 +67,7 @@ class ModelConfig(Settings):
     vae: str | None = None                 # a VAE file or folder for any model: components.vae (A1111's sd_vae)
     profile: str | None = None             # the profile this config came from (display only)
     local_only: bool = False               # never consult a hub, even for a repo-looking name
+    compile: bool | None = None            # the denoiser compiled (toolkit/models/compiled.py); unset: engine.compile
 
     @classmethod
     def from_dict(cls, d, where: str = "model") -> "ModelConfig":

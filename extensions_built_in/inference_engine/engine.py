@@ -202,6 +202,8 @@ class Engine:
                                "keep_host_gb": s.keep_host_gb, "reserve_gb": s.reserve_gb,
                                "cond_cache_mb": s.cond_cache_mb, "prefetch": s.prefetch,
                                "model_folders": tuple(self.model_folders), "preview_decoder": s.preview_decoder,
+                               "compile": s.compile, "compile_cache_dir": s.compile_cache_dir,
+                               "compile_lora_rank": s.compile_lora_rank,
                                "model_roots": tuple(self.model_roots) if self.model_roots is not None else None}
         self.policy = EnginePolicy(self)
         self.worker_kind = s.worker
@@ -534,6 +536,7 @@ class Engine:
                 "worker": {"kind": self.worker_kind, "pid": w.pid if w else None, "alive": bool(w and w.alive()),
                            "restarts": self.worker_restarts, "last_exit": self.worker_last_exit},
                 "cond_cache": state.cond_cache if state else {}, "prefetch": state.prefetch if state else {},
+                "compile": state.compile if state else {},
                 "uptime": time.time() - self.started_at}
 
     def worker_call(self, message, reply_type, timeout: float):

@@ -8,6 +8,7 @@ from extensions_built_in.inference_engine.admission import Limits
 from extensions_built_in.inference_engine.queue_policy import POLICIES
 from toolkit.config_modules import DTYPES
 from toolkit.errors import ConfigError
+from toolkit.models.compiled import MODES as COMPILE_MODES
 from toolkit.models.tiny_autoencoder import SETTINGS as PREVIEW_DECODERS
 from toolkit.settings import Settings, base_type, bound_of, setting, type_hints
 
@@ -50,6 +51,13 @@ class EngineSettings(Settings):
     preview_decoder: str = setting("auto", choices=PREVIEW_DECODERS,
                                    doc="auto: a tiny autoencoder in a model folder's vae_approx/ decodes the "
                                        "live preview where one fits; projection: the latent->RGB table always")
+    compile: str = setting("auto", choices=COMPILE_MODES,
+                           doc="the resident denoiser compiled (torch.compile, regional) for a request whose model "
+                               "leaves model.compile unset; auto: where the measured gain on this device is positive")
+    compile_cache_dir: str | None = setting(None, doc="inductor's kernel cache, reused by a restarted engine "
+                                                      "(default ~/.cache/aitk/compile)")
+    compile_lora_rank: int = setting(64, min=1, doc="LoRAs up to this rank are hotswapped into a compiled denoiser "
+                                                    "without recompiling; a higher one runs eager")
 
     @classmethod
     def from_dict(cls, d, where: str = "engine") -> "EngineSettings":

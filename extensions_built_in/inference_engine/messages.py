@@ -70,6 +70,7 @@ class State:
     cond_cache: dict = field(default_factory=dict)   # ConditioningCache.stats(): hits, misses, bytes, ...
     prefetch: dict = field(default_factory=dict)     # Prefetcher.stats(): done, skipped, failed, loads, bytes
     placement: dict = field(default_factory=dict)    # the holder's Plan.describe() and `summary` (toolkit/placement.py)
+    compile: dict = field(default_factory=dict)      # toolkit/models/compiled.stats(): compiles, recompiles, seconds, ...
 
 
 @dataclass(frozen=True)

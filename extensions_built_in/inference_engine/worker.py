@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from extensions_built_in.inference_engine import messages as m
+from toolkit.models import compiled     # torch-free at import
 
 
 class GenerationCancelled(Exception):
@@ -101,7 +102,8 @@ class WorkerCore:
 
     def __init__(self, emit, *, device: str = "cpu", keep_resident_gb: float = 0, faults: Faults | None = None,
                  pool=None, cond_cache_mb: float = 256, prefetch: bool = True, model_folders=(), model_roots=None,
-                 preview_decoder: str = "auto", reserve_gb: float = 1.0, keep_host_gb: float = 0):
+                 preview_decoder: str = "auto", reserve_gb: float = 1.0, keep_host_gb: float = 0,
+                 compile: str = "auto", compile_cache_dir: str | None = None, compile_lora_rank: int = 64):
         from extensions_built_in.inference_engine.prefetch import Prefetcher
         from toolkit.models.v2.cond_cache import ConditioningCache
         from toolkit.models.v2.pool import ComponentPool
@@ -127,6 +129,8 @@ class WorkerCore:
         self.model_folders = tuple(model_folders or ())
         self.model_roots = tuple(model_roots) if model_roots is not None else None   # engine.model_roots
         self.preview_decoder = preview_decoder        # engine.preview_decoder: auto | projection
+        self.compile, self.compile_lora_rank = compile, compile_lora_rank     # engine.compile: auto | on | off
+        compiled.use_cache_dir(compile_cache_dir)     # before this process compiles anything
         self.prefetcher = Prefetcher(self.pool, device, enabled=prefetch, folders=self.model_folders,
                                      roots=self.model_roots)
         self.holder = None
@@ -192,7 +196,8 @@ class WorkerCore:
                              "load_seconds": self.load_seconds},
                        memory=memory_info(self.device, self.memory), builds=self.builds,
                        cond_cache=self.cond_cache.stats(), prefetch=self.prefetcher.stats(),
-                       placement={**plan.describe(), "summary": plan.summary()} if plan is not None else {})
+                       placement={**plan.describe(), "summary": plan.summary()} if plan is not None else {},
+                       compile=compiled.stats())
 
     def load(self, mc):
         self._ensure_holder(mc, None, self._plan(mc))
@@ -534,6 +539,7 @@ class WorkerCore:
             status(message, stage)
         holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status, plan=plan, memory=self.memory)
         holder.cond_cache = self.cond_cache
+        holder.compile_mode, holder.compile_lora_rank = self.compile, self.compile_lora_rank
         holder.library_folders, holder.library_roots = self.model_folders, self.model_roots
         with self.pool.building():
             holder.load_model()

@@ -133,13 +133,62 @@ class BaseModel:
         self.print_and_status_update(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
 
+    # -- compile: the resident denoiser compiled in place (toolkit/models/compiled.py) -------------------------
+    compile_mode = "off"            # engine.compile (the worker's); a holder used alone compiles when its model says so
+    compile_lora_rank = 64          # engine.compile_lora_rank: LoRAs up to it are hotswapped (lora_slots.py)
+
+    def compile_plan(self):
+        """({role: denoiser} this model runs compiled, why not when it was asked for): model.compile, else
+        engine.compile; a denoiser a listed rule excludes (compiled.excluded) makes the model run eager."""
+        from toolkit.models import compiled
+
+        denoisers = {c.role: self.loaded[c.role] for c in self.components
+                     if c.kind == DENOISER and self.loaded.get(c.role) is not None}
+        first = next(iter(denoisers.values()), None)
+        if not compiled.wanted(self.model_config.compile, self.compile_mode, self.device, first):
+            return {}, None
+        placements = self.placement_plan().placements
+        for role, module in denoisers.items():
+            why = compiled.excluded(module, placements.get(role, "resident"))
+            if why is not None:
+                return {}, f"the {role} is not compiled: {why}"
+        return denoisers, None
+
+    def compiled_call(self, gen: GenerateImageConfig, on_status=None):
+        """A context for one pipeline call: the compiled denoiser(s) counted (the first call after a compile
+        says `compiling`), or, when this call may not run them (a rule, a step cache, a LoRA past the slots),
+        their compiled code set aside for it, said in a status frame."""
+        from toolkit.models import compiled
+
+        targets, why = self.compile_plan()
+        if targets:
+            why = self._lora_eager or (f"a step cache ({gen.cache['type']}) hooks the {', '.join(targets)}"
+                                       if gen.cache else None)
+        if targets and why is None:
+            states = [compiled.ensure(module) for module in targets.values()]
+            if on_status is not None and not all(state.warm for state in states):
+                on_status(f"compiling the {', '.join(targets)} (once per model; a new size may recompile)",
+                          "compiling")
+            return compiled.running(states)
+        if why is not None and on_status is not None:
+            on_status(f"running eager: {why}", "status")
+        if any(compiled.is_compiled(m) for m in self.loaded.values() if m is not None):
+            return compiled.eager()
+        return contextlib.nullcontext()
+
+    _lora_eager = None              # why the current LoRAs run eager on a compiled denoiser (lora_slots.check)
+
     # -- LoRA: adapters switched on the resident modules (toolkit/models/lora_adapters.py) ---------------------
     def apply_loras(self, model_config, pool=None, status=None):
         """Set the LoRA state `model_config` asks for (its loras, lora_fuse; the rest must be this
         holder's). `pool` keeps the adapter books and the warm ones; without one, inactive adapters
-        are deleted. Afterwards the holder's configs (what files record) carry these LoRAs."""
+        are deleted. Afterwards the holder's configs (what files record) carry these LoRAs. On a compiled
+        denoiser they go into its hotswapped slots (toolkit/models/lora_slots.py) where they can."""
         from toolkit.models import lora_adapters
 
+        self._lora_eager = None
+        if self.compile_plan()[0] and not model_config.lora_fuse and self._slotted_loras(model_config, pool, status):
+            return
         streamed = {role: m for role, m in self.loaded.items() if getattr(m, "_aitk_group_offload", False)}
         before = {role: _param_count(m) for role, m in streamed.items()}
         lora_adapters.apply(self.pipeline, model_config.loras, fuse=model_config.lora_fuse, pool=pool, dtype=self.dtype,
@@ -149,6 +198,31 @@ class BaseModel:
             if _param_count(module) != before[role]:
                 from diffusers.hooks.group_offloading import _maybe_remove_and_reapply_group_offloading
                 _maybe_remove_and_reapply_group_offloading(module)
+        self._lora_fields(model_config)
+
+    def _slotted_loras(self, model_config, pool, status) -> bool:
+        """`model_config`'s LoRAs in the compiled denoiser's slots (the ordinary adapters switched off): True;
+        False when they cannot be (then `_lora_eager` says why, and the ordinary path runs them eager)."""
+        from toolkit.models import lora_adapters, lora_slots
+
+        targets = self.compile_plan()[0]
+        loras = model_config.loras
+        fields = [model_config.lora_key(i) for i in range(len(loras))]
+        if loras and len(targets) > 1:
+            self._lora_eager = f"LoRAs on a model of {len(targets)} denoisers are not hotswapped"
+        elif loras:
+            self._lora_eager = lora_slots.check(self.pipeline, next(iter(targets)), loras, fields,
+                                                self.compile_lora_rank)
+        if self._lora_eager is not None:
+            return False
+        lora_adapters.apply(self.pipeline, (), pool=pool, dtype=self.dtype)
+        for role in targets:
+            lora_slots.apply(self.pipeline, role, loras if role == next(iter(targets)) else (),
+                             self.compile_lora_rank, status or self.print_and_status_update)
+        self._lora_fields(model_config)
+        return True
+
+    def _lora_fields(self, model_config):
         fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
                       lora_fuse=model_config.lora_fuse)
         self.model_config = replace(self.model_config, **fields)
@@ -584,6 +658,7 @@ class BaseModel:
             stack.enter_context(step_cache.applied(pipe, gen.cache, self.spec, num_steps=self.steps_run(gen)))
             if self.residency is not None:     # the last visiting component leaves the device after the call
                 stack.enter_context(self.residency.call())
+            stack.enter_context(self.compiled_call(gen, on_status))     # the denoiser compiled, or eager for this call
             # the request's IP-Adapters: loaded into the resident denoiser for this call, removed after
             kwargs.update(stack.enter_context(self.ip_adapters(gen, pipe)))
             out = pipe(**kwargs, generator=generator, output_type=output_type or self.output_type)

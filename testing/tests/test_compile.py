@@ -1,0 +1,139 @@
+"""Compiled resident denoisers (toolkit/models/compiled.py, lora_slots.py): a compiled model's output stays
+within float32 tolerance of eager; new sizes recompile a bounded, counted number of times; LoRAs switch in
+hotswapped slots without recompiling; what a rule excludes runs eager, said in a status frame, never a
+crash. One WorkerCore (its pool) runs every case here, so the tiny zimage transformer compiles once."""
+import dataclasses
+
+import pytest
+import torch
+
+from extensions_built_in.inference_engine.worker import WorkerCore
+from testing.fixtures import make_tiny_lora
+from toolkit.config_modules import GenerateImageConfig, ModelConfig
+from toolkit.models import compiled
+
+ARCH = "zimage"
+# compiled vs eager, float32 latents on this CPU: inductor fuses and reorders reductions (its own bound is
+# a few ulps per op); measured here about 1e-6 of the latents' scale
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("inductor")
+    return WorkerCore(lambda msg: None, compile="off", compile_cache_dir=str(cache), compile_lora_rank=16)
+
+
+@pytest.fixture(scope="module")
+def files(tiny, tmp_path_factory):
+    root = tmp_path_factory.mktemp("compile_loras")
+    folder = tiny(ARCH)
+    return {"a": str(make_tiny_lora(ARCH, folder, root / "a.safetensors", seed=1, rank=4)),
+            "b": str(make_tiny_lora(ARCH, folder, root / "b.safetensors", seed=2, rank=8)),
+            "wide": str(make_tiny_lora(ARCH, folder, root / "wide.safetensors", seed=3, rank=32))}
+
+
+def _mc(tiny, compile=None, loras=(), **kw):
+    return ModelConfig.from_dict({"arch": ARCH, "name_or_path": tiny(ARCH), "compile": compile,
+                                  "loras": list(loras), **kw})
+
+
+def _run(core, mc, size=64, **sample):
+    """(latents, [(message, stage)]) of one call through the core's holder."""
+    holder = core._ensure_holder(mc, None)
+    said = []
+    gen = GenerateImageConfig.from_dict({"prompt": "a fox", "width": size, "height": size, "num_inference_steps": 2,
+                                         "seed": 5, **sample}, ARCH)
+    out = holder.generate_single(gen, on_status=lambda msg, stage="status": said.append((msg, stage)),
+                                 output_type="latent")
+    return out.detach().clone(), said
+
+
+def _close(a, b):
+    return float((a - b).abs().max() / b.abs().max()) < TOLERANCE
+
+
+def _stages(said):
+    return [stage for _m, stage in said]
+
+
+def test_compiled_matches_eager_across_sizes_with_bounded_counted_compiles(core, tiny):
+    eager = {size: _run(core, _mc(tiny, False), size)[0] for size in (64, 96, 128)}
+    before = compiled.stats()
+    got, said = _run(core, _mc(tiny, True), 64)
+    assert "compiling" in _stages(said)                     # the first call after a load says so
+    first = compiled.stats()
+    assert first["compiles"] > before["compiles"] and first["modules"] == before["modules"] + 1
+    assert _close(got, eager[64])
+    again, said = _run(core, _mc(tiny, True), 64)
+    assert "compiling" not in _stages(said)
+    assert compiled.stats()["compiles"] == first["compiles"] and compiled.stats()["recompiles"] == first["recompiles"]
+    assert torch.equal(again, got)
+    for size in (96, 128):
+        out, _said = _run(core, _mc(tiny, True), size)
+        assert _close(out, eager[size])
+    after = compiled.stats()
+    graphs = after["compiles"] - before["compiles"]
+    assert after["recompiles"] - first["recompiles"] <= graphs * compiled.RECOMPILE_LIMIT
+    # a third size reuses the dynamic graphs the second one made: no recompile
+    third = after["recompiles"]
+    _run(core, _mc(tiny, True), 80)
+    assert compiled.stats()["recompiles"] == third
+    assert after["seconds"] > before["seconds"] and after["failed"] == 0
+
+
+def test_the_same_module_serves_a_request_that_asks_for_eager(core, tiny):
+    """The pool's module stays compiled; compile: false runs it eagerly (torch's force_eager stance)."""
+    _run(core, _mc(tiny, True))
+    holder = core.holder
+    module = holder.loaded["transformer"]
+    assert compiled.is_compiled(module)
+    before = compiled.stats()
+    out, _said = _run(core, _mc(tiny, False))
+    assert core.holder.loaded["transformer"] is module          # the pool's entry: nothing reloaded
+    assert compiled.stats()["eager_calls"] == before["eager_calls"] + 1
+    assert compiled.stats()["compiles"] == before["compiles"]
+
+
+def test_lora_switches_hotswap_without_recompiling(core, tiny, files):
+    eager = {name: _run(core, _mc(tiny, False, [{"path": files[name], "scale": scale}]))[0]
+             for name, scale in (("a", 1.0), ("b", 0.7))}
+    base = _run(core, _mc(tiny, False))[0]
+    first, said = _run(core, _mc(tiny, True, [{"path": files["a"], "scale": 1.0}]))   # the slot: injected once
+    assert "running eager" not in " ".join(m for m, _s in said)
+    assert _close(first, eager["a"])
+    _run(core, _mc(tiny, True))                   # and the adapters disabled: one more variant
+    _run(core, _mc(tiny, True, [{"path": files["b"], "scale": 0.7}]))
+    settled = compiled.stats()
+    for name, scale in (("a", 1.0), ("b", 0.7), ("a", 1.0), ("b", 0.7)):
+        out, _said = _run(core, _mc(tiny, True, [{"path": files[name], "scale": scale}]))
+        assert _close(out, eager[name])
+    none, _said = _run(core, _mc(tiny, True))
+    assert _close(none, base)
+    assert compiled.stats()["compiles"] == settled["compiles"]
+    assert compiled.stats()["recompiles"] == settled["recompiles"]   # switches and scales: no recompile
+    assert core.holder.model_config.loras == ()
+
+
+def test_a_lora_over_the_rank_bound_runs_eager_and_says_so(core, tiny, files):
+    mc = _mc(tiny, True, [{"path": files["wide"], "scale": 1.0}])
+    eager = _run(core, dataclasses.replace(mc, compile=False))[0]
+    before = compiled.stats()
+    out, said = _run(core, mc)
+    assert any("running eager" in msg and "rank 32" in msg for msg, _s in said)
+    assert compiled.stats()["eager_calls"] == before["eager_calls"] + 1
+    assert torch.equal(out, eager)
+
+
+def test_a_step_cache_runs_eager_and_says_so(core, tiny):
+    cache = {"type": "taylorseer", "cache_interval": 2, "disable_cache_before_step": 1}
+    eager = _run(core, _mc(tiny, False), cache=cache, num_inference_steps=4)[0]
+    out, said = _run(core, _mc(tiny, True), cache=cache, num_inference_steps=4)
+    assert any("running eager" in msg and "step cache" in msg for msg, _s in said)
+    assert torch.equal(out, eager)
+
+
+def test_quantized_weights_are_excluded_by_rule(core, tiny):
+    out, said = _run(core, _mc(tiny, True, quantize=True, qtype="qint8"))
+    assert any("running eager" in msg and "quantized" in msg for msg, _s in said)
+    assert out.isfinite().all()
