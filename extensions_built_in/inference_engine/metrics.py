@@ -88,6 +88,16 @@ class _StateCollector:
         yield gauge("aitk_pool_resident_bytes", "Bytes of components held by the pool", pool.get("resident_bytes"))
         yield counter("aitk_worker_restarts", "Generation workers replaced (died, or a cancel not honoured)",
                       worker.get("restarts"))
+        comp = health.get("compile") or {}
+        yield counter("aitk_compiles", "Graphs compiled for a compiled denoiser's first calls (this worker)",
+                      comp.get("compiles"))
+        yield counter("aitk_recompiles", "Graphs compiled again later (a new size or variant; this worker)",
+                      comp.get("recompiles"))
+        yield counter("aitk_compile_seconds", "Seconds spent compiling graphs (this worker)", comp.get("seconds"))
+        yield counter("aitk_compile_eager_calls", "Calls that ran a compiled denoiser eagerly (a rule; this worker)",
+                      comp.get("eager_calls"))
+        yield counter("aitk_compile_cache_hits", "Compiled graphs read from the inductor cache (this worker)",
+                      comp.get("cache_hits"))
         memory = health.get("memory") or {}
         yield gauge("aitk_memory_used_bytes", "Device memory in use (the worker's last report)", memory.get("used"))
         yield gauge("aitk_memory_total_bytes", "Device memory in total", memory.get("total"))

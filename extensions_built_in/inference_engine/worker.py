@@ -575,7 +575,7 @@ class WorkerCore:
 
     def _status_fn(self, rid: str | None, prefix: str):
         def status(message, stage="status"):
-            if stage in ("loading", "encoding", "sampling", "decoding", "saving"):
+            if stage in ("loading", "compiling", "encoding", "sampling", "decoding", "saving"):
                 self._stage = stage
             if isinstance(rid, _Members):      # a batch: every live member hears it
                 rid.check()

@@ -3,6 +3,7 @@ within float32 tolerance of eager; new sizes recompile a bounded, counted number
 hotswapped slots without recompiling; what a rule excludes runs eager, said in a status frame, never a
 crash. One WorkerCore (its pool) runs every case here, so the tiny zimage transformer compiles once."""
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -137,3 +138,48 @@ def test_quantized_weights_are_excluded_by_rule(core, tiny):
     out, said = _run(core, _mc(tiny, True, quantize=True, qtype="qint8"))
     assert any("running eager" in msg and "quantized" in msg for msg, _s in said)
     assert out.isfinite().all()
+
+
+# -- the engine as users run it: `python run.py`, its worker process, a restart --------------------------
+def _engine(tmp_path, tiny_root, cache, name):
+    from testing.engine_client import EngineProcess
+    return EngineProcess(str(tmp_path / name), env={"AITK_TINY_CACHE": str(tiny_root), "HF_HUB_OFFLINE": "1"},
+                         engine_extra={"compile": "on", "compile_cache_dir": str(cache)}).wait_ready()
+
+
+def _generate(ep, size=64):
+    body = {"model": {"arch": ARCH, "name_or_path": f"tiny:{ARCH}"},
+            "sample": {"prompt": "a fox", "width": size, "height": size, "num_inference_steps": 2, "seed": 1}}
+    frames = [h for h, _p in ep.client.stream(body)]
+    assert frames[-1]["type"] == "end" and frames[-1]["status"] == "ok", frames[-1]
+    return frames
+
+
+def test_engine_compiles_reports_and_a_restart_reads_the_cache(tiny, tiny_root, tmp_path):
+    tiny(ARCH)
+    cache = tmp_path / "inductor"
+    ep = _engine(tmp_path, tiny_root, cache, "first")
+    try:
+        frames = _generate(ep)
+        assert any(h["type"] == "status" and h.get("stage") == "compiling" for h in frames)
+        assert not any(h["type"] == "status" and h.get("stage") == "compiling" for h in _generate(ep))
+        first = ep.client.health()["compile"]
+        assert first["compiles"] > 0 and first["cache_misses"] > 0 and first["failed"] == 0
+        metrics = ep.client.get("/metrics").text
+        assert f"aitk_compiles_total {float(first['compiles'])}" in metrics
+        assert "aitk_compile_seconds_total" in metrics
+        bad = ep.client.post("/generate", json={"model": {"arch": ARCH, "name_or_path": f"tiny:{ARCH}",
+                                                          "compile": "sometimes"}, "sample": {"prompt": "x"}})
+        assert bad.status_code == 422 and "model.compile" in bad.text
+    finally:
+        ep.stop()
+    assert os.listdir(cache)                        # inductor's cache, where engine.compile_cache_dir says
+    again = _engine(tmp_path, tiny_root, cache, "second")
+    try:
+        _generate(again)
+        restarted = again.client.health()["compile"]
+        # the restarted engine's worker compiled the same graphs from the cache: nothing generated afresh
+        assert restarted["compiles"] == first["compiles"]
+        assert restarted["cache_hits"] > 0 and restarted["cache_misses"] == 0
+    finally:
+        again.stop()
