@@ -6,6 +6,7 @@
     .venv/bin/python testing/bench_engine.py --lora [--repeat 9] [--dim 1024 --layers 8 --rank 16]
                                                                      # LoRA switches vs a transformer reload
     .venv/bin/python testing/bench_engine.py --throughput [--quick]        # dynamic batching, queue policy
+    .venv/bin/python testing/bench_engine.py --compile [--quick]           # compiled vs eager (testing/bench_compile.py)
 
 --all-archs: per arch, the engine's request time (tiny model, 64x64 or the arch's tiny size, a
 latent streamed every step) against the bare pipeline's call with the same arguments, interleaved,
@@ -613,8 +614,15 @@ def main():
     ap.add_argument("--model", help="with --hires: a model folder or file (default: tiny sd1)")
     ap.add_argument("--arch", help="with --hires --model: its arch")
     ap.add_argument("--device", help="with --hires: the engine's device (default cpu)")
+    ap.add_argument("--compile", action="store_true", help="compiled vs eager denoisers at real widths, the engine "
+                    "with compile + conditioning cache + batching vs bare (testing/bench_compile.py)")
+    ap.add_argument("--flux-layers", type=int, default=1, help="with --compile: FLUX.1-width double blocks (x2 single)")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
     args = ap.parse_args()
+    if args.compile:
+        from testing import bench_compile
+        bench_compile.write(bench_compile.run(args), os.path.join(ROOT, "testing", ".bench", "bench_compile.json"))
+        return
     if args.hires:
         from testing import bench_hires
         args.repeat = 3 if args.quick else args.repeat

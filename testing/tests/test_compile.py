@@ -183,3 +183,21 @@ def test_engine_compiles_reports_and_a_restart_reads_the_cache(tiny, tiny_root, 
         assert restarted["cache_hits"] > 0 and restarted["cache_misses"] == 0
     finally:
         again.stop()
+
+
+@pytest.mark.parametrize("fmt", ["comfy_fp8", "gguf"])
+def test_fp8_and_gguf_files_are_excluded_by_rule(core, tiny, tmp_path, fmt):
+    from toolkit.models.tiny.comfy_fp8 import write_comfy_fp8
+    from toolkit.models.tiny.gguf import make_tiny_gguf
+
+    folder = tiny(ARCH)
+    if fmt == "comfy_fp8":
+        path = write_comfy_fp8(ARCH, folder, tmp_path / "fp8_scaled.safetensors")["path"]
+    else:       # its own tiny pipeline, with a transformer wide enough for GGUF blocks
+        made = make_tiny_gguf(ARCH, tmp_path / "gguf", qtypes=("Q8_0",))
+        folder, path = str(made["folder"]), made["files"]["Q8_0"]
+    mc = ModelConfig.from_dict({"arch": ARCH, "name_or_path": str(path), "extras_name_or_path": folder,
+                                "compile": True, "local_only": True})
+    out, said = _run(core, mc)
+    assert any("running eager" in msg and "quantized" in msg for msg, _s in said)
+    assert out.isfinite().all()
