@@ -80,6 +80,17 @@ describe('buildGenerateBody', () => {
     });
     expect(body.sample.ctrl_img).toBe('abc_ctrl.png');
   });
+
+  it('model.compile only when chosen, and restored from a file\'s settings', () => {
+    const a = arch({});
+    expect(buildGenerateBody(a, modelDefaults(a), defaultsFor(a), 'r5', stream).model).not.toHaveProperty('compile');
+    for (const compile of [true, false]) {
+      const body = buildGenerateBody(a, { ...modelDefaults(a), compile }, defaultsFor(a), 'r6', stream);
+      expect(body.model.compile).toBe(compile);
+      expect(formsFromSettings(a, [], { arch: 'img', compile }, { prompt: 'x' }).model.compile).toBe(compile);
+    }
+    expect(formsFromSettings(a, [], { arch: 'img' }, { prompt: 'x' }).model).not.toHaveProperty('compile');
+  });
 });
 
 describe('control image: from the arch\'s tasks', () => {

@@ -1,5 +1,6 @@
 'use client';
-// Quantization of the denoiser and the text encoder (qtype suggestions, any name the engine takes), and low_vram.
+// Quantization of the denoiser and the text encoder (qtype suggestions, any name the engine takes), low_vram, and
+// compile (model.compile: on, off, or unset for the engine's engine.compile).
 import type { ModelForm } from './types';
 
 const QTYPE_SUGGESTIONS = ['qfloat8', 'qint8', 'qint4'];
@@ -30,6 +31,18 @@ export default function QuantizeFields({ model, onChange }: Props) {
       <QuantizeRow model={model} onChange={onChange} flag="quantize_te" qtype="qtype_te" />
       <label>
         <input type="checkbox" checked={model.low_vram} onChange={(e) => onChange({ low_vram: e.target.checked })} /> low_vram
+      </label>
+      <label title="the denoiser compiled (torch.compile): the first request compiles, later ones run faster where compiling pays">
+        compile{' '}
+        <select
+          aria-label="compile"
+          value={model.compile === undefined ? '' : model.compile ? 'on' : 'off'}
+          onChange={(e) => onChange({ compile: e.target.value === '' ? undefined : e.target.value === 'on' })}
+        >
+          <option value="">engine default</option>
+          <option value="on">on</option>
+          <option value="off">off</option>
+        </select>
       </label>
     </>
   );

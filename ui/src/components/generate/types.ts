@@ -224,6 +224,8 @@ export interface ModelForm {
   quantize_te: boolean;
   qtype_te: string;
   low_vram: boolean;
+  /** `model.compile`: the denoiser compiled (true), eager (false); unset: the engine's `engine.compile` */
+  compile?: boolean;
   /** applied in order (`model.loras`) */
   loras: LoraPick[];
   /** role -> local file (a single-file model from the Library page, a VAE override); sent with local_only */
