@@ -7,7 +7,7 @@ import os
 import random
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
-from toolkit import ip_adapter_ref
+from toolkit import attention, ip_adapter_ref
 from toolkit.control_refs import RESIZE_MODES, parse_controls   # A1111's resize_mode 0, 1, 2
 from toolkit.errors import ConfigError, check_keys, check_values
 from toolkit.settings import Bound, Settings, bound_of, check_bound, coerce, describe_field, setting, type_hints
@@ -68,6 +68,7 @@ class ModelConfig(Settings):
     profile: str | None = None             # the profile this config came from (display only)
     local_only: bool = False               # never consult a hub, even for a repo-looking name
     compile: bool | None = None            # the denoiser compiled (toolkit/models/compiled.py); unset: engine.compile
+    attention: str = setting("auto", choices=attention.NAMES)   # the denoiser's attention kernel (toolkit/attention.py)
 
     @classmethod
     def from_dict(cls, d, where: str = "model") -> "ModelConfig":
@@ -108,6 +109,7 @@ class ModelConfig(Settings):
                                   f"(its components: {', '.join(roles)})")
             if not os.path.exists(os.path.expanduser(path)):
                 raise ConfigError(f"{where}.components.{role}", f"no such file or folder: {path}")
+        values["attention"] = attention.canonical(values.get("attention"))     # aliases: sdpa, flash3, _native_math
         hints = type_hints(cls)
         for f in fields(cls):
             if f.name in values and values[f.name] is not None and f.name != "loras":
@@ -132,8 +134,9 @@ class ModelConfig(Settings):
         return f"{where}.loras[{i}].path"
 
     def without_loras(self) -> "ModelConfig":
-        """The holder's identity: LoRAs are switched on a resident holder, never part of what is loaded."""
-        return replace(self, lora_path=None, lora_scale=1.0, loras=(), lora_fuse=False)
+        """The holder's identity: LoRAs, the attention backend and compile are switched on a resident holder
+        per request, never part of what is loaded."""
+        return replace(self, lora_path=None, lora_scale=1.0, loras=(), lora_fuse=False, attention="auto", compile=None)
 
 
 def _placement(values: dict, spec, where: str):

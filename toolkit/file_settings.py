@@ -420,7 +420,7 @@ def _short(value, limit: int = 80) -> str:
 
 # ModelConfig keys a profile request may override: every one that is not a path (a profile owns those)
 PROFILE_OPTIONS = ("variant", "dtype", "quantize", "qtype", "quantize_te", "qtype_te", "low_vram", "layer_offloading",
-                   "placement")
+                   "placement", "attention")
 
 
 def _request_model(stored: dict, warnings: list) -> dict:

@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         if ext:
             sample["output_ext"] = ext
         from toolkit.request import resolve_request
-        work = resolve_request(model, sample, profiles=profiles)
+        work = resolve_request(model, sample, profiles=profiles, device=args.device)
         mc, gen = work.model, work.sample
     except ConfigError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)

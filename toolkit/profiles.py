@@ -25,7 +25,7 @@ from toolkit.models.registry import ARCHS
 
 PROFILE_KEYS = ("architecture", "variant", "checkpoint", "diffusion_model", "text_encoder", "text_encoder_2",
                 "text_encoder_3", "vae", "tokenizer", "defaults", "dtype", "quantize", "qtype", "quantize_te",
-                "qtype_te", "low_vram", "layer_offloading", "placement")
+                "qtype_te", "low_vram", "layer_offloading", "placement", "attention")
 COMPONENT_KEYS = ("diffusion_model", "text_encoder", "text_encoder_2", "text_encoder_3", "vae", "tokenizer")
 
 
@@ -190,7 +190,7 @@ def _validate(data: dict, path: str) -> Profiles:
                               "folder, or separate diffusion_model, text_encoder, vae and tokenizer files")
         defaults = _sample_table(p.get("defaults") or {}, f"{where}.defaults", arch)
         options = {k: p[k] for k in ("dtype", "quantize", "qtype", "quantize_te", "qtype_te", "low_vram",
-                                    "layer_offloading", "placement") if k in p}
+                                    "layer_offloading", "placement", "attention") if k in p}
         profiles[name] = ModelProfile(name, arch, variant, _abs(checkpoint, base) if checkpoint else None,
                                       comps, defaults, options)
     default = data.get("default_model")

@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
-from toolkit import hires, input_media
+from toolkit import attention, hires, input_media
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError, check_values
 from toolkit.models.arch import INPUT_KINDS
@@ -100,16 +100,17 @@ NO_POLICY = Policy()
 
 
 def resolve_request(model, sample, stream=None, *, profiles=EMPTY, dtype: str = "auto", policy: Policy = NO_POLICY,
-                    request_id: str | None = None, dry_run: bool = False) -> GenerationRequest:
+                    request_id: str | None = None, dry_run: bool = False,
+                    device: str | None = None) -> GenerationRequest:
     """`model` is a ModelConfig dict, `{profile: NAME, ...overrides}`, or a profile name; `sample` the
     sample keys; `stream` the stream options. `dry_run`: what the request would be (the form's
     check, POST /resolve): the seed is left as given, and inputs are only present (any non-empty
-    string), neither read nor stored."""
+    string), neither read nor stored. `device`: where it will run, when known (model.attention's check)."""
     for value, where in ((model, "model"), (sample, "sample"), (stream, "stream")):
         check_values(value, where)      # before any path, log line or file sees a string
     if request_id is not None and (not isinstance(request_id, str) or not REQUEST_ID.match(request_id)):
         raise ConfigError("request_id", "must be 1-64 characters of letters, digits, '_', '-', '.'")
-    mc, profile_defaults = resolve_model(model, profiles=profiles, dtype=dtype, policy=policy)
+    mc, profile_defaults = resolve_model(model, profiles=profiles, dtype=dtype, policy=policy, device=device)
     if sample is not None and not isinstance(sample, dict):
         raise ConfigError("sample", "must be a mapping")
     gen = GenerateImageConfig.from_dict({**profile_defaults, **(sample or {})}, mc, "sample")
@@ -157,9 +158,11 @@ def _ip_adapters(refs, spec, policy: Policy, dry_run: bool) -> tuple:
     return tuple(out)
 
 
-def resolve_model(model, *, profiles=EMPTY, dtype: str = "auto", policy: Policy = NO_POLICY):
+def resolve_model(model, *, profiles=EMPTY, dtype: str = "auto", policy: Policy = NO_POLICY,
+                  device: str | None = None):
     """The model part of resolve_request, alone (a warm load, the cluster's routing): the ModelConfig
-    and the sample defaults its profile brings."""
+    and the sample defaults its profile brings. `device`: where it will run (None: not known here, the
+    holder checks model.attention where it runs)."""
     check_values(model, "model")
     if isinstance(model, str):
         model = {"profile": model}
@@ -167,4 +170,6 @@ def resolve_model(model, *, profiles=EMPTY, dtype: str = "auto", policy: Policy 
     model, profile_defaults = profiles.resolve_model(model)
     if isinstance(model, dict) and dtype != "auto" and "dtype" not in model:
         model = {**model, "dtype": dtype}
-    return ModelConfig.from_dict(model, "model"), profile_defaults
+    mc = ModelConfig.from_dict(model, "model")
+    attention.check(mc, device)
+    return mc, profile_defaults

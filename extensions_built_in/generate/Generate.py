@@ -33,7 +33,7 @@ class Generate(BaseProcess):
             if not isinstance(item, dict):
                 raise ConfigError(f"prompts[{i}]", "must be a string or a mapping of sample keys")
             try:
-                work = resolve_request(config["model"], {**shared, **item}, profiles=profiles)
+                work = resolve_request(config["model"], {**shared, **item}, profiles=profiles, device=self.device)
             except ConfigError as e:
                 if e.key.startswith("sample.") and not isinstance(p, str):
                     raise ConfigError(f"prompts[{i}].{e.key[len('sample.'):]}", e.message) from None

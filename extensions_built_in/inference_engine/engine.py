@@ -276,7 +276,7 @@ class Engine:
         engine's roots, limits and memory (EnginePolicy). `dry_run`: POST /resolve's answer
         (toolkit/request.py)."""
         return resolve_request(model, sample, stream, profiles=self.profiles, dtype=self.dtype, policy=self.policy,
-                               request_id=request_id, dry_run=dry_run)
+                               request_id=request_id, dry_run=dry_run, device=self.device)
 
     def upscaler_folders(self) -> tuple:
         """(model folders, upscaler folders): where upscale models are found (toolkit/upscalers.py)."""
@@ -729,7 +729,8 @@ class Engine:
     def warm_load(self, model):
         model = loras.resolve_paths(model, self.lora_folder)
         self.default_model = model
-        mc, _defaults = resolve_model(model, profiles=self.profiles, dtype=self.dtype, policy=self.policy)
+        mc, _defaults = resolve_model(model, profiles=self.profiles, dtype=self.dtype, policy=self.policy,
+                                      device=self.device)
         if self.worker is None:
             self.start_worker()
         self.worker.send(m.Load(mc))

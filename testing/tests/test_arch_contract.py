@@ -31,6 +31,7 @@ import torch
 
 from testing import test_inference_engine as sweep
 from testing.fixtures import input_audio, input_image, input_mask, input_video
+from toolkit import attention
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.file_settings import public_sample, settings_from_metadata
 from toolkit.media import AUDIO_EXTS, IMAGE_EXTS, VIDEO_EXTS, read_metadata, save_media
@@ -176,6 +177,9 @@ def test_holder_matches_diffusers(arch, tiny, tmp_path):
     folder = tiny(arch)
     holder = get_model_class(arch)({"arch": arch, "name_or_path": folder, "local_only": True}, device="cpu")
     holder.load_model()
+    # the row says whether model.attention reaches its denoisers (toolkit/attention.py): their processors do
+    assert spec.attention_backends == any(attention.dispatching_processors(holder.loaded.get(role))
+                                          for role in spec.denoiser_roles)
     calls, stages = [], []
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
     ext = gen.output_ext

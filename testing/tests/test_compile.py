@@ -89,9 +89,10 @@ def test_the_same_module_serves_a_request_that_asks_for_eager(core, tiny):
     holder = core.holder
     module = holder.loaded["transformer"]
     assert compiled.is_compiled(module)
-    before = compiled.stats()
+    before, builds = compiled.stats(), core.builds
     out, _said = _run(core, _mc(tiny, False))
     assert core.holder.loaded["transformer"] is module          # the pool's entry: nothing reloaded
+    assert core.builds == builds                                # compile is switched per request, as LoRAs are
     assert compiled.stats()["eager_calls"] == before["eager_calls"] + 1
     assert compiled.stats()["compiles"] == before["compiles"]
 

@@ -462,6 +462,10 @@ class ArchSpec:
     # latent pixels per side of one denoiser token where the floor would otherwise count every one as a
     # position: a pixel-space DiT (PRX Pixel's 16x16-pixel patches) holds activations per token
     denoiser_patch: int = 1
+    # its denoisers' attention runs through diffusers' dispatcher, so `model.attention` picks the kernel
+    # (toolkit/attention.py); False: their processors call PyTorch's scaled_dot_product_attention themselves
+    # (SD's UNet, SD3's, PixArt's): auto or native only (test_attention checks each row against its denoiser)
+    attention_backends: bool = True
 
     def __post_init__(self):
         tasks = self.tasks or (Task("txt2img", self.pipeline),)
@@ -575,6 +579,7 @@ class ArchSpec:
                 "variant_sources": {name: self.default_source(name) for name in self.variants},
                 "default_variant": self.default_variant,
                 "components": [c.role for c in self.components],
+                "attention_backends": self.attention_backends,
                 "preview": self.latents.preview(),
                 "samplers": [s.public() for s in self.samplers()], "batch": self.batch_arg is not None,
                 "lora_formats": list(self.lora.formats) if self.lora else [],

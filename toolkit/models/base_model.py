@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import replace
 
+from toolkit import attention
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit.errors import ConfigError
 from toolkit.models import step_cache
@@ -181,12 +182,14 @@ class BaseModel:
     # -- LoRA: adapters switched on the resident modules (toolkit/models/lora_adapters.py) ---------------------
     def apply_loras(self, model_config, pool=None, status=None):
         """Set the LoRA state `model_config` asks for (its loras, lora_fuse; the rest must be this
-        holder's). `pool` keeps the adapter books and the warm ones; without one, inactive adapters
-        are deleted. Afterwards the holder's configs (what files record) carry these LoRAs. On a compiled
-        denoiser they go into its hotswapped slots (toolkit/models/lora_slots.py) where they can."""
+        holder's but `attention`, which generate_single applies per call). `pool` keeps the adapter books
+        and the warm ones; without one, inactive adapters are deleted. Afterwards the holder's configs
+        (what files record) carry these LoRAs and this attention backend. On a compiled denoiser the LoRAs
+        go into its hotswapped slots (toolkit/models/lora_slots.py) where they can."""
         from toolkit.models import lora_adapters
 
         self._lora_eager = None
+        self.model_config = replace(self.model_config, compile=model_config.compile)     # what compile_plan reads
         if self.compile_plan()[0] and not model_config.lora_fuse and self._slotted_loras(model_config, pool, status):
             return
         streamed = {role: m for role, m in self.loaded.items() if getattr(m, "_aitk_group_offload", False)}
@@ -224,7 +227,7 @@ class BaseModel:
 
     def _lora_fields(self, model_config):
         fields = dict(loras=model_config.loras, lora_path=model_config.lora_path, lora_scale=model_config.lora_scale,
-                      lora_fuse=model_config.lora_fuse)
+                      lora_fuse=model_config.lora_fuse, attention=model_config.attention, compile=model_config.compile)
         self.model_config = replace(self.model_config, **fields)
         self.requested_config = replace(self.requested_config, **fields)
 
@@ -661,6 +664,8 @@ class BaseModel:
             stack.enter_context(self.compiled_call(gen, on_status))     # the denoiser compiled, or eager for this call
             # the request's IP-Adapters: loaded into the resident denoiser for this call, removed after
             kwargs.update(stack.enter_context(self.ip_adapters(gen, pipe)))
+            # model.attention on the denoisers' processors (the IP-Adapters' included), put back after
+            stack.enter_context(attention.applied(pipe, self.spec, self.model_config, self.device))
             out = pipe(**kwargs, generator=generator, output_type=output_type or self.output_type)
         if output_type == "latent":
             return getattr(out, "images", out)

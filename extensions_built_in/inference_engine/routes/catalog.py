@@ -5,6 +5,7 @@ from fastapi import Depends, Request as HttpRequest
 from pydantic import BaseModel, ConfigDict, Field
 
 from extensions_built_in.inference_engine.routes.common import ApiError, engine_router, errors, require_token
+from toolkit import attention
 from toolkit.config_modules import GenerateImageConfig
 from toolkit.errors import ConfigError
 from toolkit.media import OUTPUT_EXTS
@@ -27,6 +28,7 @@ def models(request: HttpRequest):
     (`sample`, `variant_samples`): resolved by the engine, so a client never re-merges precedence."""
     engine = request.app.state.engine
     archs = []
+    backends = attention.available(engine.device, engine.dtype)
     for spec in ARCHS.values():
         row = spec.public()
         row["output_exts"] = list(OUTPUT_EXTS[spec.modality])
@@ -35,6 +37,8 @@ def models(request: HttpRequest):
         row["max_batch"] = engine.limits.max_batch if row.get("batch") else 1
         # each sample field's type, bounds and choices here, engine.limits included: a form copies no rule
         row["fields"] = GenerateImageConfig.fields_for(spec, engine.limits)
+        # the model.attention names a request may give here (this engine's device, its packages)
+        row["attention"] = backends if spec.attention_backends else list(attention.UNDISPATCHED)
         row["sample"] = engine.default_sample(arch=spec.name)
         row["variant_samples"] = {v: engine.default_sample(arch=spec.name, variant=v) for v in spec.variants}
         archs.append(row)

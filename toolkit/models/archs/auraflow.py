@@ -150,6 +150,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="auraflow", modality="image", default_name_or_path="fal/AuraFlow-v0.3", pipeline="AuraFlowPipeline",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="pile_t5"),

@@ -82,6 +82,7 @@ COMPONENTS = (
 
 SPEC = ArchSpec(
     name="cogvideox", modality="video", default_name_or_path="THUDM/CogVideoX-5b", pipeline="CogVideoXPipeline",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     holder=CogVideoXModel, components=COMPONENTS, output_type="np",
     # the model card: 720x480, 49 frames (6 s at 8 fps), 50 steps, guidance 6
     defaults=SampleDefaults(720, 480, 50, 6.0, num_frames=49, fps=8, output_ext="mp4"),

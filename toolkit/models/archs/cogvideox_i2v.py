@@ -20,6 +20,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="cogvideox_i2v", modality="video", default_name_or_path="THUDM/CogVideoX-5b-I2V",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="CogVideoXImageToVideoPipeline", holder=CogVideoXModel, components=COMPONENTS, output_type="np",
     tasks=(Task("i2v", "CogVideoXImageToVideoPipeline"),),
     defaults=SampleDefaults(720, 480, 50, 6.0, num_frames=49, fps=8, output_ext="mp4"),

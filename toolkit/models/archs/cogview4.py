@@ -64,6 +64,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="cogview4", modality="image", default_name_or_path="THUDM/CogView4-6B", pipeline="CogView4Pipeline",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER),

@@ -59,6 +59,7 @@ _REPO = "nvidia/Cosmos-Predict2-{}-Text2Image"
 
 SPEC = ArchSpec(
     name="cosmos2", modality="image", default_name_or_path=_REPO.format("2B"),
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="Cosmos2TextToImagePipeline", holder=Cosmos2Model,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),

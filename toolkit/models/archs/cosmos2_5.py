@@ -158,6 +158,7 @@ _REPO = "nvidia/Cosmos-Predict2.5-{}"
 
 SPEC = ArchSpec(
     name="cosmos2_5", modality="video", default_name_or_path=_REPO.format("2B"),
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="Cosmos2_5_PredictBasePipeline", output_type="np",
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),

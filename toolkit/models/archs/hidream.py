@@ -173,6 +173,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="hidream", modality="image", default_name_or_path=VARIANTS["full"].name_or_path,
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="HiDreamImagePipeline", holder=HiDreamModel,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),

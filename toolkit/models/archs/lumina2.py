@@ -194,6 +194,7 @@ SPEC = ArchSpec(
     # RoPE tables of 512 positions per image axis, each a 2x2 patch of the 8x VAE latent: 8192 px
     max_side=min(TRANSFORMER_KNOWN["lumina-image-2.0"]["axes_lens"][1:]) * 2 * 8,
     name="lumina2", modality="image", default_name_or_path="Alpha-VLLM/Lumina-Image-2.0", pipeline="Lumina2Pipeline",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     holder=Lumina2Model,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),

@@ -113,6 +113,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="mochi", modality="video", default_name_or_path="genmo/mochi-1-preview", pipeline="MochiPipeline",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
         Component("tokenizer", "PreTrainedTokenizerBase", TOKENIZER, vocab="t5_xxl"),

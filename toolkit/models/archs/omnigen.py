@@ -106,6 +106,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="omnigen", modality="image", default_name_or_path="Shitao/OmniGen-v1-diffusers",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="OmniGenPipeline", holder=OmniGenModel,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),

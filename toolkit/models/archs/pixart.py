@@ -171,6 +171,7 @@ VARIANTS = {
 
 SPEC = ArchSpec(
     name="pixart", modality="image", default_name_or_path=VARIANTS["alpha"].name_or_path,
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline=PIPELINES["alpha"], holder=PixArtModel,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),

@@ -52,6 +52,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="sana", modality="image", default_name_or_path="Efficient-Large-Model/Sana_1600M_1024px_diffusers",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="SanaPipeline", holder=SanaModel,
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),

@@ -102,6 +102,7 @@ def lora_modules(fmt, linears):
 
 SPEC = ArchSpec(
     name="sd1", modality="image", default_name_or_path="stable-diffusion-v1-5/stable-diffusion-v1-5",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="StableDiffusionPipeline",
     tasks=(Task("txt2img", "StableDiffusionPipeline"),
            Task("img2img", "StableDiffusionImg2ImgPipeline", strength=0.8),

@@ -82,6 +82,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="sd2", modality="image", default_name_or_path="stabilityai/stable-diffusion-2-1-base",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="StableDiffusionPipeline",
     tasks=(Task("txt2img", "StableDiffusionPipeline"),
            Task("img2img", "StableDiffusionImg2ImgPipeline", strength=0.8),

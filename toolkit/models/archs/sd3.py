@@ -195,6 +195,7 @@ CONTROLS = (Control("SD3ControlNetModel", {"txt2img": ("StableDiffusion3ControlN
 
 SPEC = ArchSpec(
     name="sd3", modality="image", default_name_or_path=VARIANTS["3.5-large"].name_or_path,
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="StableDiffusion3Pipeline",
     tasks=(Task("txt2img", "StableDiffusion3Pipeline"),
            Task("img2img", "StableDiffusion3Img2ImgPipeline", strength=0.6),

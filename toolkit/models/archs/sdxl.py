@@ -229,6 +229,7 @@ VARIANTS = {
 
 SPEC = ArchSpec(
     name="sdxl", modality="image", default_name_or_path="stabilityai/stable-diffusion-xl-base-1.0",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="StableDiffusionXLPipeline",
     tasks=(Task("txt2img", "StableDiffusionXLPipeline"),
            Task("img2img", "StableDiffusionXLImg2ImgPipeline", strength=0.3),

@@ -216,6 +216,7 @@ def _tiny(b):
 
 SPEC = ArchSpec(
     name="stable_audio", modality="audio", default_name_or_path="stabilityai/stable-audio-open-1.0",
+    attention_backends=False,      # its attention processors call F.scaled_dot_product_attention themselves
     pipeline="StableAudioPipeline", holder=StableAudioModel, output_type="pt",   # (B, C, T) waveform in [-1, 1]
     components=(
         Component("scheduler", "SchedulerMixin", SCHEDULER),
