@@ -91,6 +91,13 @@ describe('buildGenerateBody', () => {
     }
     expect(formsFromSettings(a, [], { arch: 'img' }, { prompt: 'x' }).model).not.toHaveProperty('compile');
   });
+
+  it('model.attention only when other than auto, and restored', () => {
+    const a = arch({});
+    expect(buildGenerateBody(a, { ...modelDefaults(a), attention: 'auto' }, defaultsFor(a), 'r7', stream).model).not.toHaveProperty('attention');
+    expect(buildGenerateBody(a, { ...modelDefaults(a), attention: 'flex' }, defaultsFor(a), 'r8', stream).model.attention).toBe('flex');
+    expect(formsFromSettings(a, [], { arch: 'img', attention: 'native_math' }, { prompt: 'x' }).model.attention).toBe('native_math');
+  });
 });
 
 describe('control image: from the arch\'s tasks', () => {

@@ -90,7 +90,7 @@ export default function ModelPanel({ archs, profiles, arch, model, onArch, onPro
         </div>
       )}
       {!byProfile && library && <VaeSelect library={library} model={model} onChange={onChange} />}
-      <QuantizeFields model={model} onChange={onChange} />
+      <QuantizeFields model={model} onChange={onChange} attention={arch?.attention} />
       {refused && (
         <div className="alert error small" data-testid="model-problem">
           The engine refuses this model: {refused}

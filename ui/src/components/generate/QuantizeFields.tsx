@@ -1,11 +1,12 @@
 'use client';
-// Quantization of the denoiser and the text encoder (qtype suggestions, any name the engine takes), low_vram, and
-// compile (model.compile: on, off, or unset for the engine's engine.compile).
+// Quantization of the denoiser and the text encoder (qtype suggestions, any name the engine takes), low_vram, compile
+// (model.compile: on, off, or unset for the engine's engine.compile) and the attention kernel (model.attention).
 import type { ModelForm } from './types';
 
 const QTYPE_SUGGESTIONS = ['qfloat8', 'qint8', 'qint4'];
 
 type Props = { model: ModelForm; onChange: (patch: Partial<ModelForm>) => void };
+type FieldsProps = Props & { attention?: string[] };
 
 /** One quantize switch with its qtype (`quantize`/`qtype`, `quantize_te`/`qtype_te`). */
 function QuantizeRow({ model, onChange, flag, qtype }: Props & { flag: 'quantize' | 'quantize_te'; qtype: 'qtype' | 'qtype_te' }) {
@@ -19,7 +20,7 @@ function QuantizeRow({ model, onChange, flag, qtype }: Props & { flag: 'quantize
   );
 }
 
-export default function QuantizeFields({ model, onChange }: Props) {
+export default function QuantizeFields({ model, onChange, attention = [] }: FieldsProps) {
   return (
     <>
       <datalist id="qtype-options">
@@ -44,6 +45,18 @@ export default function QuantizeFields({ model, onChange }: Props) {
           <option value="off">off</option>
         </select>
       </label>
+      {attention.length > 1 && (
+        <label title="the denoiser's attention kernel (diffusers' attention dispatcher): the ones this engine can run">
+          attention{' '}
+          <select aria-label="attention" value={model.attention ?? 'auto'} onChange={(e) => onChange({ attention: e.target.value === 'auto' ? undefined : e.target.value })}>
+            {attention.map((name) => (
+              <option key={name} value={name}>
+                {name}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
     </>
   );
 }

@@ -154,6 +154,7 @@ export function requestModel(arch: ArchInfo, model: ModelForm): Record<string, u
   if (model.quantize_te) Object.assign(m, { quantize_te: true, qtype_te: model.qtype_te || DEFAULT_QTYPE });
   if (model.low_vram) m.low_vram = true;
   if (typeof model.compile === 'boolean') m.compile = model.compile;
+  if (model.attention && model.attention !== 'auto') m.attention = model.attention;
   const loras = lorasRequest(model.loras ?? []);
   if (loras.length) m.loras = loras;
   return m;
@@ -268,6 +269,7 @@ export function modelFormFromSettings(arch: ArchInfo, profiles: ProfileInfo[], m
     qtype_te: str(model.qtype_te, mf.qtype_te),
     low_vram: model.low_vram === true,
     ...(typeof model.compile === 'boolean' ? { compile: model.compile } : {}),
+    ...(typeof model.attention === 'string' && model.attention !== 'auto' ? { attention: model.attention } : {}),
     loras: picksFromSettings(model),
     ...componentsOf(model),
     ...(typeof model.extras_name_or_path === 'string' && model.extras_name_or_path ? { extras_name_or_path: model.extras_name_or_path } : {}),

@@ -3,6 +3,8 @@ import type { PreviewSpec } from '@/utils/engineStream';
 
 export interface ArchInfo {
   name: string;
+  /** `model.attention` names this engine can run for the arch (GET /models; `auto` first) */
+  attention?: string[];
   modality: 'image' | 'video' | 'audio' | string;
   default_name_or_path: string;
   defaults: {
@@ -226,6 +228,8 @@ export interface ModelForm {
   low_vram: boolean;
   /** `model.compile`: the denoiser compiled (true), eager (false); unset: the engine's `engine.compile` */
   compile?: boolean;
+  /** `model.attention`: the denoiser's attention kernel; unset: auto */
+  attention?: string;
   /** applied in order (`model.loras`) */
   loras: LoraPick[];
   /** role -> local file (a single-file model from the Library page, a VAE override); sent with local_only */
