@@ -16,7 +16,7 @@ aitk_compile_*): the first call after a module is compiled counts `compiles`, an
 Excluded, by these listed rules (the call runs eager, announced, never a crash):
 - weights held in a tensor subclass or a float8 dtype (quanto, GGUF, scaled FP8): their dequantizing
   dispatch is not measured to compile here;
-- a denoiser not resident (staged, streamed layers): its hooks move weights inside the call;
+- a denoiser not resident (cpu_cache, staged, streamed layers): its hooks move weights inside the call;
 - a request with a step cache (sample.cache): its hooks decide per step in Python, around the blocks;
 - a compile that fails (no C++ compiler, an op inductor cannot lower): the graph runs as traced, eagerly,
   and the reason is kept (`failed`).
@@ -49,6 +49,7 @@ class CompileState:
     def __init__(self, kind: str):
         self.kind = kind             # "regional" | "whole"
         self.warm = False
+        self.graphs = 0              # graphs compiled for it so far
 
 
 def stats() -> dict:
@@ -123,15 +124,18 @@ def is_compiled(module) -> bool:
 
 @contextlib.contextmanager
 def running(states):
-    """A call of compiled modules: the backend's compiles count for them; they are warm after it ends."""
+    """A call of compiled modules: the backend's compiles count for them; they are warm after it ends (or
+    after a cancelled one that got as far as compiling)."""
     previous = _current["state"]
     _current["state"] = states
+    ok = False
     try:
         yield
-        for state in states:
-            state.warm = True
+        ok = True
     finally:
         _current["state"] = previous
+        for state in states:
+            state.warm = state.warm or ok or state.graphs > 0
 
 
 @contextlib.contextmanager
@@ -163,6 +167,8 @@ def _backend(gm, example_inputs):
     finally:
         STATS["seconds"] += time.perf_counter() - t0
         STATS["recompiles" if warm else "compiles"] += 1
+        for state in states:
+            state.graphs += 1
         STATS["cache_hits"] += counters["inductor"]["fxgraph_cache_hit"] - hits
         STATS["cache_misses"] += counters["inductor"]["fxgraph_cache_miss"] - misses
     return compiled
