@@ -30,11 +30,17 @@ if ROOT not in sys.path:
 MODELS = {"sd15_unet": (512, 448, 576), "flux_blocks": (1024, 768, 1280)}
 
 
-def _build(name: str, flux_layers: int):
+def _build(name: str, flux_layers: int, device: str = "cpu", dtype=None):
     import torch
     from diffusers import FluxTransformer2DModel, UNet2DConditionModel
 
     torch.manual_seed(0)
+    with torch.device(device):       # built where it runs: a real-width model's init on the CPU takes minutes
+        model = _construct(name, flux_layers, UNet2DConditionModel, FluxTransformer2DModel)
+    return model.to(dtype=dtype or torch.float32).eval()
+
+
+def _construct(name, flux_layers, UNet2DConditionModel, FluxTransformer2DModel):
     if name == "sd15_unet":
         model = UNet2DConditionModel(sample_size=64, cross_attention_dim=768, attention_head_dim=8,
                                      block_out_channels=(320, 640, 1280, 1280), layers_per_block=2)
@@ -42,24 +48,28 @@ def _build(name: str, flux_layers: int):
         model = FluxTransformer2DModel(num_layers=flux_layers, num_single_layers=2 * flux_layers,
                                        attention_head_dim=128, num_attention_heads=24, joint_attention_dim=4096,
                                        pooled_projection_dim=768, in_channels=64, guidance_embeds=True)
-    return model.eval()
+    return model
 
 
-def _inputs(name: str, size: int):
+def _inputs(name: str, size: int, device: str = "cpu", dtype=None):
     import torch
 
     g = torch.Generator().manual_seed(size)
     if name == "sd15_unet":
         side = size // 8
-        return dict(sample=torch.randn(1, 4, side, side, generator=g), timestep=torch.tensor([500]),
-                    encoder_hidden_states=torch.randn(1, 77, 768, generator=g))
-    side = int(size ** 0.5)
-    ids = torch.stack(torch.meshgrid(torch.arange(side), torch.arange(size // side), indexing="ij"), -1).reshape(-1, 2)
-    return dict(hidden_states=torch.randn(1, ids.shape[0], 64, generator=g),
-                encoder_hidden_states=torch.randn(1, 256, 4096, generator=g),
-                pooled_projections=torch.randn(1, 768, generator=g), timestep=torch.tensor([0.5]),
-                img_ids=torch.cat([torch.zeros(ids.shape[0], 1), ids.float()], 1), txt_ids=torch.zeros(256, 3),
-                guidance=torch.tensor([3.5]))
+        out = dict(sample=torch.randn(1, 4, side, side, generator=g), timestep=torch.tensor([500]),
+                   encoder_hidden_states=torch.randn(1, 77, 768, generator=g))
+    else:
+        side = int(size ** 0.5)
+        ids = torch.stack(torch.meshgrid(torch.arange(side), torch.arange(size // side), indexing="ij"),
+                          -1).reshape(-1, 2)
+        out = dict(hidden_states=torch.randn(1, ids.shape[0], 64, generator=g),
+                   encoder_hidden_states=torch.randn(1, 256, 4096, generator=g),
+                   pooled_projections=torch.randn(1, 768, generator=g), timestep=torch.tensor([0.5]),
+                   img_ids=torch.cat([torch.zeros(ids.shape[0], 1), ids.float()], 1), txt_ids=torch.zeros(256, 3),
+                   guidance=torch.tensor([3.5]))
+    return {k: v.to(device, dtype=dtype or torch.float32) if v.is_floating_point() else v.to(device)
+            for k, v in out.items()}
 
 
 def _lora(model, rank: int, seed: int) -> dict:
@@ -70,25 +80,31 @@ def _lora(model, rank: int, seed: int) -> dict:
     out = {}
     for name, mod in model.named_modules():
         if isinstance(mod, torch.nn.Linear) and name.split(".")[-1] in ("to_q", "to_k", "to_v"):
-            out[f"{name}.lora_A.weight"] = torch.randn(rank, mod.in_features, generator=g) * 0.01
-            out[f"{name}.lora_B.weight"] = torch.randn(mod.out_features, rank, generator=g) * 0.01
+            w = mod.weight
+            out[f"{name}.lora_A.weight"] = (torch.randn(rank, mod.in_features, generator=g) * 0.01).to(w.device, w.dtype)
+            out[f"{name}.lora_B.weight"] = (torch.randn(mod.out_features, rank, generator=g) * 0.01).to(w.device, w.dtype)
     return out
 
 
-def one_model(name: str, reps: int, flux_layers: int, restart_only: bool) -> dict:
+def one_model(name: str, reps: int, flux_layers: int, restart_only: bool, device: str = "cpu",
+              dtype: str = "float32", sizes=None) -> dict:
     """Run in a fresh process (`--one`): the figures of one denoiser."""
     import torch
 
     from toolkit.models import compiled
 
-    model = _build(name, flux_layers)
-    sizes = MODELS[name]
+    dt = getattr(torch, dtype)
+    model = _build(name, flux_layers, device, dt)
+    sizes = tuple(sizes or MODELS[name])
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
     def timed(size, eager=False):
-        args = _inputs(name, size)
+        args = _inputs(name, size, device, dt)
         with torch.no_grad(), (compiled.eager() if eager else compiled.running([model._aitk_compile])):
+            sync()
             t0 = time.perf_counter()
             model(**args)
+            sync()
             return time.perf_counter() - t0
 
     model.enable_lora_hotswap(target_rank=64)      # the slot is there before the compile (lora_slots.py)
@@ -127,9 +143,10 @@ def one_model(name: str, reps: int, flux_layers: int, restart_only: bool) -> dic
     return res
 
 
-def _subprocess(name, reps, flux_layers, cache, restart_only=False) -> dict:
+def _subprocess(name, reps, flux_layers, cache, restart_only=False, device="cpu", dtype="float32", sizes=None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--one", name, "--reps", str(reps),
-           "--flux-layers", str(flux_layers)] + (["--restart-only"] if restart_only else [])
+           "--flux-layers", str(flux_layers), "--device", device, "--dtype", dtype] + (
+        ["--restart-only"] if restart_only else []) + (["--sizes", *map(str, sizes)] if sizes else [])
     out = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache},
                          capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -202,17 +219,21 @@ def io_sink():
     return io.BytesIO()
 
 
-def run(args) -> dict:
+def run(args, device: str = "cpu", dtype: str = "float32", sizes: dict | None = None, engine: bool = True) -> dict:
+    """Every denoiser (then, on the CPU, the engine against bare). `sizes`: model -> its 3 sizes (the GPU
+    check's real ones: FLUX.1's 1024x1024 is 4096 tokens)."""
     reps = 2 if args.quick else 3
-    res = {"cpus": os.cpu_count(), "denoisers": {}}
+    res = {"cpus": os.cpu_count(), "device": device, "dtype": dtype, "denoisers": {}}
     for name in MODELS:
         cache = tempfile.mkdtemp(prefix=f"inductor_{name}_")
-        first = _subprocess(name, reps, args.flux_layers, cache)
-        restart = _subprocess(name, reps, args.flux_layers, cache, restart_only=True)
+        size = (sizes or {}).get(name)
+        first = _subprocess(name, reps, args.flux_layers, cache, device=device, dtype=dtype, sizes=size)
+        restart = _subprocess(name, reps, args.flux_layers, cache, restart_only=True, device=device, dtype=dtype,
+                              sizes=size)
         first["restart"] = restart
         res["denoisers"][name] = first
         print(json.dumps({name: first}), flush=True)
-    res["engine"] = engine_vs_bare(reps)
+    res["engine"] = engine_vs_bare(reps) if engine else None
     return res
 
 
@@ -220,7 +241,7 @@ def write(res: dict, out: str):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         json.dump(res, f, indent=2)
-    lines = ["| denoiser (CPU, batch 1) | eager s/forward | compiled | speedup | compile s (first start / restart) "
+    lines = [f"| denoiser ({res.get('device', 'cpu')}, {res.get('dtype', 'float32')}, batch 1) | eager s/forward | compiled | speedup | compile s (first start / restart) "
              "| recompiles: 3 sizes / 2 LoRAs switched |", "|---|---|---|---|---|---|"]
     for name, d in res["denoisers"].items():
         lines.append(f"| {name} @ {d['sizes'][0]} | {d['eager_s']:.3f} | {d['compiled_s']:.3f} | {d['speedup']:.2f}x "
@@ -230,6 +251,12 @@ def write(res: dict, out: str):
             lines.append(f"| {name} @ {size} | {s['eager_s']:.3f} | {s['compiled_s']:.3f} | "
                          f"{s['eager_s'] / s['compiled_s']:.2f}x | | |")
     e = res["engine"]
+    if e is None:
+        table = "\n".join(lines)
+        with open(out.replace(".json", ".md"), "w") as f:
+            f.write(table + "\n")
+        print(table)
+        return
     lines += ["", "| 4 images, one prompt (tiny zimage 256x256, 8 steps) | seconds | vs bare |", "|---|---|---|",
               f"| bare diffusers, 4 calls | {e['bare_s']:.3f} | 1.00 |",
               f"| engine, 4 clients: compile + conditioning cache + batching | {e['engine_all_on_s']:.3f} | "
@@ -249,10 +276,14 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--flux-layers", type=int, default=1)
     ap.add_argument("--restart-only", action="store_true")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--sizes", type=int, nargs=3)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one_model(args.one, args.reps, args.flux_layers, args.restart_only)))
+        print(json.dumps(one_model(args.one, args.reps, args.flux_layers, args.restart_only, args.device, args.dtype,
+                                   args.sizes)))
         return
     write(run(args), os.path.join(ROOT, "testing", ".bench", "bench_compile.json"))
 

@@ -18,9 +18,15 @@
      testing/.bench/device_check_placement.json and .md. `--dry-run` runs the same code on the CPU with the
      tiny FLUX and simulated caps (what a session without a GPU can check).
 
+  4. `--compile` (issue 27): testing/bench_compile.py's table on the card in bf16 at real sizes: the SD 1.5 UNet
+     at 512, 768 and 1024 pixels, FLUX.1-width blocks (--compile-flux-layers double, twice as many single) at
+     4096, 3072 and 6144 image tokens; eager vs compiled, compile seconds (first start / restart), recompiles
+     across the sizes and across LoRA switches. Writes testing/.bench/device_check_compile.json and .md.
+
 Without a GPU it says so and exits 0. Meant to finish in a few minutes on an H200:
     python testing/device_check.py [--dim 3840 --layers 6 --steps 8]
     python testing/device_check.py --placement [--caps 12 16 24 0 --steps 20 --baseline-steps 4]
+    python testing/device_check.py --compile [--compile-flux-layers 4]
 """
 import argparse
 import json
@@ -407,6 +413,8 @@ def main(argv=None):
                                                        "enable_group_offload"])
     ap.add_argument("--baseline-caps", type=float, nargs="*", default=[12, 24])
     ap.add_argument("--baseline-steps", type=int, default=4)
+    ap.add_argument("--compile", action="store_true", help="figure 4 only: compiled vs eager at real sizes")
+    ap.add_argument("--compile-flux-layers", type=int, default=4)
     args = ap.parse_args(argv)
     import torch
 
@@ -422,6 +430,13 @@ def main(argv=None):
          capability=list(torch.cuda.get_device_capability(0)), torch=torch.__version__)
     if args.placement:
         placement_check(args, torch)
+        return 0
+    if args.compile:
+        from testing import bench_compile
+        ns = argparse.Namespace(quick=False, flux_layers=args.compile_flux_layers)
+        res = bench_compile.run(ns, device="cuda", dtype="bfloat16", engine=False,
+                                sizes={"sd15_unet": (512, 768, 1024), "flux_blocks": (4096, 3072, 6144)})
+        bench_compile.write(res, os.path.join(ROOT, "testing", ".bench", "device_check_compile.json"))
         return 0
     fp8_matmul(args, torch)
     if not args.skip_pipeline:
