@@ -202,3 +202,17 @@ def test_fp8_and_gguf_files_are_excluded_by_rule(core, tiny, tmp_path, fmt):
     out, said = _run(core, mc)
     assert any("running eager" in msg and "quantized" in msg for msg, _s in said)
     assert out.isfinite().all()
+
+
+def test_auto_follows_the_measured_table(monkeypatch):
+    """engine.compile auto compiles a denoiser class only where its measured gain on the device type reaches
+    the bound: on the CPU none does (README's table), so auto there is eager."""
+    from diffusers import UNet2DConditionModel
+
+    unet = UNet2DConditionModel.__new__(UNet2DConditionModel)
+    assert not compiled.wanted(None, "auto", "cpu", unet)
+    assert compiled.wanted(None, "on", "cpu", unet) and not compiled.wanted(None, "off", "cpu", unet)
+    assert compiled.wanted(True, "off", "cpu", unet) and not compiled.wanted(False, "on", "cpu", unet)
+    assert all(g < compiled.AUTO_MIN_GAIN for g in compiled.MEASURED_GAIN["cpu"].values())
+    monkeypatch.setitem(compiled.MEASURED_GAIN, "cuda", {"UNet2DConditionModel": 1.3})
+    assert compiled.wanted(None, "auto", "cuda:0", unet) and not compiled.wanted(None, "auto", "cpu", unet)

@@ -32,12 +32,17 @@ MODES = ("auto", "on", "off")
 RECOMPILE_LIMIT = 8
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "aitk", "compile")
 
-# Compiled over eager denoising time, per device type and denoiser class, measured by
-# `testing/bench_engine.py --compile` (its table is in README.md). `auto` compiles where the gain is > 1.
+# Eager over compiled seconds per forward, per device type and denoiser class, at the first of the bench's
+# sizes, measured by `testing/bench_engine.py --compile` (README.md's table; 2 cores, float32, batch 1).
+# `auto` compiles where the gain reaches AUTO_MIN_GAIN: past the +-10% that repeated eager runs vary by on
+# these machines, and enough to earn the first call's compile back within a few requests. Nothing on the
+# CPU reaches it (inductor's CPU kernels add little to oneDNN's convolutions and matmuls there); no GPU
+# figures yet (testing/device_check.py --compile measures them on a lent card).
 MEASURED_GAIN = {
-    "cpu": {},
+    "cpu": {"UNet2DConditionModel": 1.01, "FluxTransformer2DModel": 1.08},
     "cuda": {},
 }
+AUTO_MIN_GAIN = 1.10
 
 STATS = {"compiles": 0, "recompiles": 0, "seconds": 0.0, "eager_calls": 0, "failed": 0, "modules": 0,
          "cache_hits": 0, "cache_misses": 0, "last_failure": None}
@@ -68,7 +73,7 @@ def use_cache_dir(path: str | None):
 
 def wanted(model_compile, engine_mode: str, device: str, module) -> bool:
     """Whether a model is to run compiled: its own `compile` when set, else engine.compile (auto: where the
-    measured gain of its denoiser's class on this device type is > 1)."""
+    measured gain of its denoiser's class on this device type reaches AUTO_MIN_GAIN)."""
     if model_compile is not None:
         return bool(model_compile)
     if engine_mode == "on":
@@ -76,7 +81,7 @@ def wanted(model_compile, engine_mode: str, device: str, module) -> bool:
     if engine_mode == "off" or module is None:
         return False
     gains = MEASURED_GAIN.get(str(device).split(":")[0], {})
-    return gains.get(type(module).__name__, 0.0) > 1.0
+    return gains.get(type(module).__name__, 0.0) >= AUTO_MIN_GAIN
 
 
 def excluded(module, placement: str = "resident") -> str | None:
