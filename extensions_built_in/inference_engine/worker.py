@@ -15,29 +15,27 @@ import time
 from dataclasses import dataclass
 
 from extensions_built_in.inference_engine import messages as m
+from toolkit.oom import is_oom
 
 
 class GenerationCancelled(Exception):
     pass
 
 
-def is_oom(e: BaseException) -> bool:
-    import torch
-    return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower()
-
-
 @dataclass
 class Faults:
     """Injected failures for tests (counted from 1, once each): an out-of-memory error on the n-th
-    component load or sampling step; a stuck step (sleeps `stuck_seconds` at step n with Python
+    component load, sampling step or VAE decode (as the decode starts: toolkit/models/vae_tiling.py retries it
+    tiled); a stuck step (sleeps `stuck_seconds` at step n with Python
     signals blocked, ignoring cancel, as a long CUDA kernel would); a crash (`os._exit`) at step n.
     `hold_step` holds step n until the request is cancelled (a long step that does honour a cancel).
     `device_mb` (with `host_mb`) makes the device a simulated one of that size (v2/residency.SimulatedDevice:
     a fake mem_get_info the placement planner and /health read, counting what is placed and moved there),
     so placement plans, retries and refusals run on a CPU.
-    Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1,stuck_step=1,crash_step=2,device_mb=64"."""
+    Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1,decode_oom=1,stuck_step=1,crash_step=2,device_mb=64"."""
     load_oom: int = 0
     sample_oom: int = 0
+    decode_oom: int = 0
     load_delay: float = 0.0     # seconds per component load: makes "cancel during a load" testable
     stuck_step: int = 0
     stuck_seconds: float = 3600.0
@@ -47,12 +45,14 @@ class Faults:
     host_mb: float = 0.0        # and host memory of this many MiB (0: the real RAM)
     _loads: int = 0
     _steps: int = 0
+    _decodes: int = 0
 
     @classmethod
     def from_env(cls) -> "Faults":
         spec = os.environ.get("AITK_ENGINE_FAULTS", "")
         values = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
         return cls(load_oom=int(values.get("load_oom", 0)), sample_oom=int(values.get("sample_oom", 0)),
+                   decode_oom=int(values.get("decode_oom", 0)),
                    load_delay=float(values.get("load_delay", 0)), stuck_step=int(values.get("stuck_step", 0)),
                    stuck_seconds=float(values.get("stuck_seconds", 3600)), crash_step=int(values.get("crash_step", 0)),
                    hold_step=int(values.get("hold_step", 0)), device_mb=float(values.get("device_mb", 0)),
@@ -60,7 +60,7 @@ class Faults:
 
     def reset(self, **faults):
         """Count steps and loads from zero again, with these faults armed (tests reuse one engine)."""
-        self._loads = self._steps = 0
+        self._loads = self._steps = self._decodes = 0
         for name, value in faults.items():
             setattr(self, name, value)
 
@@ -73,6 +73,14 @@ class Faults:
             if self._loads == self.load_oom:
                 self.load_oom = 0
                 raise torch.OutOfMemoryError("injected out of memory during load")
+
+    def on_decode(self):
+        import torch
+        if self.decode_oom:
+            self._decodes += 1
+            if self._decodes == self.decode_oom:
+                self.decode_oom = 0
+                raise torch.OutOfMemoryError("injected out of memory during decoding")
 
     def on_step(self, check_cancel):
         import torch
@@ -374,6 +382,12 @@ class WorkerCore:
         tae, decoder = holder.preview_decoder or (None, None)
         previews = {w.request_id: self._previews(w.request_id, w.stream, spec, head, decoder, tae) for w in works}
         batch = f" (a batch of {len(works)})" if len(works) > 1 else ""
+        status = self._status_fn(members, "Generating")
+
+        def on_status(message, stage="status"):
+            status(message, stage)
+            if stage == "decoding":      # an injected fault (Faults.decode_oom) meets the decode as it starts
+                self.faults.on_decode()
         now = {"gen": head, "pass": {}}      # a hires request's pass (toolkit/models/hires_run.py): its size, its name
 
         def on_pass(name, gen):
@@ -421,11 +435,10 @@ class WorkerCore:
                 from toolkit.models.hires_run import generate_hires
                 from toolkit.models.v2.mixin import thread_load_interceptor
                 with thread_load_interceptor(self.pool):
-                    data = generate_hires(holder, head, on_step=on_step, on_pass=on_pass,
-                                          on_status=self._status_fn(members, "Generating"))
+                    data = generate_hires(holder, head, on_step=on_step, on_pass=on_pass, on_status=on_status)
             else:
                 data = holder.generate_single(head, rows=rows if len(works) > 1 else None, on_step=on_step,
-                                              on_status=self._status_fn(members, "Generating"))
+                                              on_status=on_status)
             for stream in streams.values():
                 stream.flush()
         finally:
