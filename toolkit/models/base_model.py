@@ -663,32 +663,20 @@ class BaseModel:
 
     def write_items(self, gen: GenerateImageConfig, items: list, path: str, *, cancel=None, on_status=None) -> list:
         """Write `gen`'s outputs (item j made from seed + j) to `path` (batch_paths for several), each
-        atomically; one record each. An output of several images (the row's `output_images`: a list
-        per item) is a file per image, each with its item's seed. A cancel between files removes
-        those written: all or nothing."""
-        from toolkit.media import commit_guard, save_media
+        atomically; one record each (planned_files, then write_files)."""
+        return write_files(self.spec.modality, self.planned_files(gen, items, path), cancel=cancel, on_status=on_status)
 
+    def planned_files(self, gen: GenerateImageConfig, items: list, path: str) -> list:
+        """The files `gen`'s outputs (item j made from seed + j) go to, `path` (batch_paths for several): an
+        output of several images (the row's `output_images`: a list per item) is a file per image, each with
+        its item's seed. Each a dict of what write_files takes, fixed now, the metadata included (it names
+        this call's scheduler and LoRAs): another thread may write them while this holder serves the next call."""
         gen = gen.seeded()       # a caller's fixed seed; a random one for a config sampled unseeded
-        seed, records, written = gen.seed, [], []
-        files = [(part, seed + j) for j, item in enumerate(items)
+        files = [(part, gen.seed + j) for j, item in enumerate(items)
                  for part in (item if self.spec.output_images else [item])]
-        try:
-            for (item, item_seed), item_path in zip(files, batch_paths(path, len(files))):
-                if on_status is not None:
-                    on_status(f"saving {os.path.basename(item_path)}", "saving")
-                with commit_guard(cancel):
-                    record = save_media(self.spec.modality, item, item_path, ext=gen.output_ext,
-                                        metadata=self.file_metadata(gen, item_seed),
-                                        **self.media_kwargs(gen, item))
-                written.append(record["path"])
-                record.update(seed=item_seed, prompt=gen.prompt)
-                records.append(record)
-        except BaseException:
-            for done in written:       # a batch is kept whole or not at all (a cancel between items)
-                with contextlib.suppress(OSError):
-                    os.remove(done)
-            raise
-        return records
+        return [{"data": item, "path": item_path, "seed": item_seed, "prompt": gen.prompt, "ext": gen.output_ext,
+                 "metadata": self.file_metadata(gen, item_seed), "kwargs": self.media_kwargs(gen, item)}
+                for (item, item_seed), item_path in zip(files, batch_paths(path, len(files)))]
 
     def file_metadata(self, gen: GenerateImageConfig, seed: int | None = None) -> dict:
         """How the file of `gen` (with `seed`, one of a batch's) was made, for the writer's `metadata=`:
@@ -769,6 +757,31 @@ def _announce(method, on_status, message, stage, after: bool):
             on_status(message, stage)
         return result
     return wrapper
+
+
+def write_files(kind: str, files: list, *, cancel=None, on_status=None) -> list:
+    """Write `files` (BaseModel.planned_files) as `kind` media, each atomically; one record each. `cancel()`
+    is asked right before each file is moved into place (toolkit.media.commit_guard); a cancel between files
+    removes those written: all or nothing."""
+    from toolkit.media import commit_guard, save_media
+
+    records, written = [], []
+    try:
+        for file in files:
+            if on_status is not None:
+                on_status(f"saving {os.path.basename(file['path'])}", "saving")
+            with commit_guard(cancel):
+                record = save_media(kind, file["data"], file["path"], ext=file["ext"], metadata=file["metadata"],
+                                    **file["kwargs"])
+            written.append(record["path"])
+            record.update(seed=file["seed"], prompt=file["prompt"])
+            records.append(record)
+    except BaseException:
+        for done in written:       # a batch is kept whole or not at all (a cancel between items)
+            with contextlib.suppress(OSError):
+                os.remove(done)
+        raise
+    return records
 
 
 def output_files(spec, gen) -> int:
