@@ -491,11 +491,11 @@ class Engine:
 
     def queue_snapshot(self) -> dict:
         """`running`: the call's head; `batch`: every request of that call (its dynamic batch, head
-        first); `queued`: in queue order (arrival order, as moved by Engine.move), each with `estimated_start` (seconds from now at the recent
+        first); `writing`: requests whose call is over and whose files are being written (engine.write_behind); `queued`: in queue order (arrival order, as moved by Engine.move), each with `estimated_start` (seconds from now at the recent
         step time, None before a step was timed; a rough bound: requests that join a batch or that
         affinity moves up start sooner, loads are not counted) and `load_cost` (bytes it would load first: 0 on the resident model)."""
         with self._cv:
-            running, queued = list(self.running), list(self._queue)
+            running, queued, writing = list(self.running), list(self._queue), list(self.writing.values())
             head = self.current
         left = (head.total or head.sample.num_inference_steps) - head.step if head is not None else 0
         starts = qp.estimated_starts(left, [r.sample.num_inference_steps for r in queued], self.step_seconds)
@@ -506,6 +506,7 @@ class Engine:
             out.append({**r.summary(), "estimated_start": start,
                         "load_cost": qp.load_cost(r.model, active, pool, files_bytes=files)})
         return {"running": head.summary() if head else None, "batch": [r.summary() for r in running],
+                "writing": [r.summary() for r in writing],
                 "queued": out, "finished": [r.summary() for r in reversed(self._finished)]}
 
     def queue_length(self) -> int:
