@@ -22,6 +22,7 @@ INPUT_ROLES = {"init_img": "the image to start from", "mask_img": "the inpaint m
                "init_video": "the video to start from or follow (a control video)",
                "mask_video": "the video's mask: white = generate", "init_audio": "the audio to start from"}
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+VAE_TILING = ("auto", "on", "off")     # sample.vae_tiling (toolkit/models/vae_tiling.py)
 QTYPES = ("qfloat8", "qfloat8_e4m3fn", "qfloat8_e5m2", "qint8", "qint4", "qint2")
 
 
@@ -233,7 +234,7 @@ MAX_SECONDS = 600         # audio: ten minutes, past every audio arch's training
 # the fields a modality has: another modality's value is taken as given and never used
 MODALITY_FIELDS = {"width": ("image", "video"), "height": ("image", "video"), "num_frames": ("video",),
                    "fps": ("video",), "duration": ("audio",), "mask_start": ("audio",), "mask_end": ("audio",),
-                   "hires": ("image",), "upscale": ("image",)}
+                   "hires": ("image",), "upscale": ("image",), "vae_tiling": ("image", "video")}
 # fields only a task reads (GET /models serves them where the arch has the task; another task refuses them)
 TASK_FIELDS = {"mask_start": "audio_inpaint", "mask_end": "audio_inpaint"}
 
@@ -272,6 +273,9 @@ class GenerateImageConfig(Settings):
     sampler: str | None = None       # a scheduler from the arch family's table (None: the model's own)
     batch_size: int = setting(1, min=1)   # images made in one pass (seed + i each)
     cache: dict | str | None = None  # step cache for this request (toolkit/models/step_cache.py); not model identity
+    # the VAE's tiled decode for this call (toolkit/models/vae_tiling.py): a request's, as its size is
+    vae_tiling: str = setting("auto", choices=VAE_TILING, doc="auto: tiled when the whole decode would not fit "
+                              "the free memory, or ran out of it; on: always; off: never")
     controls: tuple = ()             # ControlNets, each over its own image (toolkit/control_refs.py ControlRef)
     output_ext: str = ""
     hires: HiresSettings | None = None     # a second, larger img2img pass (toolkit/hires.py)
@@ -283,7 +287,7 @@ class GenerateImageConfig(Settings):
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
               "num_frames", "fps", "duration", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3", "init_img",
               "mask_img", "init_video", "mask_video", "init_audio", "mask_start", "mask_end", "task", "strength",
-              "resize_mode", "sampler", "batch_size", "output_ext", "cache", "hires", "upscale")
+              "resize_mode", "sampler", "batch_size", "output_ext", "cache", "hires", "upscale", "vae_tiling")
     IMAGE_INPUTS = IMAGE_INPUTS
     INPUTS = INPUTS
 

@@ -115,14 +115,15 @@ def check_memory(mc, gen, memory: dict | None):
         return
     device = (memory or {}).get("device") or "cpu"
     estimate = get_model_class(mc.arch).estimate_activation_bytes
-    need = estimate(mc, gen, device=device, batch=gen.batch_size)
+    tiled = gen.vae_tiling != "off"      # a decode that may tile is refused only for what its tiles need
+    need = estimate(mc, gen, device=device, batch=gen.batch_size, tiled=tiled)
     if need > total:
         field, size = (("sample.duration", f"{gen.duration:g} s") if mc.spec.modality == "audio" else
                        ("sample.width", f"{gen.width}x{gen.height}" +
                         (f"x{gen.num_frames} frames" if mc.spec.modality == "video" else "")))
         if gen.batch_size > 1:
             size += f" in a batch of {gen.batch_size}"
-            if estimate(mc, gen, device=device, batch=1) <= total:
+            if estimate(mc, gen, device=device, batch=1, tiled=tiled) <= total:
                 field = "sample.batch_size"       # one would fit: the batch is what is too large
         raise ConfigError(field, f"{size} needs at least {_size(need)} of activations (estimated), more than "
                           f"the {device} device's {_size(total)} in total")
@@ -137,6 +138,7 @@ def check_placement(mc, gen, memory: dict | None, reserve: int, folders=(), root
     A ConfigError on `model.placement` when the request placed a component, else on `model`: a 422."""
     from toolkit import placement
     from toolkit.models import component_sizes
+    from toolkit.models.v2.planning import activation_floors, plan_first
     memory = memory or {}
     total = int(memory.get("total") or 0)
     device = str(memory.get("device") or "cpu")
@@ -147,12 +149,12 @@ def check_placement(mc, gen, memory: dict | None, reserve: int, folders=(), root
         return
     forced, groups = placement.requested(mc.placement, {c.role: c.kind for c in mc.spec.components},
                                          low_vram=mc.low_vram, layer_offloading=mc.layer_offloading)
-    activation = get_model_class(mc.arch).estimate_stage_bytes(mc, gen, device=device, batch=gen.batch_size)
+    floors = activation_floors(get_model_class(mc.arch).estimate_stage_bytes, mc, gen, device=device,
+                               batch=gen.batch_size)
     budget = placement.Budget(device_free=total, reserve=reserve, host_free=int(memory.get("host_total") or 1 << 62),
                               free_label="in total")
     try:
-        placement.plan(parts, activation=activation, budget=budget, forced=forced, groups=groups,
-                       staged=not mc.loras)
+        plan_first(parts, floors, budget=budget, forced=forced, groups=groups, staged=not mc.loras)
     except placement.PlacementError as e:
         raise ConfigError("model.placement" if forced else "model", str(e)) from None
 

@@ -98,6 +98,7 @@ class Request:
     client: str | None = None          # who, as the client named itself (native X-Client: grid, cli, ...)
     load_started: float | None = None  # monotonic time of its first `loading` status (a model load for it)
     load_seconds: float | None = None  # from that to its `loaded` status
+    released_at: float | None = None   # its call was over, its file still to be written (messages.Released)
 
     @property
     def finished(self) -> bool:
@@ -204,6 +205,7 @@ class Engine:
                                "model_folders": tuple(self.model_folders), "preview_decoder": s.preview_decoder,
                                "compile": s.compile, "compile_cache_dir": s.compile_cache_dir,
                                "compile_lora_rank": s.compile_lora_rank,
+                               "write_behind": s.write_behind,
                                "model_roots": tuple(self.model_roots) if self.model_roots is not None else None}
         self.policy = EnginePolicy(self)
         self.worker_kind = s.worker
@@ -213,6 +215,7 @@ class Engine:
         self.worker_last_exit: str | None = None
         self.current: Request | None = None
         self.running: list[Request] = []        # the current call's requests: `current` and its batch members
+        self.writing: dict[str, Request] = {}    # released by the worker, their files still being written
         self.max_batch, self.queue_policy, self.max_overtake = s.max_batch, s.queue_policy, s.max_overtake
         self.step_seconds: float | None = None  # recent seconds per step of a call (for /queue's estimates)
         self._last_step: tuple | None = None     # (request_id, monotonic) of the last progress frame
@@ -451,7 +454,7 @@ class Engine:
             queued = req in self._queue
             if queued:
                 self._queue.remove(req)
-            running = req in self.running and not req.finished
+            running = (req in self.running or req.request_id in self.writing) and not req.finished
             if running and req.cancel_at is None:
                 req.cancel_at = time.monotonic()
         if queued:
@@ -490,11 +493,11 @@ class Engine:
 
     def queue_snapshot(self) -> dict:
         """`running`: the call's head; `batch`: every request of that call (its dynamic batch, head
-        first); `queued`: in queue order (arrival order, as moved by Engine.move), each with `estimated_start` (seconds from now at the recent
+        first); `writing`: requests whose call is over and whose files are being written (engine.write_behind); `queued`: in queue order (arrival order, as moved by Engine.move), each with `estimated_start` (seconds from now at the recent
         step time, None before a step was timed; a rough bound: requests that join a batch or that
         affinity moves up start sooner, loads are not counted) and `load_cost` (bytes it would load first: 0 on the resident model)."""
         with self._cv:
-            running, queued = list(self.running), list(self._queue)
+            running, queued, writing = list(self.running), list(self._queue), list(self.writing.values())
             head = self.current
         left = (head.total or head.sample.num_inference_steps) - head.step if head is not None else 0
         starts = qp.estimated_starts(left, [r.sample.num_inference_steps for r in queued], self.step_seconds)
@@ -505,13 +508,14 @@ class Engine:
             out.append({**r.summary(), "estimated_start": start,
                         "load_cost": qp.load_cost(r.model, active, pool, files_bytes=files)})
         return {"running": head.summary() if head else None, "batch": [r.summary() for r in running],
+                "writing": [r.summary() for r in writing],
                 "queued": out, "finished": [r.summary() for r in reversed(self._finished)]}
 
     def queue_length(self) -> int:
         return len(self._queue)
 
     def busy(self) -> bool:
-        return self.current is not None or bool(self._queue)
+        return self.current is not None or bool(self._queue) or bool(self.writing)
 
     @property
     def active_config(self) -> ModelConfig | None:
@@ -579,7 +583,7 @@ class Engine:
             call.error = "the engine is stopping"
             call.done.set()
         with self._cv:
-            running = [r for r in self.running if not r.finished]
+            running = [r for r in [*self.running, *self.writing.values()] if not r.finished]
             for r in pending + running:
                 r.cancelled_by = r.cancelled_by or "the engine stopping"
             for current in running:
@@ -607,6 +611,9 @@ class Engine:
         self._set_idle()
         try:
             while not self._stopping.is_set():
+                if self.writing and not self._queue and not self._calls:
+                    self._pump_writes()
+                    continue
                 req = self._next_request()
                 if req is not None:
                     self.execute(req)
@@ -768,7 +775,8 @@ class Engine:
                 return
             self.worker.send(m.Run(tuple(r.work.at(self._output_path(r)) for r in batch)))
             self._prefetch_next(req)
-            while not all(r.finished for r in batch):
+            # until each request ended, or its file is written behind the call (the next Run may go)
+            while not all(r.finished or r.released_at is not None for r in batch):
                 try:
                     msg = self.worker.recv(POLL_SECONDS)
                 except WorkerDied as e:
@@ -798,9 +806,23 @@ class Engine:
                     pass
         finally:
             with self._cv:
+                self.writing.update((r.request_id, r) for r in self.running
+                                    if r.released_at is not None and not r.finished)
                 self.current = None
                 self.running = []
             self._last_step = None
+
+    def _pump_writes(self):
+        """Files are written behind a finished call and nothing else waits: the worker's messages (their
+        result frames and Done) are handled until they are written, or a request or call comes."""
+        try:
+            while (self.writing and self.worker is not None and not self._queue and not self._calls
+                   and not self._stopping.is_set()):
+                msg = self.worker.recv(POLL_SECONDS)
+                if msg is not None:
+                    self._dispatch(msg)
+        except WorkerDied as e:
+            self._restart_worker(str(e))
 
     def _claim_batch(self, head: Request) -> list[Request]:
         """`head` and the queued requests that join its call (taken off the queue): compatible with
@@ -836,6 +858,9 @@ class Engine:
             self.worker_last_exit = reason
             self.worker_restarts += 1
             joblog.emit(joblog.worker_restart_line(f"{reason}; starting a new one"))
+        for r in list(self.writing.values()):       # files it was writing behind a finished call
+            self._finish(r, "error", f"the generation worker {reason or 'stopped'} before the file was written; "
+                                     "it was restarted and the queue goes on")
         if self.worker is not None:
             self.worker.kill()
         self.worker = None
@@ -873,6 +898,11 @@ class Engine:
             if req is not None and not req.finished:
                 req.results.extend(msg.results)
                 self._finish(req, msg.status, msg.error)
+        elif isinstance(msg, m.Released):
+            for rid in msg.request_ids:
+                req = self.requests.get(rid)
+                if req is not None and not req.finished:
+                    req.released_at = time.time()
         elif isinstance(msg, m.State):
             try:
                 for line in joblog.state_lines(self.worker_state, msg, self.current.request_id if self.current else None):
@@ -927,6 +957,7 @@ class Engine:
         finally:
             req.done_event.set()
         with self._cv:
+            self.writing.pop(req.request_id, None)
             self._finished.append(req)
             while len(self._finished) > FINISHED_KEPT:
                 old = self._finished.popleft()

@@ -42,6 +42,8 @@ class EngineSettings(Settings):
                                           "ESRGAN/ and upscale_models/")
     cond_cache_mb: float = setting(256.0, min=0, doc="prompt embeddings kept across requests (0: off)")
     prefetch: bool = setting(True, doc="read the next queued model's components while a request samples")
+    write_behind: bool = setting(True, doc="encode and write a request's file while the next request samples "
+                                           "(false: before the next one starts)")
     max_batch: int = setting(4, min=1, doc="images one pipeline call makes for compatible queued requests (1: off)")
     queue_policy: str = setting("fifo", choices=POLICIES, doc="fifo: arrival order; affinity: the resident model's requests may go first")
     max_overtake: int = setting(2, min=0, doc="affinity: the places a request may be passed")

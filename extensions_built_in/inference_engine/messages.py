@@ -4,7 +4,7 @@ are: frozen dataclasses pickled over a local pipe. A request crosses as the Gene
 resolve_request made (toolkit/request.py), which the worker uses as it arrives. Nothing else crosses.
 
 engine -> worker: Run, Cancel, Load, Unload, Shutdown, Prefetch, Preprocess
-worker -> engine: Frame, Done, State, Info, Preprocessed
+worker -> engine: Frame, Done, State, Info, Preprocessed, Released
 """
 from dataclasses import dataclass, field
 
@@ -111,3 +111,11 @@ class Preprocessed:
     png: bytes = b""
     error: str | None = None
     field: str | None = None
+
+
+@dataclass(frozen=True)
+class Released:
+    """The pipeline call of these requests is over (after its State) and their files are being written
+    behind it (engine.write_behind: writer.py): the worker takes the next Run meanwhile. Each request
+    still ends with its result frames and its Done."""
+    request_ids: tuple

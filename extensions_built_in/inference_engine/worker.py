@@ -16,52 +16,56 @@ from dataclasses import dataclass
 
 from extensions_built_in.inference_engine import messages as m
 from toolkit.models import compiled     # torch-free at import
+from toolkit.oom import is_oom
 
 
 class GenerationCancelled(Exception):
     pass
 
 
-def is_oom(e: BaseException) -> bool:
-    import torch
-    return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower()
-
-
 @dataclass
 class Faults:
     """Injected failures for tests (counted from 1, once each): an out-of-memory error on the n-th
-    component load or sampling step; a stuck step (sleeps `stuck_seconds` at step n with Python
+    component load, sampling step or VAE decode (as the decode starts: toolkit/models/vae_tiling.py retries it
+    tiled); a stuck step (sleeps `stuck_seconds` at step n with Python
     signals blocked, ignoring cancel, as a long CUDA kernel would); a crash (`os._exit`) at step n.
-    `hold_step` holds step n until the request is cancelled (a long step that does honour a cancel).
+    `hold_step` holds step n until the request is cancelled (a long step that does honour a cancel);
+    `hold_write` the n-th output file the same way, as it starts (a file being written behind the next call).
     `device_mb` (with `host_mb`) makes the device a simulated one of that size (v2/residency.SimulatedDevice:
     a fake mem_get_info the placement planner and /health read, counting what is placed and moved there),
     so placement plans, retries and refusals run on a CPU.
-    Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1,stuck_step=1,crash_step=2,device_mb=64"."""
+    Also read from AITK_ENGINE_FAULTS="load_oom=2,sample_oom=1,decode_oom=1,stuck_step=1,crash_step=2,device_mb=64"."""
     load_oom: int = 0
     sample_oom: int = 0
+    decode_oom: int = 0
     load_delay: float = 0.0     # seconds per component load: makes "cancel during a load" testable
     stuck_step: int = 0
     stuck_seconds: float = 3600.0
     crash_step: int = 0
     hold_step: int = 0
+    hold_write: int = 0
     device_mb: float = 0.0      # a simulated device of this many MiB (0: the real one)
     host_mb: float = 0.0        # and host memory of this many MiB (0: the real RAM)
     _loads: int = 0
     _steps: int = 0
+    _decodes: int = 0
+    _writes: int = 0
 
     @classmethod
     def from_env(cls) -> "Faults":
         spec = os.environ.get("AITK_ENGINE_FAULTS", "")
         values = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
         return cls(load_oom=int(values.get("load_oom", 0)), sample_oom=int(values.get("sample_oom", 0)),
+                   decode_oom=int(values.get("decode_oom", 0)),
                    load_delay=float(values.get("load_delay", 0)), stuck_step=int(values.get("stuck_step", 0)),
                    stuck_seconds=float(values.get("stuck_seconds", 3600)), crash_step=int(values.get("crash_step", 0)),
-                   hold_step=int(values.get("hold_step", 0)), device_mb=float(values.get("device_mb", 0)),
+                   hold_step=int(values.get("hold_step", 0)), hold_write=int(values.get("hold_write", 0)),
+                   device_mb=float(values.get("device_mb", 0)),
                    host_mb=float(values.get("host_mb", 0)))
 
     def reset(self, **faults):
         """Count steps and loads from zero again, with these faults armed (tests reuse one engine)."""
-        self._loads = self._steps = 0
+        self._loads = self._steps = self._decodes = self._writes = 0
         for name, value in faults.items():
             setattr(self, name, value)
 
@@ -74,6 +78,23 @@ class Faults:
             if self._loads == self.load_oom:
                 self.load_oom = 0
                 raise torch.OutOfMemoryError("injected out of memory during load")
+
+    def on_decode(self):
+        import torch
+        if self.decode_oom:
+            self._decodes += 1
+            if self._decodes == self.decode_oom:
+                self.decode_oom = 0
+                raise torch.OutOfMemoryError("injected out of memory during decoding")
+
+    def on_write(self, check_cancel):
+        if self.hold_write:
+            self._writes += 1
+            if self._writes == self.hold_write:
+                self.hold_write = 0
+                while True:           # raises GenerationCancelled once the cancel lands
+                    check_cancel()
+                    time.sleep(0.01)
 
     def on_step(self, check_cancel):
         import torch
@@ -103,7 +124,8 @@ class WorkerCore:
     def __init__(self, emit, *, device: str = "cpu", keep_resident_gb: float = 0, faults: Faults | None = None,
                  pool=None, cond_cache_mb: float = 256, prefetch: bool = True, model_folders=(), model_roots=None,
                  preview_decoder: str = "auto", reserve_gb: float = 1.0, keep_host_gb: float = 0,
-                 compile: str = "auto", compile_cache_dir: str | None = None, compile_lora_rank: int = 64):
+                 compile: str = "auto", compile_cache_dir: str | None = None, compile_lora_rank: int = 64,
+                 write_behind: bool = False):
         from extensions_built_in.inference_engine.prefetch import Prefetcher
         from toolkit.models.v2.cond_cache import ConditioningCache
         from toolkit.models.v2.pool import ComponentPool
@@ -133,6 +155,11 @@ class WorkerCore:
         compiled.use_cache_dir(compile_cache_dir)     # before this process compiles anything
         self.prefetcher = Prefetcher(self.pool, device, enabled=prefetch, folders=self.model_folders,
                                      roots=self.model_roots)
+        # engine.write_behind: a call's files are written on a thread of their own while the next call runs
+        self.writer = None
+        if write_behind:
+            from extensions_built_in.inference_engine.writer import Writer
+            self.writer = Writer()
         self.holder = None
         self.active_config = None
         self.builds = 0
@@ -243,6 +270,8 @@ class WorkerCore:
         self.emit(reply)
 
     def unload_all(self):
+        if self.writer is not None:      # the files handed over are written (or cancelled) first
+            self.writer.drain()
         self._drop_holder()
         with self.prefetcher.paused():
             self.pool.unload_all()
@@ -259,7 +288,7 @@ class WorkerCore:
 
         members = _Members(self, msg.requests)
         t0 = time.perf_counter()
-        error, ends = None, {}
+        error, ends, behind = None, {}, {}
         self._stage = "loading"
         mc = msg.requests[0].model
         self._ip_sample = msg.requests[0].sample     # its IP-Adapters' image encoder loads with a build
@@ -274,7 +303,7 @@ class WorkerCore:
             lighter = None
             try:
                 with self.prefetcher.sampling():      # the next model's reads overlap this one's steps
-                    ends = self._sample(holder, members, mc, t0)
+                    ends, behind = self._sample(holder, members, mc, t0)
             except Exception as e:
                 lighter = self._lighter(mc, holder.plan) if is_oom(e) else None
                 if lighter is None:
@@ -282,7 +311,7 @@ class WorkerCore:
             if lighter is not None:    # past the except block: its traceback held the failed attempt's tensors
                 holder = self._retry(mc, members, lighter)
                 with self.prefetcher.sampling():
-                    ends = self._sample(holder, members, mc, t0)
+                    ends, behind = self._sample(holder, members, mc, t0)
         except _Ended:
             pass
         except GenerationCancelled:
@@ -295,7 +324,11 @@ class WorkerCore:
         self.emit(self.state())          # what is resident is known before a request is seen to end
         for rid, end in ends.items():
             members.end(rid, *end)
-        for rid in list(members.live):
+        rest = [rid for rid in members.live if rid not in behind]
+        if behind:       # the pipeline is free: the engine may send the next Run while these files are written
+            self.emit(m.Released(tuple(behind)))
+            self.writer.submit(lambda: self._write_behind(members, behind))
+        for rid in rest:
             members.end(rid, *(error or ("error", "the call ended without a result")))
 
     # -- placement (toolkit/placement.py: the plan; toolkit/models/v2/residency.py: its runtime) -----------
@@ -379,6 +412,12 @@ class WorkerCore:
         tae, decoder = holder.preview_decoder or (None, None)
         previews = {w.request_id: self._previews(w.request_id, w.stream, spec, head, decoder, tae) for w in works}
         batch = f" (a batch of {len(works)})" if len(works) > 1 else ""
+        status = self._status_fn(members, "Generating")
+
+        def on_status(message, stage="status"):
+            status(message, stage)
+            if stage == "decoding":      # an injected fault (Faults.decode_oom) meets the decode as it starts
+                self.faults.on_decode()
         now = {"gen": head, "pass": {}}      # a hires request's pass (toolkit/models/hires_run.py): its size, its name
 
         def on_pass(name, gen):
@@ -426,11 +465,10 @@ class WorkerCore:
                 from toolkit.models.hires_run import generate_hires
                 from toolkit.models.v2.mixin import thread_load_interceptor
                 with thread_load_interceptor(self.pool):
-                    data = generate_hires(holder, head, on_step=on_step, on_pass=on_pass,
-                                          on_status=self._status_fn(members, "Generating"))
+                    data = generate_hires(holder, head, on_step=on_step, on_pass=on_pass, on_status=on_status)
             else:
                 data = holder.generate_single(head, rows=rows if len(works) > 1 else None, on_step=on_step,
-                                              on_status=self._status_fn(members, "Generating"))
+                                              on_status=on_status)
             for stream in streams.values():
                 stream.flush()
         finally:
@@ -440,28 +478,57 @@ class WorkerCore:
                     previews[rid].discard()
         items = data if len(works) > 1 or head.batch_size > 1 else [data]
         members.check()
-        ends = {}        # rid -> (status, error, results): said by run() after its State
+        # rid -> (status, error, results), said by run() after its State; and rid -> (work, files) written behind
+        ends, behind = {}, {}
         for work in works:
             rid = work.request_id
             if rid not in members.live:
                 continue
             a, b = spans[rid]
-            try:
-                records = holder.write_items(work.sample, items[a:b], work.output_path,
-                                             cancel=lambda rid=rid: self._check_cancel(rid),
-                                             on_status=self._status_fn(rid, "Generating"))
-            except GenerationCancelled:
-                ends[rid] = ("cancelled", "cancelled")
-                continue
-            except Exception as e:      # one member's file (a full disk, say): the others are written
+            try:     # what each file holds, its metadata included, is fixed now: the holder serves the next call next
+                files = holder.planned_files(work.sample, items[a:b], work.output_path)
+            except Exception as e:
                 ends[rid] = ("error", f"{type(e).__name__}: {e}")
                 continue
-            out_dir = os.path.dirname(work.output_path)
-            results = [result_record(rec, index, out_dir) for index, rec in enumerate(records)]
-            for result in results:
-                self.emit(m.Frame(rid, {"type": "result", **result}))
-            ends[rid] = ("ok", None, results)
-        return ends
+            if self.writer is not None:
+                behind[rid] = (work, files)
+            else:
+                ends[rid] = self._write(rid, work, files, self._status_fn(rid, "Generating"))
+        return ends, behind
+
+    def _write(self, rid: str, work, files: list, status) -> tuple:
+        """One request's files (base_model.write_files), then its result frames: its end (status, error, results)."""
+        from toolkit.models.base_model import write_files
+
+        def on_status(message, stage="status"):
+            status(message, stage)
+            if stage == "saving":        # an injected fault (Faults.hold_write) holds the file as it starts
+                self.faults.on_write(lambda: self._check_cancel(rid))
+        try:
+            records = write_files(work.model.spec.modality, files, cancel=lambda: self._check_cancel(rid),
+                                  on_status=on_status)
+        except GenerationCancelled:
+            return ("cancelled", "cancelled")
+        except Exception as e:      # one member's file (a full disk, say): the others are written
+            return ("error", f"{type(e).__name__}: {e}")
+        out_dir = os.path.dirname(work.output_path)
+        results = [result_record(rec, index, out_dir) for index, rec in enumerate(records)]
+        for result in results:
+            self.emit(m.Frame(rid, {"type": "result", **result}))
+        return ("ok", None, results)
+
+    def _write_behind(self, members: "_Members", behind: dict):
+        """On the writer's thread: each request's files, result frames and Done. A cancel still wins up to
+        each file's move into place; its status frames say `saving` (no job line: the next call has it)."""
+        for rid, (work, files) in behind.items():
+            def status(message, stage="status", rid=rid):
+                self._check_cancel(rid)
+                self.emit(m.Frame(rid, {"type": "status", "message": message, "stage": stage}))
+            try:
+                end = self._write(rid, work, files, status)
+            except BaseException as e:      # noqa: BLE001 - a request never goes without its Done
+                end = ("error", f"{type(e).__name__}: {e}")
+            members.end(rid, *end)
 
     def _upscale(self, members: "_Members") -> dict:
         """Task upscale (toolkit/hires.py): each request's init_img through its upscaler (a model: a pool

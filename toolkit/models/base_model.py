@@ -403,10 +403,13 @@ class BaseModel:
     # VAE decoder's last stage at output resolution (`features` per pixel, the arch row's
     # decode_features), a conv's input and output, for f frames at once (video VAEs decode one
     # latent frame, `temporal` output frames, at a time), plus the F decoded frames. P * C * b: the
-    # latents.
+    # latents. A tiled decode (sample.vae_tiling, toolkit/models/vae_tiling.py) holds the last stage for
+    # one tile of one batch item at a time: min(H, T) * min(W, T) in place of H * W, and b once,
+    # where T (DECODE_TILE) is the smallest tile side of the VAEs here.
     DENOISER_FEATURES = 320
     DENOISER_LIVE = 4
     DECODE_LIVE = 2
+    DECODE_TILE = 256      # pixels: Wan's and HunyuanVideo's default tile (SD's is 512, SDXL's and Flux's 1024)
 
     @classmethod
     def decode_features(cls, spec) -> int:
@@ -418,17 +421,18 @@ class BaseModel:
 
     @classmethod
     def estimate_activation_bytes(cls, model_config, gen: GenerateImageConfig, device: str = "cpu",
-                                  batch: int = 1) -> int:
+                                  batch: int = 1, tiled: bool | None = None) -> int:
         """A floor of the device memory `gen` needs beyond the weights (formula above); a class
         method, so the engine asks it without building a holder or importing torch."""
-        return max(cls.estimate_stage_bytes(model_config, gen, device, batch).values())
+        return max(cls.estimate_stage_bytes(model_config, gen, device, batch, tiled).values())
 
     @classmethod
     def estimate_stage_bytes(cls, model_config, gen: GenerateImageConfig, device: str = "cpu",
-                             batch: int = 1) -> dict:
+                             batch: int = 1, tiled: bool | None = None) -> dict:
         """The same floor per stage, as the placement planner takes it (toolkit/placement.py):
         {"encode": 0 (the encoders' activations are left to engine.reserve_gb), "denoise":
-        batch * (denoise + latents), "decode": batch * (decode + latents)}."""
+        batch * (denoise + latents), "decode": batch * (decode + latents)}. `tiled`: the decode as the
+        VAE's tiled decode runs it (None: as `gen.vae_tiling` fixes it, `on`; else whole)."""
         mc = ModelConfig.from_dict(model_config) if isinstance(model_config, dict) else model_config
         spec = get_arch(mc.arch)
         lat = spec.latents
@@ -444,10 +448,14 @@ class BaseModel:
                          * math.ceil(width / lat.spatial))
         denoise = positions // spec.denoiser_patch ** 2 * cls.DENOISER_FEATURES * cls.DENOISER_LIVE * b
         at_once = min(frames, lat.temporal) if spec.modality == "video" else frames
-        decode = (at_once * height * width * cls.decode_features(spec) * cls.DECODE_LIVE * b
-                  + frames * height * width * 3 * b)
+        if tiled is None:
+            tiled = getattr(gen, "vae_tiling", "auto") == "on"
+        area = min(height, cls.DECODE_TILE) * min(width, cls.DECODE_TILE) if tiled else height * width
+        stage = at_once * area * cls.decode_features(spec) * cls.DECODE_LIVE * b
         latents = positions * lat.channels * b
-        return {"encode": 0, "denoise": batch * (denoise + latents), "decode": batch * (decode + latents)}
+        per_item = frames * height * width * 3 * b + latents
+        decode = stage + batch * per_item if tiled else batch * (stage + per_item)
+        return {"encode": 0, "denoise": batch * (denoise + latents), "decode": decode}
 
     # -- sampling -----------------------------------------------------------------------------
     def pipeline_kwargs(self, gen: GenerateImageConfig) -> dict:
@@ -655,6 +663,7 @@ class BaseModel:
             cache = self.cond_cache if self.cond_cache is not None and self.cond_cache.enabled else None
             stack.enter_context(wrap_encode_prompt(cache, pipe, cache and self.cond_context(pipe)))
             stack.enter_context(self._stage_wraps(on_status, pipe))
+            stack.enter_context(self.decode_tiling(gen, pipe, on_status, n))
             if self.spec.global_rng or (gen.controls and self.ensure_controls(gen)[1].global_rng):
                 stack.enter_context(global_rng_seeded(seed))
             # the request's step cache: hooks on the resident denoiser, removed on the way out
@@ -670,6 +679,26 @@ class BaseModel:
         if output_type == "latent":
             return getattr(out, "images", out)
         return self.extract_output(out) if n == 1 and rows is None else self.extract_outputs(out, n)
+
+    def decode_tiling(self, gen: GenerateImageConfig, pipe, on_status=None, batch: int = 1):
+        """A context: while active, `pipe.vae` decodes in tiles as `gen.vae_tiling` asks (toolkit/models/
+        vae_tiling.py); `auto` weighs this call's whole-decode floor for `batch` items against the memory
+        free as the decode starts."""
+        from toolkit.models import vae_tiling
+
+        need = lambda: type(self).estimate_stage_bytes(self.model_config, gen, self.device, batch, tiled=False)["decode"]
+        return vae_tiling.applied(getattr(pipe, "vae", None), gen.vae_tiling, need=need, free=self.decode_free_bytes,
+                                  on_status=on_status)
+
+    def decode_free_bytes(self) -> int:
+        """The memory free for the decode as it starts: the stage switch brings the VAE first (the denoiser
+        that visited leaves), then the device's free bytes (v2/planning.device_free; on a CPU the host's)."""
+        from toolkit.models.v2.planning import device_free
+
+        role = next((c.role for c in self.components if c.kind == VAE), None)
+        if self.residency is not None and role in self.residency.modules:
+            self.residency.enter(role)
+        return device_free(self.device, self.memory)
 
     def row_kwargs(self, rows, kwargs: dict) -> dict:
         """The per-row prompts of a batched call, as lists (a pipeline broadcasts no single negative
@@ -714,32 +743,20 @@ class BaseModel:
 
     def write_items(self, gen: GenerateImageConfig, items: list, path: str, *, cancel=None, on_status=None) -> list:
         """Write `gen`'s outputs (item j made from seed + j) to `path` (batch_paths for several), each
-        atomically; one record each. An output of several images (the row's `output_images`: a list
-        per item) is a file per image, each with its item's seed. A cancel between files removes
-        those written: all or nothing."""
-        from toolkit.media import commit_guard, save_media
+        atomically; one record each (planned_files, then write_files)."""
+        return write_files(self.spec.modality, self.planned_files(gen, items, path), cancel=cancel, on_status=on_status)
 
+    def planned_files(self, gen: GenerateImageConfig, items: list, path: str) -> list:
+        """The files `gen`'s outputs (item j made from seed + j) go to, `path` (batch_paths for several): an
+        output of several images (the row's `output_images`: a list per item) is a file per image, each with
+        its item's seed. Each a dict of what write_files takes, fixed now, the metadata included (it names
+        this call's scheduler and LoRAs): another thread may write them while this holder serves the next call."""
         gen = gen.seeded()       # a caller's fixed seed; a random one for a config sampled unseeded
-        seed, records, written = gen.seed, [], []
-        files = [(part, seed + j) for j, item in enumerate(items)
+        files = [(part, gen.seed + j) for j, item in enumerate(items)
                  for part in (item if self.spec.output_images else [item])]
-        try:
-            for (item, item_seed), item_path in zip(files, batch_paths(path, len(files))):
-                if on_status is not None:
-                    on_status(f"saving {os.path.basename(item_path)}", "saving")
-                with commit_guard(cancel):
-                    record = save_media(self.spec.modality, item, item_path, ext=gen.output_ext,
-                                        metadata=self.file_metadata(gen, item_seed),
-                                        **self.media_kwargs(gen, item))
-                written.append(record["path"])
-                record.update(seed=item_seed, prompt=gen.prompt)
-                records.append(record)
-        except BaseException:
-            for done in written:       # a batch is kept whole or not at all (a cancel between items)
-                with contextlib.suppress(OSError):
-                    os.remove(done)
-            raise
-        return records
+        return [{"data": item, "path": item_path, "seed": item_seed, "prompt": gen.prompt, "ext": gen.output_ext,
+                 "metadata": self.file_metadata(gen, item_seed), "kwargs": self.media_kwargs(gen, item)}
+                for (item, item_seed), item_path in zip(files, batch_paths(path, len(files)))]
 
     def file_metadata(self, gen: GenerateImageConfig, seed: int | None = None) -> dict:
         """How the file of `gen` (with `seed`, one of a batch's) was made, for the writer's `metadata=`:
@@ -820,6 +837,31 @@ def _announce(method, on_status, message, stage, after: bool):
             on_status(message, stage)
         return result
     return wrapper
+
+
+def write_files(kind: str, files: list, *, cancel=None, on_status=None) -> list:
+    """Write `files` (BaseModel.planned_files) as `kind` media, each atomically; one record each. `cancel()`
+    is asked right before each file is moved into place (toolkit.media.commit_guard); a cancel between files
+    removes those written: all or nothing."""
+    from toolkit.media import commit_guard, save_media
+
+    records, written = [], []
+    try:
+        for file in files:
+            if on_status is not None:
+                on_status(f"saving {os.path.basename(file['path'])}", "saving")
+            with commit_guard(cancel):
+                record = save_media(kind, file["data"], file["path"], ext=file["ext"], metadata=file["metadata"],
+                                    **file["kwargs"])
+            written.append(record["path"])
+            record.update(seed=file["seed"], prompt=file["prompt"])
+            records.append(record)
+    except BaseException:
+        for done in written:       # a batch is kept whole or not at all (a cancel between items)
+            with contextlib.suppress(OSError):
+                os.remove(done)
+        raise
+    return records
 
 
 def output_files(spec, gen) -> int:

@@ -20,7 +20,10 @@ order, innermost first: a later patch of the same attribute wraps the earlier on
 6. the stage messages: `pipe.encode_prompt`, `scheduler.set_timesteps` and `vae.decode` say when
    encoding, sampling and decoding start (BaseModel._stage_wraps). Outermost, so "encoding" is said
    on a cache hit too and "sampling" after the arch's set_timesteps ran.
-7. the step cache: diffusers' own named hooks on the denoisers' forward, through its HookRegistry
+7. the decode tiling: `vae.decode` switches the VAE's own `use_tiling` / `use_slicing` on for the call when
+   `sample.vae_tiling` asks, and retries a decode that ran out of memory tiled (toolkit/models/vae_tiling.py).
+   Over the stage messages, so an out-of-memory error raised anywhere in the decode is seen.
+8. the step cache: diffusers' own named hooks on the denoisers' forward, through its HookRegistry
    (toolkit/models/step_cache.py); no attribute here is shared with the patches above.
 
 A deep copy of a patched object, made during the call, is the object without the call's patches:

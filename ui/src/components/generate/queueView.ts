@@ -22,6 +22,8 @@ export interface QueueReq {
 export interface QueueSnapshot {
   running: QueueReq | null;
   batch: QueueReq[];
+  /** calls over, files still being written while the next one samples (engine.write_behind) */
+  writing?: QueueReq[];
   queued: QueueReq[];
   finished: QueueReq[];
 }
