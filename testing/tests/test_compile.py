@@ -216,3 +216,23 @@ def test_auto_follows_the_measured_table(monkeypatch):
     assert all(g < compiled.AUTO_MIN_GAIN for g in compiled.MEASURED_GAIN["cpu"].values())
     monkeypatch.setitem(compiled.MEASURED_GAIN, "cuda", {"UNet2DConditionModel": 1.3})
     assert compiled.wanted(None, "auto", "cuda:0", unet) and not compiled.wanted(None, "auto", "cpu", unet)
+
+
+def test_a_compile_that_fails_runs_the_graph_eagerly_and_says_why(monkeypatch):
+    import torch._inductor.compile_fx as inductor
+
+    def broken(gm, example_inputs):
+        raise RuntimeError("no C++ compiler here")
+    monkeypatch.setattr(inductor, "compile_fx", broken)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 3))
+    x = torch.randn(2, 8)
+    expected = module(x)
+    before = compiled.stats()
+    state = compiled.ensure(module)
+    assert state.kind == "whole" and compiled.ensure(module) is state
+    with compiled.running([state]):
+        got = module(x)
+    assert torch.equal(got, expected)
+    after = compiled.stats()
+    assert after["failed"] == before["failed"] + 1 and "no C++ compiler here" in after["last_failure"]
+    assert state.warm

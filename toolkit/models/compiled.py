@@ -19,7 +19,7 @@ Excluded, by these listed rules (the call runs eager, announced, never a crash):
 - a denoiser not resident (cpu_cache, staged, streamed layers): its hooks move weights inside the call;
 - a request with a step cache (sample.cache): its hooks decide per step in Python, around the blocks;
 - a compile that fails (no C++ compiler, an op inductor cannot lower): the graph runs as traced, eagerly,
-  and the reason is kept (`failed`).
+  and the reason is kept (`failed`); a frame dynamo cannot trace runs eagerly (torch's suppress_errors).
 
 The inductor cache (compiled kernels, FX graphs) lives under engine.compile_cache_dir (default
 ~/.cache/aitk/compile), keyed as torch keys it, so a restarted engine compiles from it (`cache_hits`).
@@ -111,6 +111,7 @@ def ensure(module) -> CompileState:
     import torch
 
     torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
+    torch._dynamo.config.suppress_errors = True      # a frame dynamo cannot trace runs eagerly, never ends the call
     if getattr(module, "_repeated_blocks", None) and any(
             type(m).__name__ in module._repeated_blocks for m in module.modules()):
         module.compile_repeated_blocks(backend=_backend)
