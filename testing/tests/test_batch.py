@@ -121,7 +121,8 @@ def test_memory_preflight_counts_the_batch():
     from toolkit.models.base_model import BaseModel
 
     mc = ModelConfig.from_dict({"arch": "sdxl", "name_or_path": "x/y"})
-    gen = GenerateImageConfig.from_dict({}, mc)
+    # the whole decode's floor (vae_tiling auto would count a tiled decode's, test_vae_tiling)
+    gen = GenerateImageConfig.from_dict({"vae_tiling": "off"}, mc)
     one = BaseModel.estimate_activation_bytes(mc, gen, device="cuda", batch=1)
     assert BaseModel.estimate_activation_bytes(mc, gen, device="cuda", batch=4) == 4 * one
     memory = {"device": "cuda", "total": 2 * one}
@@ -132,7 +133,7 @@ def test_memory_preflight_counts_the_batch():
     with pytest.raises(ConfigError) as e:
         check_memory(mc, gen, memory)
     assert e.value.key == "sample.batch_size" and "in a batch of 3" in e.value.message
-    big = GenerateImageConfig.from_dict({"width": 8192, "height": 8192, "batch_size": 2}, mc)
+    big = GenerateImageConfig.from_dict({"width": 8192, "height": 8192, "batch_size": 2, "vae_tiling": "off"}, mc)
     with pytest.raises(ConfigError) as e:
         check_memory(mc, big, memory)
     assert e.value.key == "sample.width", "one alone does not fit: the size is what is too large"
