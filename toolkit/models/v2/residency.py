@@ -173,8 +173,10 @@ def _tensors(module):
 
 def onload(module, device):
     """A cpu_cache module onto `device`: each tensor copied from its host copy (kept: leaving costs
-    nothing), non-blocking from pinned memory on CUDA. A copy on the CPU too, so the CPU tests move
-    real bytes. A module whose tensors cannot be swapped in place (a tensor subclass) moves whole."""
+    nothing), non-blocking from pinned memory on CUDA. On the CPU the host copy itself is the device's: a
+    fresh copy would only double the bytes, and its new allocation can change oneDNN/MKL's kernel choice
+    and so the low bits of a result (a CLIP text encoder's, measured), where cpu_cache must equal resident
+    bit for bit. A module whose tensors cannot be swapped in place (a tensor subclass) moves whole."""
     device = torch.device(device)
     host = module.__dict__.setdefault("_aitk_host", {})
     try:
@@ -184,7 +186,8 @@ def onload(module, device):
                 # first arrival, or changed at rest (a pipeline's `vae.to(float32)` upcast, a fused LoRA): that is
                 # its host copy now
                 h = host[id(t)] = t.data
-            t.data = h.to(device, non_blocking=h.is_pinned(), copy=True)
+            t.data = h if device.type == "cpu" and h.device.type == "cpu" else h.to(
+                device, non_blocking=h.is_pinned(), copy=True)
     except RuntimeError:
         offload(module)
         module.__dict__.pop("_aitk_host", None)
