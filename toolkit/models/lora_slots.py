@@ -25,20 +25,32 @@ def check(pipeline, role: str, loras, fields, target_rank: int) -> str | None:
     from toolkit.models import lora_adapters
 
     comps = lora_adapters.lora_components(pipeline)
+    checked = getattr(pipeline, role).__dict__.setdefault("_aitk_slot_checks", {})   # file key -> why not (or None)
     if role not in comps:
         return f"{type(pipeline).__name__} loads no LoRAs into the {role}"    # the ordinary path refuses them
     for i, ref in enumerate(loras):
         path = os.path.expanduser(ref.path)
         if not os.path.isfile(path):
             return f"no such file: {ref.path}"      # the ordinary path refuses it, naming the field
-        lora_adapters.check_file(pipeline, comps, path, fields[i])
-        state = _state_dict(pipeline, comps, path)
-        others = sorted({k.split(".", 1)[0] for k in state} - {role})
-        if others:
-            return f"{os.path.basename(path)} holds {', '.join(others)} weights (only the {role} is hotswapped)"
-        rank = max((min(v.shape) for k, v in state.items() if _is_down(k) and v.ndim >= 2), default=0)
-        if rank > target_rank:
-            return f"{os.path.basename(path)} has rank {rank}, over engine.compile_lora_rank {target_rank}"
+        key = (lora_adapters.adapter_key(path), target_rank)
+        if key not in checked:               # each file read once (a rewritten file is another key)
+            checked[key] = _why_not(pipeline, comps, role, path, fields[i], target_rank)
+        if checked[key] is not None:
+            return checked[key]
+    return None
+
+
+def _why_not(pipeline, comps, role, path, field, target_rank) -> str | None:
+    from toolkit.models import lora_adapters
+
+    lora_adapters.check_file(pipeline, comps, path, field)
+    state = _state_dict(pipeline, comps, path)
+    others = sorted({k.split(".", 1)[0] for k in state} - {role})
+    if others:
+        return f"{os.path.basename(path)} holds {', '.join(others)} weights (only the {role} is hotswapped)"
+    rank = max((min(v.shape) for k, v in state.items() if _is_down(k) and v.ndim >= 2), default=0)
+    if rank > target_rank:
+        return f"{os.path.basename(path)} has rank {rank}, over engine.compile_lora_rank {target_rank}"
     return None
 
 
