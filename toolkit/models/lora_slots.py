@@ -25,9 +25,9 @@ def check(pipeline, role: str, loras, fields, target_rank: int) -> str | None:
     from toolkit.models import lora_adapters
 
     comps = lora_adapters.lora_components(pipeline)
-    checked = getattr(pipeline, role).__dict__.setdefault("_aitk_slot_checks", {})   # file key -> why not (or None)
     if role not in comps:
         return f"{type(pipeline).__name__} loads no LoRAs into the {role}"    # the ordinary path refuses them
+    checked = comps[role].__dict__.setdefault("_aitk_slot_checks", {})   # file key -> why not (or None)
     for i, ref in enumerate(loras):
         path = os.path.expanduser(ref.path)
         if not os.path.isfile(path):
