@@ -92,9 +92,7 @@ class Faults:
             self._writes += 1
             if self._writes == self.hold_write:
                 self.hold_write = 0
-                while True:           # raises GenerationCancelled once the cancel lands
-                    check_cancel()
-                    time.sleep(0.01)
+                _hold_until_cancelled(check_cancel)
 
     def on_step(self, check_cancel):
         import torch
@@ -103,9 +101,7 @@ class Faults:
         self._steps += 1
         if self._steps == self.hold_step:
             self.hold_step = 0
-            while True:               # raises GenerationCancelled once the cancel lands
-                check_cancel()
-                time.sleep(0.01)
+            _hold_until_cancelled(check_cancel)
         if self._steps == self.crash_step:
             os._exit(70)
         if self._steps == self.stuck_step:
@@ -115,6 +111,13 @@ class Faults:
         if self._steps == self.sample_oom:
             self.sample_oom = 0
             raise torch.OutOfMemoryError("injected out of memory during sampling")
+
+
+def _hold_until_cancelled(check_cancel):
+    """An injected hold: returns never, raises GenerationCancelled once the cancel lands."""
+    while True:
+        check_cancel()
+        time.sleep(0.01)
 
 
 class WorkerCore:
