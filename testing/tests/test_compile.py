@@ -236,3 +236,15 @@ def test_a_compile_that_fails_runs_the_graph_eagerly_and_says_why(monkeypatch):
     after = compiled.stats()
     assert after["failed"] == before["failed"] + 1 and "no C++ compiler here" in after["last_failure"]
     assert state.warm
+
+
+@pytest.mark.parametrize("fmt", ["kohya", "comfyui"])
+def test_lora_files_as_trainers_write_them_hotswap_with_their_alpha(core, tiny, tmp_path, fmt):
+    """A kohya / ComfyUI file (alpha != rank, its own key names) swapped into a slot a PEFT file held:
+    the same output as the ordinary adapters give it eagerly."""
+    path = str(make_tiny_lora(ARCH, tiny(ARCH), tmp_path / f"{fmt}.safetensors", seed=4, rank=8, fmt=fmt))
+    lora = [{"path": path, "scale": 0.8}]
+    eager = _run(core, _mc(tiny, False, lora))[0]
+    out, said = _run(core, _mc(tiny, True, lora))
+    assert "running eager" not in " ".join(m for m, _s in said)
+    assert _close(out, eager)
