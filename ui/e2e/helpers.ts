@@ -26,6 +26,8 @@ export interface HistoryItem {
   model: Record<string, unknown>;
   sample: Record<string, unknown>;
   timings?: { total_s: number | null; run_s: number | null; load_s: number | null };
+  source?: string;
+  client?: string | null;
 }
 
 /** The history, newest first, once the page has written every result it got (GET /api/history). */

@@ -51,7 +51,8 @@ test('results made by a closed tab and through /sdapi/v1/txt2img reach the histo
     await expect(gallery.filter({ hasText: 'made by a closed tab' })).toHaveCount(1, { timeout: 180_000 });
     expect((await queue()).finished.find((r) => r.request_id === requestId)?.status).toBe('ok');
     const [item] = await galleryItems(fresh, '&q=made%20by%20a%20closed%20tab');
-    expect(item).toMatchObject({ requestId, jobName: JOB, model: { arch: 'zimage', name_or_path: 'tiny:zimage' } });
+    // written by the UI worker from the engine's feed: the page's X-Client made its source the page's
+    expect(item).toMatchObject({ requestId, jobName: JOB, model: { arch: 'zimage', name_or_path: 'tiny:zimage' }, source: 'ui' });
     expect(item.key).toBe(`${requestId}/${item.result.relpath}`);
     expect(item.sample).toMatchObject({ prompt: 'made by a closed tab', num_inference_steps: LONG, width: 64, height: 64 });
     expect(item.timings!.run_s!).toBeGreaterThan(0);
@@ -76,7 +77,16 @@ test('results made by a closed tab and through /sdapi/v1/txt2img reach the histo
     expect(new Set(items.map((i) => i.requestId)).size).toBe(1);
     expect(items[0]).toMatchObject({ jobName: JOB, sample: { prompt: 'made through sdapi', num_inference_steps: 2 } });
     await expect.poll(() => made.first().getByTestId('gallery-media').evaluate((el) => (el as HTMLImageElement).naturalWidth)).toBe(64);
+    // who asked: the badge, and the source filter shows these two alone
+    expect(items[0].source).toBe('a1111');
+    await expect(made.first().getByTestId('gallery-source-badge')).toHaveText('A1111 API');
+    await expect(gallery.filter({ hasText: 'made by a closed tab' }).getByTestId('gallery-source-badge')).toHaveCount(0);
+    await fresh.getByTestId('gallery-source').selectOption('a1111');
+    await expect(gallery).toHaveCount(2);
+    await expect(gallery.filter({ hasText: 'made through sdapi' })).toHaveCount(2);
     await shot(fresh, '46-history-sdapi');
+    await fresh.getByTestId('gallery-source').selectOption('');
+    await expect(gallery.filter({ hasText: 'made by a closed tab' })).toHaveCount(1);
   });
 
   await test.step('4. nothing twice: each result is one row', async () => {
@@ -84,6 +94,12 @@ test('results made by a closed tab and through /sdapi/v1/txt2img reach the histo
     const keys = all.map((i) => i.key);
     expect(new Set(keys).size).toBe(keys.length);
     expect(all.filter((i) => i.requestId === requestId)).toHaveLength(1);
+  });
+
+  await test.step('5. the library says how often the model made results, and who asked', async () => {
+    await fresh.goto(`/library?job=${job.id}`);
+    const used = fresh.locator('[data-testid=library-entry][data-name="tiny:zimage"]').getByTestId('library-entry-used');
+    await expect(used).toHaveText(/used 3× via (Generate page, A1111 API|A1111 API, Generate page)/, { timeout: 60_000 });
   });
 
   expect((await fresh.request.post(`/api/jobs/${job.id}/stop`)).ok()).toBe(true);

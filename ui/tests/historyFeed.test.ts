@@ -62,6 +62,17 @@ describe('a feed entry as history', () => {
     expect(JSON.parse(row.settings)).toEqual({ model: MODEL, sample: e.sample });
   });
 
+  it('says who asked: the compat API (with its client id), else the native caller\'s X-Client, else native', () => {
+    const one = (over: Partial<FeedEntry>) => itemsFromEntry(entry(6, over), job)[0];
+    expect(one({ api: 'comfyui', client: 'c0ffee' })).toMatchObject({ source: 'comfyui', client: 'c0ffee' });
+    expect(one({ api: 'sdcpp', client: null })).toMatchObject({ source: 'sdcpp', client: null });
+    expect(one({ api: 'native', client: 'cli' })).toMatchObject({ source: 'cli', client: null });
+    expect(one({ api: 'native', client: 'ui' })).toMatchObject({ source: 'ui', client: null });
+    expect(one({ api: 'native', client: null })).toMatchObject({ source: 'native' });
+    expect(one({ api: undefined })).toMatchObject({ source: 'native' }); // an older engine's feed
+    expect(rowFromItem(one({ api: 'openai' }) as unknown as Record<string, unknown>)).toMatchObject({ source: 'openai', client: null });
+  });
+
   it('has no rows for a request that failed or was cancelled (no files)', () => {
     expect(itemsFromEntry(entry(2, { status: 'error', files: [] }), job)).toEqual([]);
     expect(itemsFromEntry(entry(3, { status: 'cancelled', files: [] }), job)).toEqual([]);

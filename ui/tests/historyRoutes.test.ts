@@ -67,7 +67,7 @@ describe('history API', () => {
     await post(b);
     const { body } = await list();
     expect(prompts(body.items)).toEqual(['a blue bird', 'A red Fox in snow']);
-    expect(body.items[1]).toEqual({ ...a, status: 'ok' });
+    expect(body.items[1]).toEqual({ ...a, status: 'ok', source: 'ui', client: null }); // the page's own POST: source ui
     const row = getDb().$client.prepare('SELECT * FROM "Generation" WHERE id = ?').get(a.key) as Record<string, unknown>;
     expect(row).toMatchObject({ prompt: 'A red Fox in snow', negative_prompt: 'blurry', arch: 'zimage', name_or_path: 'tiny:zimage', seed: a.result.seed, width: 64, height: 64, total_seconds: 3.5, run_seconds: 2.25, load_seconds: 1 });
     expect(JSON.parse(row.files as string)).toEqual([{ relpath: a.result.relpath, kind: 'image', mime: 'image/png', bytes: 9 }]);
@@ -129,6 +129,26 @@ describe('history API', () => {
     expect(bySd1[0].model.loras).toEqual(sd1.loras);
     const foxZimage = (await list(`?q=fox&model=${encodeURIComponent('zimage · tiny:zimage')}`)).body.items;
     expect(prompts(foxZimage)).toEqual(['A red Fox in snow']);
+  });
+
+  it('keeps who asked: filters by source and lists the sources, per model too', async () => {
+    const comfy = { ...item('a comfy fox'), source: 'comfyui', client: 'c0ffee' };
+    const sdcpp = { ...item('an sdcpp fox'), source: 'sdcpp' };
+    expect((await post(comfy)).body.item).toMatchObject({ source: 'comfyui', client: 'c0ffee' });
+    await post(sdcpp);
+    const byComfy = (await list('?source=comfyui')).body.items;
+    expect(prompts(byComfy)).toEqual(['a comfy fox']);
+    expect(prompts((await list('?q=fox&source=ui')).body.items)).toContain('A red Fox in snow');
+    expect(prompts((await list('?q=fox&source=ui')).body.items)).not.toContain('a comfy fox');
+    const body = await (await modelsRoute.GET(req('GET', '/api/history/models'), ctx({}))).json();
+    const counts = Object.fromEntries(body.sources.map((s: { source: string; count: number }) => [s.source, s.count]));
+    expect(counts).toMatchObject({ comfyui: 1, sdcpp: 1 });
+    expect(counts.ui).toBeGreaterThan(1);
+    const zimage = body.models.find((m: { model: string }) => m.model === 'zimage · tiny:zimage');
+    expect(zimage.sources[0]).toBe('ui'); // the most results first
+    expect(zimage.sources).toEqual(expect.arrayContaining(['comfyui', 'sdcpp']));
+    expect((await post({ ...item('bad'), source: 'a b' })).body.message).toMatch(/^source /);
+    expect((await list(`?source=${'x'.repeat(40)}`)).status).toBe(400);
   });
 
   it('pages with the next cursor, ties on created_at kept in insertion order', async () => {

@@ -15,6 +15,8 @@ export const MAX_LIMIT = 200;
 export interface HistoryQuery {
   q?: string;
   model?: string;
+  /** a source word (historySource.ts) */
+  source?: string;
   limit?: number;
   /** a `next` cursor from an earlier page */
   before?: string;
@@ -29,6 +31,13 @@ export interface HistoryModel {
   quantization: string | null;
   count: number;
   last_at: string;
+  /** the sources its results came from, most results first */
+  sources: string[];
+}
+
+export interface HistorySource {
+  source: string;
+  count: number;
 }
 
 /** Insert unless the key is there already; the stored item either way. */
@@ -70,6 +79,10 @@ export function listGenerations(query: HistoryQuery): { items: GalleryItem[]; ne
     where.push('"model_key" = @model');
     params.model = query.model;
   }
+  if (query.source) {
+    where.push('"source" = @source');
+    params.source = query.source;
+  }
   if (query.before) {
     const c = parseCursor(query.before);
     where.push('("created_at" < @at OR ("created_at" = @at AND "seq" < @seq))');
@@ -83,13 +96,27 @@ export function listGenerations(query: HistoryQuery): { items: GalleryItem[]; ne
 
 /** Every model the history holds, the most recently used first. */
 export function listHistoryModels(): HistoryModel[] {
-  return getDb()
-    .$client.prepare(
+  const sqlite = getDb().$client;
+  const models = sqlite
+    .prepare(
       `SELECT "model_key" AS model, MAX("arch") AS arch, MAX("name_or_path") AS name_or_path, MAX("profile") AS profile,
               MAX("variant") AS variant, MAX("quantization") AS quantization, COUNT(*) AS count, MAX("created_at") AS last_at
        FROM "Generation" GROUP BY "model_key" ORDER BY last_at DESC`,
     )
-    .all() as HistoryModel[];
+    .all() as Omit<HistoryModel, 'sources'>[];
+  const bySource = sqlite
+    .prepare(`SELECT "model_key" AS model, "source" AS source, COUNT(*) AS n FROM "Generation" WHERE "source" != '' GROUP BY "model_key", "source" ORDER BY n DESC, source`)
+    .all() as { model: string; source: string; n: number }[];
+  const sources = new Map<string, string[]>();
+  for (const r of bySource) sources.set(r.model, [...(sources.get(r.model) ?? []), r.source]);
+  return models.map((m) => ({ ...m, sources: sources.get(m.model) ?? [] }));
+}
+
+/** Every source the history holds, the most results first. */
+export function listHistorySources(): HistorySource[] {
+  return getDb()
+    .$client.prepare(`SELECT "source" AS source, COUNT(*) AS count FROM "Generation" WHERE "source" != '' GROUP BY "source" ORDER BY count DESC, source`)
+    .all() as HistorySource[];
 }
 
 function isInside(base: string, p: string): boolean {

@@ -2,6 +2,7 @@
 // gallery items the page itself would POST, keyed the same ("<request id>/<relpath>"), so a result
 // the page saved already is the same row. Pure: no DB, no network.
 import type { GalleryItem } from '../components/generate/types';
+import { clientOf, sourceOf } from '../utils/historySource';
 
 /** One entry of GET /results, as far as the history reads it. */
 export interface FeedEntry {
@@ -69,6 +70,8 @@ export function itemsFromEntry(entry: FeedEntry, job: { id: string; name: string
     createdAt: new Date(at === null ? Date.now() : at * 1000).toISOString(),
     timings: { total_s: num(t.total_s), run_s: num(t.run_s), load_s: num(t.load_s) },
     status: 'ok',
+    source: sourceOf(entry.api, entry.client),
+    client: clientOf(entry.api, entry.client),
   }));
 }
 

@@ -111,7 +111,17 @@ export function rowFromItem(body: Obj): Omit<GenerationRow, 'seq'> {
     run_seconds: seconds(timings.run_s, 'timings.run_s'),
     load_seconds: seconds(timings.load_s, 'timings.load_s'),
     status,
+    source: sourceField(body.source),
+    client: text(body.client, 'client', { optional: true, max: 256 }) || null,
   };
+}
+
+/** `source` (historySource.ts): a word; a page that sends none is the Generate page. */
+function sourceField(v: unknown): string {
+  if (v === undefined || v === null) return 'ui';
+  const s = text(v, 'source', { max: 32 });
+  if (!/^[A-Za-z0-9_.-]+$/.test(s)) throw bad('source', "must be a word (letters, digits, '_', '.', '-')");
+  return s;
 }
 
 /** A row as the gallery's item. */
@@ -128,5 +138,7 @@ export function itemFromRow(row: GenerationRow): GalleryItem {
     createdAt: row.created_at,
     timings: { total_s: row.total_seconds, run_s: row.run_seconds, load_s: row.load_seconds },
     status: row.status,
+    source: row.source || undefined,
+    client: row.client,
   };
 }

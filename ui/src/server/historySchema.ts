@@ -37,6 +37,10 @@ export const GENERATION_COLUMNS: ReadonlyArray<[string, string]> = [
   ['run_seconds', 'REAL'],
   ['load_seconds', 'REAL'],
   ['status', "TEXT NOT NULL DEFAULT 'ok'"],
+  // who asked (historySource.ts): ui, cli, grid, native, a1111, openai, comfyui, sdcpp; '' before it was kept
+  ['source', "TEXT NOT NULL DEFAULT ''"],
+  // the asking client's own name for itself where it gave one (a ComfyUI client_id, X-Client)
+  ['client', 'TEXT'],
 ];
 
 export const GENERATION_INDEXES: readonly string[] = [
@@ -80,6 +84,8 @@ export interface GenerationRow {
   run_seconds: number | null;
   load_seconds: number | null;
   status: string;
+  source: string;
+  client: string | null;
 }
 
 /** One file of a row (`files`). */

@@ -9,10 +9,22 @@ import type { UpscaleAction } from './controlHires';
 import UpscaleChooser from './UpscaleChooser';
 import GalleryFilters from './GalleryFilters';
 import { modelKey } from '@/utils/modelIdentity';
+import { sourceLabel } from '@/utils/historySource';
 import { loraLabel, picksFromSettings } from './loras';
 import type { GalleryItem } from './types';
 import { fileUrl, type GallerySearch } from './useGallery';
 import { useMediaUrl } from './useMediaUrl';
+
+/** Who asked for it, where that was not this page (the CLI, a ComfyUI client, the A1111 routes, ...). */
+export function SourceBadge({ item }: { item: Pick<GalleryItem, 'source' | 'client'> }) {
+  if (!item.source || item.source === 'ui') return null;
+  const label = sourceLabel(item.source);
+  return (
+    <span className="badge" data-testid="gallery-source-badge" title={item.client ? `${label}, client ${item.client}` : label}>
+      {label}
+    </span>
+  );
+}
 
 interface Props {
   items: GalleryItem[];
@@ -81,13 +93,22 @@ function ItemCard({ item, onReuse, onDelete, onUseAsInput, onView, upscale }: Ca
     wasConfirming.current = confirming;
   }, [confirming]);
   return (
-    <figure className="gallery-item" data-testid="gallery-item" data-kind={item.result.kind} data-request={item.requestId} data-model={modelKey(item.model)}>
+    <figure
+      className="gallery-item"
+      data-testid="gallery-item"
+      data-kind={item.result.kind}
+      data-request={item.requestId}
+      data-model={modelKey(item.model)}
+      data-source={item.source ?? ''}
+    >
       <Media item={item} src={src} error={error} onView={onView} />
       <figcaption>
         <div className="prompt" title={String(item.sample.prompt ?? '')}>
           {String(item.sample.prompt ?? '') || <i>no prompt</i>}
         </div>
-        <div className="muted small">{settingsLine(item)}</div>
+        <div className="muted small">
+          <SourceBadge item={item} /> {settingsLine(item)}
+        </div>
         <div className="row wrap">
           <button onClick={onView} title="Show it large, with previous/next and compare">
             View

@@ -1,14 +1,17 @@
 'use client';
-// The history's search box (words of the prompt) and model filter.
+// The history's search box (words of the prompt), model filter and source filter (who asked:
+// this page, the CLI, the A1111 / OpenAI / ComfyUI / sd.cpp routes).
 import { useEffect, useState } from 'react';
+import { sourceLabel } from '@/utils/historySource';
 import type { GallerySearch } from './useGallery';
 
 export default function GalleryFilters({ search }: { search: GallerySearch }) {
-  const { filter, setFilter, models } = search;
+  const { filter, setFilter, models, sources } = search;
   // typed text goes out on each change; the hook drops answers to older queries
   const [q, setQ] = useState(filter.q);
   useEffect(() => setQ(filter.q), [filter.q]);
   const known = models.some((m) => m.model === filter.model);
+  const knownSource = sources.some((s) => s.source === filter.source);
   return (
     <div className="row wrap gallery-filters" role="search" aria-label="Search the results">
       <label>
@@ -33,6 +36,18 @@ export default function GalleryFilters({ search }: { search: GallerySearch }) {
           {models.map((m) => (
             <option key={m.model} value={m.model}>
               {m.model} ({m.count})
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Source{' '}
+        <select value={filter.source} aria-label="Filter by source" data-testid="gallery-source" onChange={(e) => setFilter({ ...filter, source: e.target.value })}>
+          <option value="">All sources</option>
+          {!knownSource && filter.source && <option value={filter.source}>{sourceLabel(filter.source)}</option>}
+          {sources.map((s) => (
+            <option key={s.source} value={s.source}>
+              {sourceLabel(s.source)} ({s.count})
             </option>
           ))}
         </select>

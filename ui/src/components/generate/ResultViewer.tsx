@@ -7,6 +7,7 @@ import { useEffect, useRef, useState } from 'react';
 import type { UpscaleAction } from './controlHires';
 import ResultMedia from './ResultMedia';
 import UpscaleChooser from './UpscaleChooser';
+import { sourceLabel } from '@/utils/historySource';
 import type { GalleryItem } from './types';
 import { fileUrl } from './useGallery';
 import { useMediaUrl } from './useMediaUrl';
@@ -44,6 +45,13 @@ function Pane({ item, label }: { item: GalleryItem; label: string }) {
         <span className="prompt">{String(item.sample.prompt ?? '') || 'no prompt'}</span>
         {' · '}
         {r.width && r.height ? `${r.width}×${r.height} · ` : ''}seed {r.seed}
+        {item.source && item.source !== 'ui' && (
+          <span data-testid="viewer-source">
+            {' · via '}
+            {sourceLabel(item.source)}
+            {item.client ? ` (${item.client})` : ''}
+          </span>
+        )}
       </figcaption>
     </figure>
   );

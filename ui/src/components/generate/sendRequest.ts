@@ -13,7 +13,8 @@ async function post(jobId: string, body: Record<string, unknown>, signal: AbortS
   try {
     res = await apiFetch(`/api/inference/generate?job=${jobId}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      // X-Client: the engine's results feed says this page asked (the history's source)
+      headers: { 'content-type': 'application/json', 'x-client': 'ui' },
       body: JSON.stringify(body),
       signal,
     });

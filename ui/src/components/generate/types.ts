@@ -329,6 +329,10 @@ export interface GalleryItem {
   timings?: GenerationTimings;
   /** ok (the history keeps finished results) */
   status?: string;
+  /** who asked: ui, cli, grid, native, a1111, openai, comfyui, sdcpp (historySource.ts) */
+  source?: string;
+  /** the asking client's own name where it gave one (a ComfyUI client_id) */
+  client?: string | null;
 }
 
 export interface GenerationTimings {

@@ -22,6 +22,8 @@ export interface GalleryFilter {
   q: string;
   /** a model key (GET /api/history/models), '' for every model */
   model: string;
+  /** a source word (utils/historySource.ts), '' for every source */
+  source: string;
 }
 
 /** One model of the history (GET /api/history/models). */
@@ -29,12 +31,20 @@ export interface HistoryModel {
   model: string;
   arch: string;
   count: number;
+  sources?: string[];
+}
+
+/** One source of the history (GET /api/history/models `sources`). */
+export interface HistorySource {
+  source: string;
+  count: number;
 }
 
 export interface GallerySearch {
   filter: GalleryFilter;
   setFilter: (f: GalleryFilter) => void;
   models: HistoryModel[];
+  sources: HistorySource[];
   loading: boolean;
   hasMore: boolean;
   loadMore: () => void;
@@ -46,6 +56,7 @@ export interface GallerySearch {
 
 function matches(item: GalleryItem, f: GalleryFilter): boolean {
   if (f.q && !String(item.sample.prompt ?? '').toLowerCase().includes(f.q.toLowerCase())) return false;
+  if (f.source && (item.source ?? 'ui') !== f.source) return false;
   return !f.model || modelKey(item.model) === f.model;
 }
 
@@ -60,6 +71,7 @@ function page(f: GalleryFilter, before: string | null, signal?: AbortSignal) {
   const p = new URLSearchParams({ limit: String(PAGE) });
   if (f.q) p.set('q', f.q);
   if (f.model) p.set('model', f.model);
+  if (f.source) p.set('source', f.source);
   if (before) p.set('before', before);
   return readJson<{ items: GalleryItem[]; next: string | null }>(`/api/history?${p}`, signal);
 }
@@ -80,15 +92,19 @@ async function deleteResult(item: GalleryItem): Promise<string | null> {
   return null;
 }
 
-/** The models of the history (the filter's list), read again after each change. */
+/** The models and sources of the history (the filters' lists), read again after each change. */
 function useHistoryModels() {
   const [models, setModels] = useState<HistoryModel[]>([]);
+  const [sources, setSources] = useState<HistorySource[]>([]);
   const refreshModels = useCallback(() => {
-    readJson<{ models: HistoryModel[] }>('/api/history/models')
-      .then((b) => setModels(b.models))
-      .catch(() => undefined); // the filter keeps its last list
+    readJson<{ models: HistoryModel[]; sources?: HistorySource[] }>('/api/history/models')
+      .then((b) => {
+        setModels(b.models);
+        setSources(b.sources ?? []);
+      })
+      .catch(() => undefined); // the filters keep their last lists
   }, []);
-  return { models, refreshModels };
+  return { models, sources, refreshModels };
 }
 
 /** First: what this browser's old localStorage gallery held moves to the server; `moveNote` says what it left out. */
@@ -153,7 +169,7 @@ function useLatest<T>(value: T) {
 }
 
 export function useGallery() {
-  const [filter, setFilter] = useState<GalleryFilter>({ q: '', model: '' });
+  const [filter, setFilter] = useState<GalleryFilter>({ q: '', model: '', source: '' });
   const [items, setItems] = useState<GalleryItem[]>([]);
   // this page's own results, whatever the filter (the preview shows a request's batch from them)
   const [recent, setRecent] = useState<GalleryItem[]>([]);
@@ -165,7 +181,7 @@ export function useGallery() {
   const recentRef = useLatest(recent);
   const itemsRef = useLatest(items);
 
-  const { models, refreshModels } = useHistoryModels();
+  const { models, sources, refreshModels } = useHistoryModels();
   const { ready, moveNote } = useLegacyMove();
 
   // the first page for the filter shown (a newer filter aborts an older answer)
@@ -227,6 +243,6 @@ export function useGallery() {
     [refreshModels],
   );
 
-  const search: GallerySearch = { filter, setFilter, models, loading, hasMore: next !== null, loadMore, error: error ?? moveNote, saving };
+  const search: GallerySearch = { filter, setFilter, models, sources, loading, hasMore: next !== null, loadMore, error: error ?? moveNote, saving };
   return { items, recent, add, remove, search };
 }

@@ -2,7 +2,8 @@
 // /library: the models usable on the engine's machine (GET /library through the proxy): the loaded one,
 // the tiny ones, the hub cache, the model folders, the profiles, grouped by source, with arch, format,
 // size and completeness (a checkpoint's parts, the companion files a model file will use, what is
-// missing); "Use" opens /generate with that model. The filter applies to every list. Downloads (a repo
+// missing); "Use" opens /generate with that model; "used" says how often the history holds results of
+// it and who asked (the Generate page, the CLI, the A1111 / OpenAI / ComfyUI / sd.cpp routes). The filter applies to every list. Downloads (a repo
 // id or a URL, and each default repo not here) with their progress: DownloadsPanel.
 import Link from 'next/link';
 import { useCallback, useEffect, useMemo, useState } from 'react';
@@ -12,6 +13,25 @@ import DownloadsPanel from './DownloadsPanel';
 import type { DownloadRow } from './downloads';
 import { emptyMessage, filterArchs, filterEntries, formatBytes, generateHref, groupBySource, missingDefaults, type ArchPresence, type LibraryEntry, type LibraryResponse, type LibrarySource } from './library';
 import { useDownloads } from './useDownloads';
+import { modelKey } from '@/utils/modelIdentity';
+import { sourceLabel } from '@/utils/historySource';
+
+/** What the history holds of one model (GET /api/history/models). */
+interface ModelUse {
+  count: number;
+  sources: string[];
+}
+
+/** The history's models by key (utils/modelIdentity.ts), read again with the listing. */
+function useModelUse(refresh: unknown): Map<string, ModelUse> {
+  const [use, setUse] = useState<Map<string, ModelUse>>(new Map());
+  useEffect(() => {
+    apiJson<{ models: ({ model: string } & ModelUse)[] }>('/api/history/models')
+      .then((r) => setUse(new Map(r.models.map((m) => [m.model, { count: m.count, sources: m.sources ?? [] }]))))
+      .catch(() => undefined); // the library shows no "used" line
+  }, [refresh]);
+  return use;
+}
 
 /** The running engine the page lists (the one asked for, else the first), and its GET /library. */
 function useLibraryListing(preferredJobId: string | null) {
@@ -59,6 +79,7 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
   const [query, setQuery] = useState('');
   const groups = useMemo(() => groupBySource(filterEntries(lib?.entries ?? [], query)), [lib, query]);
   const missing = useMemo(() => filterArchs(missingDefaults(lib?.archs ?? []), query), [lib, query]);
+  const use = useModelUse(lib);
 
   return (
     <>
@@ -92,7 +113,7 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
         </div>
       )}
       {groups.map((g) => (
-        <LibraryGroup key={g.source} group={g} jobId={jobId} />
+        <LibraryGroup key={g.source} group={g} jobId={jobId} use={use} />
       ))}
       {missing.length > 0 && <MissingDefaults missing={missing} rows={downloads.state?.downloads ?? []} start={downloads.start} />}
     </>
@@ -100,7 +121,7 @@ export default function LibraryPage({ preferredJobId }: { preferredJobId: string
 }
 
 /** One source's entries (the hub cache, the model folders, the profiles) as a table. */
-function LibraryGroup({ group, jobId }: { group: { source: LibrarySource; label: string; entries: LibraryEntry[] }; jobId: string | null }) {
+function LibraryGroup({ group, jobId, use }: { group: { source: LibrarySource; label: string; entries: LibraryEntry[] }; jobId: string | null; use: Map<string, ModelUse> }) {
   return (
     <section className="card" aria-label={group.label} data-testid={`library-group-${group.source}`}>
       <h2>{group.label}</h2>
@@ -118,7 +139,7 @@ function LibraryGroup({ group, jobId }: { group: { source: LibrarySource; label:
         </thead>
         <tbody>
           {group.entries.map((e) => (
-            <EntryRow key={`${e.source}:${e.path ?? e.name}`} e={e} jobId={jobId} />
+            <EntryRow key={`${e.source}:${e.path ?? e.name}`} e={e} jobId={jobId} used={e.model ? use.get(modelKey(e.model)) : undefined} />
           ))}
         </tbody>
       </table>
@@ -127,7 +148,7 @@ function LibraryGroup({ group, jobId }: { group: { source: LibrarySource; label:
 }
 
 /** One model: its name (and the companions it takes), kind (and parts), arch, format, size, completeness, and Use. */
-function EntryRow({ e, jobId }: { e: LibraryEntry; jobId: string | null }) {
+function EntryRow({ e, jobId, used }: { e: LibraryEntry; jobId: string | null; used?: ModelUse }) {
   return (
     <tr data-testid="library-entry" data-name={e.name} data-arch={e.arch ?? ''}>
       <td data-label="name" title={e.path ?? e.repo ?? ''}>
@@ -138,6 +159,11 @@ function EntryRow({ e, jobId }: { e: LibraryEntry; jobId: string | null }) {
             {Object.entries(e.companions)
               .map(([role, c]) => `${role}: ${c.name}`)
               .join(' · ')}
+          </div>
+        )}
+        {used && (
+          <div className="muted small" data-testid="library-entry-used">
+            used {used.count}×{used.sources.length ? ` via ${used.sources.map(sourceLabel).join(', ')}` : ''}
           </div>
         )}
       </td>

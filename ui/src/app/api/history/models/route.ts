@@ -1,8 +1,9 @@
-// GET /api/history/models: the models the history holds (for the gallery's model filter).
+// GET /api/history/models: the models the history holds and the sources its results came from
+// (the gallery's model and source filters, the library's "used" line).
 import { withAuth } from '@/server/auth';
 import { json } from '@/server/http';
-import { listHistoryModels } from '@/server/history';
+import { listHistoryModels, listHistorySources } from '@/server/history';
 
 export const dynamic = 'force-dynamic';
 
-export const GET = withAuth(async () => json({ models: listHistoryModels() }));
+export const GET = withAuth(async () => json({ models: listHistoryModels(), sources: listHistorySources() }));
