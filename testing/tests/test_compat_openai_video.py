@@ -223,3 +223,19 @@ def test_the_sdk_with_a_wrong_key_is_an_authentication_error(srv):
     import openai
     with pytest.raises(openai.AuthenticationError):
         openai_client(srv, api_key="wrong").videos.list()
+
+
+def test_the_compat_port_shares_the_jobs(srv, client):
+    """engine.compat_port serves the same routes over the same Session: a video made on one port is read,
+    listed and downloaded on the other."""
+    from extensions_built_in.inference_engine.compat import serve_compat_on_port
+    extra = serve_compat_on_port(srv.engine, TOKEN, srv.route, 0)
+    try:
+        other = client.with_options(base_url=f"http://127.0.0.1:{extra.port}/v1")
+        video = other.videos.create(model="tiny-ltx", prompt="both ports")
+        assert finished(srv, video, client).status == "completed"
+        assert other.videos.retrieve(video.id) == client.videos.retrieve(video.id)
+        assert [v.id for v in other.videos.list()] == [v.id for v in client.videos.list()]
+        assert other.videos.download_content(video.id).read() == client.videos.download_content(video.id).read()
+    finally:
+        extra.stop()

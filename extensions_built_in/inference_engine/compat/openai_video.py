@@ -53,7 +53,8 @@ FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt"
 EXTRA = (("negative_prompt", str), ("num_inference_steps", int), ("guidance_scale", float), ("seed", int))
 _STR, _INT, _NUM = {"type": "string"}, {"type": "integer"}, {"type": "number"}
 _CREATE_FIELDS = {
-    "prompt": {"type": "string", "minLength": 1}, "model": _STR, "seconds": _STR, "size": _STR,
+    "prompt": {"type": "string", "minLength": 1}, "model": _STR,
+    "seconds": {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}, "size": {"type": "string", "pattern": r"^[0-9]+x[0-9]+$"},
     "negative_prompt": _STR, "num_inference_steps": _INT, "guidance_scale": _NUM, "seed": _INT}
 CREATE_BODY = {"requestBody": {"required": True, "content": {
     "multipart/form-data": {"schema": {
@@ -138,7 +139,8 @@ class OpenAIVideos:
         if size not in (None, ""):
             m = re.fullmatch(r"\s*(\d{1,5})\s*[xX]\s*(\d{1,5})\s*", size) if isinstance(size, str) else None
             if not m:
-                raise invalid("size", f"must be 'WIDTHxHEIGHT' (e.g. '1280x720'), got {size!r}")
+                raise invalid("size", f"must be 'WIDTHxHEIGHT' in pixels (e.g. '1280x720'), each side at most 5 "
+                              f"digits, got {size!r}")
             sample["width"], sample["height"] = int(m.group(1)), int(m.group(2))
         seconds = _number(fields.get("seconds"), "seconds", float)
         if seconds is not None and not 0 < seconds <= MAX_SECONDS:
