@@ -6,7 +6,6 @@ naming the field; every route is a 401 without the token."""
 import base64
 import io
 import os
-import warnings
 
 import av
 import httpx
@@ -16,7 +15,7 @@ from PIL import Image
 from testing.tests.test_compat import TOKEN, Served, openai_client
 from testing.tests.test_compat_images import encode, picture
 
-warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*Sora API.*")
+pytestmark = pytest.mark.filterwarnings("ignore:The Sora API:DeprecationWarning")     # the SDK's own notice
 TINY_VIDEO = "width = 64\nheight = 64\nsteps = 2\nfps = 8\nnum_frames = 9\n"
 
 

@@ -22,6 +22,7 @@ import os
 import re
 import threading
 import weakref
+from dataclasses import dataclass
 
 from fastapi import Depends, FastAPI, Request as HttpRequest
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -54,7 +55,8 @@ EXTRA = (("negative_prompt", str), ("num_inference_steps", int), ("guidance_scal
 _STR, _INT, _NUM = {"type": "string"}, {"type": "integer"}, {"type": "number"}
 _CREATE_FIELDS = {
     "prompt": {"type": "string", "minLength": 1}, "model": _STR,
-    "seconds": {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}, "size": {"type": "string", "pattern": r"^[0-9]+x[0-9]+$"},
+    "seconds": {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"},
+    "size": {"type": "string", "pattern": r"^[0-9]+x[0-9]+$"},
     "negative_prompt": _STR, "num_inference_steps": _INT, "guidance_scale": _NUM, "seed": _INT}
 CREATE_BODY = {"requestBody": {"required": True, "content": {
     "multipart/form-data": {"schema": {
@@ -75,13 +77,18 @@ CONTENT_QUERY = {"parameters": [{"name": "variant", "in": "query", "required": F
                                  "schema": {"type": "string", "enum": list(VARIANTS)}}]}
 
 
+@dataclass(frozen=True)
 class Job:
     """A video job as the engine keeps it: a live engine.Request or a results-feed entry, in one shape."""
-
-    def __init__(self, request_id, status, error, created_at, finished_at, progress, model, sample, files):
-        self.request_id, self.status, self.error = request_id, status, error
-        self.created_at, self.finished_at, self.progress = created_at, finished_at, progress
-        self.model, self.sample, self.files = model, sample, files      # sample: dict; files: absolute paths
+    request_id: str
+    status: str                 # the engine's: queued | running | ok | error | cancelled
+    error: str | None
+    created_at: float
+    finished_at: float | None
+    progress: int               # 0-100
+    model: dict                 # ModelConfig.to_dict()
+    sample: dict                # GenerateImageConfig.to_dict()
+    files: list                 # the video files' absolute paths
 
     @classmethod
     def of_request(cls, req) -> "Job":
