@@ -45,7 +45,9 @@ def _operations(served_url=None) -> list:
             "POST /settings", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/png-info", "GET /sdapi/v1/sd-models", "GET /sdapi/v1/options", "POST /sdapi/v1/options",
             "GET /sdapi/v1/progress", "POST /sdapi/v1/interrupt", "GET /sdapi/v1/samplers",
             "POST /v1/images/generations", "GET /v1/models", "POST /sdapi/v1/img2img", "POST /v1/images/edits",
-            "GET /loras", "GET /library", "GET /sdapi/v1/loras", "POST /sdapi/v1/refresh-loras"]
+            "GET /loras", "GET /library", "GET /sdapi/v1/loras", "POST /sdapi/v1/refresh-loras",
+            "POST /v1/videos", "GET /v1/videos", "GET /v1/videos/{video_id}", "DELETE /v1/videos/{video_id}",
+            "GET /v1/videos/{video_id}/content"]
 
 
 def names_a_field(body) -> bool:
@@ -70,6 +72,8 @@ def test_the_schema_lists_every_route(api):
 # the routes that take images reach their image checks only past the model check: while they are fuzzed,
 # what a call naming no model gets is a tiny model that serves img2img and inpaint
 IMAGE_ROUTES = ("POST /sdapi/v1/img2img", "POST /v1/images/edits")
+# OpenAI's video create: a call naming no model gets a tiny video model, its jobs kept small by the limits
+VIDEO_ROUTES = ("POST /v1/videos",)
 
 
 @pytest.mark.parametrize("label", _operations())
@@ -77,6 +81,11 @@ def test_no_5xx_and_every_4xx_names_a_field(api, served, label, tiny, monkeypatc
     op = next(r.ok() for r in api.get_all_operations() if r.ok().label == label)
     if label in IMAGE_ROUTES:
         monkeypatch.setattr(served.engine, "default_model", {"arch": "zimage", "name_or_path": tiny("zimage")})
+    if label in VIDEO_ROUTES:
+        from dataclasses import replace
+        monkeypatch.setattr(served.engine, "default_model", {"arch": "ltx", "name_or_path": tiny("ltx")})
+        monkeypatch.setattr(served.engine, "limits", replace(served.engine.limits, max_pixels=96 * 96, max_frames=17,
+                                                             max_steps=4))
     failures = []
 
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
@@ -114,7 +123,7 @@ def test_no_5xx_and_every_4xx_names_a_field(api, served, label, tiny, monkeypatc
 HOSTILE_STRINGS = ["\\ud800", "a\\udfffb", "\\udc80\\ud800", "x" * 3 + "\\ud83d"]
 HOSTILE_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"]
 JSON_ROUTES = ("POST /generate", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/img2img", "POST /sdapi/v1/options",
-               "POST /v1/images/generations", "POST /queue/{request_id}/move")
+               "POST /v1/images/generations", "POST /queue/{request_id}/move", "POST /v1/videos")
 
 
 def _leaves(value, path=()):

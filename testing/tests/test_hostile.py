@@ -213,7 +213,7 @@ def test_the_library_does_not_follow_links_out_or_around(served):
 # -- 7. the token before the body ---------------------------------------------------------------------
 @pytest.mark.parametrize("path,body", [("/generate", "{"), ("/generate", '{"model": 1}'),
                                        ("/queue/x/move", "{"), ("/sdapi/v1/txt2img", "{"),
-                                       ("/v1/images/generations", "{")])
+                                       ("/v1/images/generations", "{"), ("/v1/videos", "{")])
 def test_no_token_is_401_whatever_the_body(served, path, body):
     r = httpx.post(served.url + path, content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 401, r.text
