@@ -1,7 +1,8 @@
 """Compatibility routes for clients that already exist, one module per API family:
 `a1111` (A1111 / stable-diffusion.cpp `/sdapi/v1/*`: SillyTavern, SD.Next-style clients, webuiapi),
 `controlnet` (the sd-webui-controlnet extension's /controlnet/module_list and /controlnet/detect)
-and `openai` (`/v1/images/generations`, `/v1/images/edits`, `/v1/models`); `common` holds their auth,
+`openai` (`/v1/images/generations`, `/v1/images/edits`, `/v1/models`) and `sdcpp` (stable-diffusion.cpp's
+native asynchronous jobs, `/sdcpp/v1/*`); `common` holds their auth,
 error answer and the shared `Session`, `inputs` the checks and preparation of the images img2img and
 edits take, `preview` the latent PNG of /sdapi/v1/progress.
 
@@ -20,7 +21,7 @@ password of HTTP Basic auth with any user name (A1111 clients' `--api-auth user:
 """
 from fastapi import FastAPI, HTTPException, Request as HttpRequest
 
-from extensions_built_in.inference_engine.compat import a1111, controlnet, openai
+from extensions_built_in.inference_engine.compat import a1111, controlnet, openai, sdcpp
 from extensions_built_in.inference_engine.compat.common import REALM, CompatError, Session, authorized, compat_error
 from extensions_built_in.inference_engine.http_guard import auth_first
 from toolkit.errors import ConfigError
@@ -44,6 +45,7 @@ def compat_routes(*, engine=None):
         a1111.add_routes(app, route.session, authorized)
         controlnet.add_routes(app, route.session, authorized)
         openai.add_routes(app, route.session, authorized)
+        sdcpp.add_routes(app, route.session, authorized)
 
     route.session = None
     return route
