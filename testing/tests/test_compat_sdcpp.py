@@ -172,6 +172,7 @@ _SP = IMG_GEN_BODY["sample_params"]
     ({"seed": -5}, "seed"),
     ({"batch_count": 0}, "batch_count"),
     ({"clip_skip": 2}, "clip_skip"),
+    ({"embed_image_metadata": False}, "embed_image_metadata"),
     ({"sample_params": {**_SP, "sample_method": "ipndm"}}, "sample_params.sample_method"),
     ({"sample_params": {**_SP, "scheduler": "ays"}}, "sample_params.scheduler"),
     ({"sample_params": {**_SP, "sample_steps": 100000}}, "sample_params.sample_steps"),
@@ -245,6 +246,7 @@ def test_capabilities_lists_the_models_by_mode(srv):
     assert modes == {"tiny-sd1": "img_gen", "tiny-turbo": "img_gen", "zimage": "img_gen", "tiny-wan": "vid_gen",
                      "tiny-wan21": "vid_gen"}
     assert caps["supported_modes"] == ["img_gen", "vid_gen"] and set(caps["model"]) == {"name", "stem", "path"}
+    assert caps["model"]["name"] == "tiny-turbo" and caps["current_mode"] == "img_gen"      # the loaded one
     assert caps["defaults"] == caps["defaults_by_mode"][caps["current_mode"]]
     assert caps["output_formats_by_mode"] == {"img_gen": ["png", "jpeg", "webp"], "vid_gen": ["webp", "mp4"]}
     assert caps["loras"] == [{"name": "style", "path": "style.safetensors"}]
@@ -302,3 +304,21 @@ def test_the_job_table_is_bounded_and_answers_410_for_what_left():
             table.get(job_id)
         assert e.value.status == status and e.value.body["field"] == "id"
     assert table.get("job_run") is running
+
+
+def test_sd_cpp_sampler_names_map_onto_the_models_samplers():
+    from extensions_built_in.inference_engine.compat.common import CompatError
+    from extensions_built_in.inference_engine.compat.sdcpp import _sampler
+    from toolkit.models.registry import ARCHS
+    sd1, zimage = ARCHS["sd1"], ARCHS["zimage"]
+    for params, spec, want in (({"sample_method": "dpm++2m", "scheduler": "karras"}, sd1, "dpm++_2m_karras"),
+                               ({"sample_method": "dpm++2m", "scheduler": "normal"}, sd1, "dpm++_2m"),
+                               ({"sample_method": "euler_a", "scheduler": "discrete"}, zimage, "euler_a"),
+                               ({"sample_method": "default"}, zimage, None), ({}, sd1, None)):
+        assert _sampler(params, "sample_params", spec) == want, params
+    for params, spec, field in (({"sample_method": "euler", "scheduler": "karras"}, zimage, "sample_params.scheduler"),
+                                ({"sample_method": "heun"}, sd1, "sample_params.sample_method"),
+                                ({"scheduler": "karras"}, sd1, "sample_params.scheduler")):
+        with pytest.raises(CompatError) as e:
+            _sampler(params, "sample_params", spec)
+        assert e.value.body["field"] == field, params

@@ -404,9 +404,9 @@ class SdCpp:
         self.jobs = jobs_of(session)
 
     # -- models ---------------------------------------------------------------------------------------
-    def _model(self, name, kind: str) -> tuple[dict, object]:
-        """(ModelConfig dict, arch row) of the model a job names (`model`), else the loaded or default one;
-        one of the other modality is a 400 naming `model`."""
+    def _model(self, name, kind: str) -> tuple[dict, object, str | None]:
+        """(ModelConfig dict, arch row, the name given) of the model a job names (`model`), else the loaded or
+        default one; one of the other modality is a 400 naming `model`."""
         if name is not None and not isinstance(name, str):
             raise invalid("model", f"must be a model name (a string), got {_json_type(name)}")
         name = strip_hash(name) if name else None
@@ -421,7 +421,7 @@ class SdCpp:
             which = repr(name) if name else f"the loaded model ({self.session.current_name() or spec.name})"
             raise invalid("model", f"{which} is a {spec.modality} model: it does not support {kind} (name a "
                           f"{MODES[kind]} model: GET /sdcpp/v1/capabilities lists them with their mode)")
-        return model, spec
+        return model, spec, name
 
     def model_modes(self) -> list[dict]:
         names = self.session.image_model_names()
@@ -437,7 +437,7 @@ class SdCpp:
 
     async def _submit(self, request: HttpRequest, kind: str):
         body = await json_object(request, invalid)
-        model, spec = await asyncio.to_thread(self._model, body.get("model"), kind)
+        model, spec, name = await asyncio.to_thread(self._model, body.get("model"), kind)
         sample = _common(body, kind, spec)
         fmt, sample["output_ext"] = _output(body, kind)
         loras, lora_fields = await asyncio.to_thread(_loras, body, self.engine.lora_folder)
@@ -467,6 +467,7 @@ class SdCpp:
             samples = [{**sample, "seed": base + i} for i in range(count)]
         reqs = await asyncio.to_thread(self.session.submit_all, model, samples, invalid, table, "model",
                                        NO_LATENTS, api="sdcpp")
+        self.session.last_used = (name, reqs[0].model)       # how the compat routes name the model it loads
         job = Job(id=f"job_{uuid.uuid4().hex[:16]}", kind=kind, reqs=reqs, created=int(time.time()),
                   output_format=fmt)
         self.jobs.add(job)
@@ -479,8 +480,10 @@ class SdCpp:
         count = _typed(body, "batch_count", "batch_count", "integer", 1)
         if not 1 <= count <= self.engine.limits.max_batch:
             raise invalid("batch_count", f"must be from 1 to {self.engine.limits.max_batch}, got {count}")
-        for key in ("auto_resize_ref_image", "increase_ref_index", "embed_image_metadata"):
+        for key in ("auto_resize_ref_image", "increase_ref_index"):
             _typed(body, key, key, "boolean")
+        _only(body, "embed_image_metadata", "embed_image_metadata", "boolean", (True,),
+              "the engine writes its settings into every file it makes")
         for key in ("control_strength", "ip_adapter_strength"):
             _typed(body, key, key, "number")
         for key, why in (("control_image", "name a ControlNet per request on /sdapi/v1 (alwayson_scripts) or "
