@@ -47,11 +47,13 @@ def _operations(served_url=None) -> list:
             "POST /v1/images/generations", "GET /v1/models", "POST /sdapi/v1/img2img", "POST /v1/images/edits",
             "GET /loras", "GET /library", "GET /sdapi/v1/loras", "POST /sdapi/v1/refresh-loras",
             "POST /v1/videos", "GET /v1/videos", "GET /v1/videos/{video_id}", "DELETE /v1/videos/{video_id}",
-            "GET /v1/videos/{video_id}/content"]
+            "GET /v1/videos/{video_id}/content",
+            "POST /sdcpp/v1/img_gen", "POST /sdcpp/v1/vid_gen", "GET /sdcpp/v1/jobs/{job_id}",
+            "POST /sdcpp/v1/jobs/{job_id}/cancel", "GET /sdcpp/v1/capabilities"]
 
 
 def names_a_field(body) -> bool:
-    """Native answers carry `field`; A1111's 422 is FastAPI's list with a `loc`; OpenAI's error has
+    """Native answers carry `field` (and sd.cpp's `{error, field}`); A1111's 422 is FastAPI's list with a `loc`; OpenAI's error has
     a `param` key (null where no field is at fault: auth, a missing route)."""
     if not isinstance(body, dict):
         return False
@@ -123,7 +125,8 @@ def test_no_5xx_and_every_4xx_names_a_field(api, served, label, tiny, monkeypatc
 HOSTILE_STRINGS = ["\\ud800", "a\\udfffb", "\\udc80\\ud800", "x" * 3 + "\\ud83d"]
 HOSTILE_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"]
 JSON_ROUTES = ("POST /generate", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/img2img", "POST /sdapi/v1/options",
-               "POST /v1/images/generations", "POST /queue/{request_id}/move", "POST /v1/videos")
+               "POST /v1/images/generations", "POST /queue/{request_id}/move", "POST /v1/videos",
+               "POST /sdcpp/v1/img_gen", "POST /sdcpp/v1/vid_gen")
 
 
 def _leaves(value, path=()):

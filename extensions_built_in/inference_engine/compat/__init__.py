@@ -1,8 +1,9 @@
 """Compatibility routes for clients that already exist, one module per API family:
 `a1111` (A1111 / stable-diffusion.cpp `/sdapi/v1/*`: SillyTavern, SD.Next-style clients, webuiapi),
 `controlnet` (the sd-webui-controlnet extension's /controlnet/module_list and /controlnet/detect),
-`openai` (`/v1/images/generations`, `/v1/images/edits`, `/v1/models`) and `openai_video` (`/v1/videos`:
-asynchronous video jobs); `common` holds their auth,
+`openai` (`/v1/images/generations`, `/v1/images/edits`, `/v1/models`), `openai_video` (`/v1/videos`:
+asynchronous video jobs) and `sdcpp` (stable-diffusion.cpp's native asynchronous jobs, `/sdcpp/v1/*`);
+`common` holds their auth,
 error answer and the shared `Session`, `inputs` the checks and preparation of the images img2img and
 edits take, `preview` the latent PNG of /sdapi/v1/progress.
 
@@ -21,7 +22,7 @@ password of HTTP Basic auth with any user name (A1111 clients' `--api-auth user:
 """
 from fastapi import FastAPI, HTTPException, Request as HttpRequest
 
-from extensions_built_in.inference_engine.compat import a1111, controlnet, openai, openai_video
+from extensions_built_in.inference_engine.compat import a1111, controlnet, openai, openai_video, sdcpp
 from extensions_built_in.inference_engine.compat.common import REALM, CompatError, Session, authorized, compat_error
 from extensions_built_in.inference_engine.http_guard import auth_first
 from toolkit.errors import ConfigError
@@ -46,6 +47,7 @@ def compat_routes(*, engine=None):
         controlnet.add_routes(app, route.session, authorized)
         openai.add_routes(app, route.session, authorized)
         openai_video.add_routes(app, route.session, authorized)
+        sdcpp.add_routes(app, route.session, authorized)
 
     route.session = None
     return route
