@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 
 from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import CompatError, Session, is_int, json_object
+from extensions_built_in.inference_engine.compat.forms import parse_form
 from extensions_built_in.inference_engine.compat.preview import preview_payload
 from extensions_built_in.inference_engine.engine import Subscriber
 from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
@@ -312,30 +313,9 @@ async def read_form(request: HttpRequest) -> tuple[dict, list]:
 
 
 def _parse_form(ctype: str, body: bytes) -> tuple[dict, list]:
-    from email import policy
-    from email.parser import BytesParser
-
-    try:
-        head = b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n"
-    except UnicodeEncodeError:
-        raise invalid("image", "the content-type header is not Latin-1") from None
-    msg = BytesParser(policy=policy.HTTP).parsebytes(head + body)
-    if not msg.is_multipart() or not msg.get_param("boundary"):
-        raise invalid("image", "the body is not a multipart/form-data form with a boundary")
-    fields, files = {}, []
-    for part in msg.iter_parts():
-        name = part.get_param("name", header="content-disposition")
-        if not isinstance(name, str) or not name:
-            continue
-        payload = part.get_payload(decode=True) or b""
-        if IMAGE_FIELD.fullmatch(name) or name in FILE_FIELDS:
-            files.append((name, payload))
-        elif name not in fields:
-            try:
-                fields[name] = payload.decode("utf-8")
-            except UnicodeDecodeError:
-                raise invalid(name, "is not UTF-8 text") from None
-    return fields, files
+    fields, files = parse_form(ctype, body, invalid, "image",
+                               is_file=lambda name: IMAGE_FIELD.fullmatch(name) or name in FILE_FIELDS)
+    return fields, [(name, payload) for name, _filename, payload in files]
 
 
 def _form_number(fields: dict, field: str, kind, default):

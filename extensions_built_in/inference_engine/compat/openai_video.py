@@ -29,6 +29,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 
 from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import Session, is_int, json_object
+from extensions_built_in.inference_engine.compat.forms import parse_form
 from extensions_built_in.inference_engine.compat.openai import error, invalid
 from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
 from extensions_built_in.inference_engine.results_feed import MAX_LIMIT, RESULTS_KEPT
@@ -353,32 +354,12 @@ async def read_create(request: HttpRequest) -> tuple[dict, object]:
 
 
 def _parse_form(ctype: str, body: bytes) -> tuple[dict, dict]:
-    """A multipart/form-data body as ({text field: value}, {file field: bytes}), by the standard
-    library's MIME parser (no python-multipart)."""
-    from email import policy
-    from email.parser import BytesParser
-
-    try:
-        head = b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n"
-    except UnicodeEncodeError:
-        raise invalid("body", "the content-type header is not Latin-1") from None
-    msg = BytesParser(policy=policy.HTTP).parsebytes(head + body)
-    if not msg.is_multipart() or not msg.get_param("boundary"):
-        raise invalid("body", "is not a multipart/form-data form with a boundary")
-    fields, files = {}, {}
-    for part in msg.iter_parts():
-        name = part.get_param("name", header="content-disposition")
-        if not isinstance(name, str) or not name:
-            continue
-        payload = part.get_payload(decode=True) or b""
-        if part.get_filename() is not None:
-            files.setdefault(name, payload)
-        elif name not in fields:
-            try:
-                fields[name] = payload.decode("utf-8")
-            except UnicodeDecodeError:
-                raise invalid(name, "is not UTF-8 text") from None
-    return fields, files
+    """({text field: value}, {file field: its first file's bytes})."""
+    fields, files = parse_form(ctype, body, invalid)
+    first = {}
+    for name, _filename, payload in files:
+        first.setdefault(name, payload)
+    return fields, first
 
 
 def _number(value, field: str, kind):
