@@ -22,14 +22,10 @@ from fastapi.responses import FileResponse, Response
 from extensions_built_in.inference_engine.compat import comfy_files, comfy_graph, comfy_nodes, comfy_upload
 from extensions_built_in.inference_engine.compat.comfy_prompts import Prompts
 from extensions_built_in.inference_engine.compat.comfy_ws import Sockets
-from extensions_built_in.inference_engine.compat.common import CompatError, Session, authorized, is_int, json_object
+from extensions_built_in.inference_engine.compat.common import CompatError, Session, authorized, json_object
 from extensions_built_in.inference_engine.http_guard import auth_first
-from toolkit.errors import ConfigError
 
 VERSION = "aitk-engine"           # system_stats' comfyui_version: this is not ComfyUI
-# ComfyUI's model folder names (GET /models), as its folder_paths names them
-MODEL_FOLDERS = ("checkpoints", "diffusion_models", "text_encoders", "vae", "loras", "controlnet", "upscale_models",
-                 "embeddings", "clip_vision", "vae_approx")
 MAX_UPLOAD_BYTES = 2 * (64 << 20)   # one upload's form: an image of up to inputs.MAX_IMAGE_BYTES and its fields
 
 
@@ -202,21 +198,15 @@ class ComfyAPI:
         return await asyncio.to_thread(comfy_nodes.object_info, self.files, node)
 
     def models(self):
-        return list(MODEL_FOLDERS)
+        return list(comfy_files.FOLDERS)
 
     async def models_in(self, folder: str):
-        if folder not in MODEL_FOLDERS:
+        if comfy_files.folder_name(folder) is None:
             raise error(404, "folder", f"no model folder {folder!r} (GET /models lists them)")
-        return await asyncio.to_thread(self._names, folder)
-
-    def _names(self, folder: str) -> list:
-        try:
-            return list(self.files.names(folder))
-        except (KeyError, ValueError, ConfigError):        # a folder the file lookup has no kind for
-            return []
+        return await asyncio.to_thread(self.files.names, folder)
 
     async def embeddings(self):
-        return [os.path.splitext(n)[0] for n in await asyncio.to_thread(self._names, "embeddings")]
+        return [os.path.splitext(n)[0] for n in await asyncio.to_thread(self.files.names, "embeddings")]
 
     def extensions(self):
         return []
