@@ -45,7 +45,16 @@ def _operations(served_url=None) -> list:
             "POST /settings", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/png-info", "GET /sdapi/v1/sd-models", "GET /sdapi/v1/options", "POST /sdapi/v1/options",
             "GET /sdapi/v1/progress", "POST /sdapi/v1/interrupt", "GET /sdapi/v1/samplers",
             "POST /v1/images/generations", "GET /v1/models", "POST /sdapi/v1/img2img", "POST /v1/images/edits",
-            "GET /loras", "GET /library", "GET /sdapi/v1/loras", "POST /sdapi/v1/refresh-loras"]
+            "GET /loras", "GET /library", "GET /sdapi/v1/loras", "POST /sdapi/v1/refresh-loras", *COMFY_ROUTES]
+
+
+# ComfyUI's API, under /comfy on the engine port (compat/comfy.py; its /api aliases are not in the schema)
+COMFY_ROUTES = ["POST /comfy/prompt", "GET /comfy/prompt", "GET /comfy/queue", "POST /comfy/queue",
+                "POST /comfy/interrupt", "POST /comfy/free", "GET /comfy/history", "GET /comfy/history/{prompt_id}",
+                "POST /comfy/history", "GET /comfy/view", "POST /comfy/upload/image", "POST /comfy/upload/mask",
+                "GET /comfy/object_info", "GET /comfy/object_info/{node}", "GET /comfy/models",
+                "GET /comfy/models/{folder}", "GET /comfy/embeddings", "GET /comfy/extensions",
+                "GET /comfy/system_stats"]
 
 
 def names_a_field(body) -> bool:
@@ -114,7 +123,8 @@ def test_no_5xx_and_every_4xx_names_a_field(api, served, label, tiny, monkeypatc
 HOSTILE_STRINGS = ["\\ud800", "a\\udfffb", "\\udc80\\ud800", "x" * 3 + "\\ud83d"]
 HOSTILE_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"]
 JSON_ROUTES = ("POST /generate", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/img2img", "POST /sdapi/v1/options",
-               "POST /v1/images/generations", "POST /queue/{request_id}/move")
+               "POST /v1/images/generations", "POST /queue/{request_id}/move", "POST /comfy/prompt", "POST /comfy/queue",
+               "POST /comfy/history", "POST /comfy/free", "POST /comfy/interrupt")
 
 
 def _leaves(value, path=()):

@@ -343,6 +343,9 @@ def test_the_websocket_needs_the_token(srv):
             assert first["type"] == "status" and first["data"]["sid"]
         finally:
             ws.close()
+    with pytest.raises(websocket.WebSocketBadStatusException) as e:      # a page of another site: refused
+        websocket.create_connection(f"ws://{srv.address}/ws?token={TOKEN}", origin="http://evil.example", timeout=30)
+    assert e.value.status_code == 403
 
 
 def test_the_prefixes_serve_the_same_api(srv):

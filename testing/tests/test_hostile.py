@@ -213,7 +213,8 @@ def test_the_library_does_not_follow_links_out_or_around(served):
 # -- 7. the token before the body ---------------------------------------------------------------------
 @pytest.mark.parametrize("path,body", [("/generate", "{"), ("/generate", '{"model": 1}'),
                                        ("/queue/x/move", "{"), ("/sdapi/v1/txt2img", "{"),
-                                       ("/v1/images/generations", "{")])
+                                       ("/v1/images/generations", "{"), ("/comfy/prompt", "{"),
+                                       ("/comfy/api/prompt", '{"prompt": 1}')])
 def test_no_token_is_401_whatever_the_body(served, path, body):
     r = httpx.post(served.url + path, content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 401, r.text
@@ -258,7 +259,7 @@ def test_a_data_url_input_still_fits_the_generate_route(served, tmp_path):
 ROUTES = [("GET", "/health"), ("GET", "/models"), ("POST", "/generate"), ("GET", "/queue"), ("GET", "/loras"),
           ("GET", "/outputs/x.png"), ("POST", "/assets?name=a.png"), ("GET", "/metrics"),
           ("POST", "/sdapi/v1/txt2img"), ("GET", "/sdapi/v1/sd-models"), ("POST", "/v1/images/generations"),
-          ("GET", "/v1/models")]
+          ("GET", "/v1/models"), ("POST", "/comfy/prompt"), ("GET", "/comfy/view?filename=x.png")]
 
 
 @pytest.mark.parametrize("method,path", ROUTES)

@@ -30,6 +30,7 @@ MAX_UPLOAD_BYTES = 2 * (64 << 20)   # one upload's form: an image of up to input
 
 
 def error(status: int, field: str, message: str, kind: str = "invalid_request", node_errors=None) -> CompatError:
+    field = field or "body"          # a value under an empty key: the body names it
     return CompatError(status, {"error": {"type": kind, "message": f"{field}: {message}", "details": message,
                                           "extra_info": {}}, "node_errors": node_errors or {}, "field": field})
 
