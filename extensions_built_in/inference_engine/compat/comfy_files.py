@@ -48,10 +48,14 @@ class ComfyFiles:
         """The names ComfyUI would list for `folder` (checkpoints, diffusion_models / unet,
         text_encoders / clip, vae, loras, controlnet, upscale_models, embeddings, ...), sorted; an
         unknown folder lists nothing."""
+        return sorted(self.table(folder))
+
+    def table(self, folder: str) -> dict:
+        """{name: absolute path} of `folder`, the first folder holding a name winning."""
         seen = {}
         for name, path in self._entries(folder):
             seen.setdefault(name, path)
-        return sorted(seen)
+        return seen
 
     def path(self, folder: str, name: str) -> str | None:
         """The absolute path of `name` in `folder` (the first folder holding it), None when it is not
