@@ -126,8 +126,11 @@ class Prompts:
             gone = [p for p in self.pending if not p.started and (prompt_ids is None or p.prompt_id in prompt_ids)]
             for p in gone:
                 p.deleted = True
+                self.pending.remove(p)
         for p in gone:
             self._cancel(p)
+        if gone:
+            self.sockets.status()
 
     def interrupt(self, prompt_id: str | None = None) -> bool:
         """POST /interrupt: the running prompt (the one named, if it runs) stops, its later jobs too.
@@ -179,13 +182,15 @@ class Prompts:
         self.sockets.send(event, data, p.client_id)
 
     def _start(self, p: Prompt):
-        if not p.started:
-            with self.lock:
-                p.started = True
-            self._send(p, "execution_start", {"prompt_id": p.prompt_id, "timestamp": timestamp()}, record=True)
-            self._send(p, "execution_cached", {"nodes": [], "prompt_id": p.prompt_id, "timestamp": timestamp()},
-                       record=True)
-            self.sockets.status()
+        """The prompt starts (once; never once deleted from the queue)."""
+        with self.lock:
+            if p.started or p.deleted:
+                return
+            p.started = True
+        self._send(p, "execution_start", {"prompt_id": p.prompt_id, "timestamp": timestamp()}, record=True)
+        self._send(p, "execution_cached", {"nodes": [], "prompt_id": p.prompt_id, "timestamp": timestamp()},
+                   record=True)
+        self.sockets.status()
 
     def _executing(self, p: Prompt, nodes):
         for node in nodes:
@@ -230,9 +235,9 @@ class Prompts:
                 if kind == "error":
                     error = header.get("message")
                     continue
-                if p.deleted and not p.started:
-                    continue
                 self._start(p)
+                if not p.started:
+                    continue
                 self._executing(p, nodes[:nodes.index(samplers[0])] if samplers[0] in nodes else [])
                 if kind == "progress":
                     now = samplers[-1] if header.get("pass") == "hires" else samplers[0]
@@ -252,6 +257,8 @@ class Prompts:
         if req.status != "ok":
             return req.status, sampler or job.sampler_node, error or req.error
         self._start(p)
+        if not p.started:              # deleted from the queue as it began: it tells nothing
+            return "cancelled", None, None
         images = [{"filename": os.path.basename(r["relpath"]), "subfolder": os.path.dirname(r["relpath"]),
                    "kind": r.get("kind")} for r in req.results if r.get("kind") in ("image", "video")]
         kinds = {o["node"]: o.get("type", "output") for o in job.outputs}
@@ -271,13 +278,9 @@ class Prompts:
 
     def _finish(self, p: Prompt, outcome: str, node, message):
         """The prompt's last message, its history entry, the queue's `status`, then `executing: null`."""
-        if p.deleted and not p.started:
-            with self.lock:
-                if p in self.pending:
-                    self.pending.remove(p)
-            self.sockets.status()
-            return
         self._start(p)
+        if not p.started:           # deleted from the queue (which said so) before it began
+            return
         base = {"prompt_id": p.prompt_id}
         if outcome == "success":
             self._send(p, "execution_success", {**base, "timestamp": timestamp()}, record=True)
