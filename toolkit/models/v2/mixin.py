@@ -200,8 +200,7 @@ class OstrisModelMixin:
             hit = interceptor.lookup(identity, policy)
             if hit is not None:
                 return hit
-        # its class named in its config, as from_pretrained keeps it (samplers.family_of reads it)
-        module = load_cls.from_config({**config, "_class_name": load_cls._aitk_base.__name__})
+        module = load_cls.from_config(config)
         module._aitk_identity = identity
         module.aitk_post_load(policy)
         if interceptor is not None:
