@@ -5,6 +5,8 @@ workflows are ComfyUI "Save (API)" files (testing/workflows) over a tiny ComfyUI
 engine.comfy_port's app at its root, and the engine port's /comfy."""
 import io
 import json
+import os
+import shutil
 import struct
 import threading
 import urllib.error
@@ -17,7 +19,7 @@ import pytest
 from PIL import Image
 
 from extensions_built_in.inference_engine.compat import compat_routes, serve_comfy_on_port
-from testing.comfy_tree import IMAGE, write_tree, workflow
+from testing.comfy_tree import CHECKPOINT, IMAGE, write_tree, workflow
 from toolkit.errors import ConfigError
 
 TOKEN = "comfy-token-123"
@@ -184,6 +186,28 @@ def test_the_websocket_example_runs_each_workflow(srv, name):
     assert entry["api"] == "comfyui" and entry["client"] == client_id
 
 
+def test_a_prompt_of_two_sampler_chains_runs_both(srv):
+    prompt = workflow("sdxl_txt2img")
+    prompt["13"] = json.loads(json.dumps(prompt["3"]))
+    prompt["13"]["inputs"]["seed"] = 5
+    prompt["18"] = {"class_type": "VAEDecode", "inputs": {"samples": ["13", 0], "vae": ["4", 2]}}
+    prompt["19"] = {"class_type": "SaveImage", "inputs": {"filename_prefix": "second", "images": ["18", 0]}}
+    client_id = str(uuid.uuid4())
+    ws = connect(srv, client_id)
+    try:
+        prompt_id = queue_prompt(srv, prompt, client_id)["prompt_id"]
+        messages, _frames = follow(ws, prompt_id)
+    finally:
+        ws.close()
+    assert {p["node"] for p in of(messages, "progress", prompt_id)} == {"3", "13"}
+    assert sorted(e["node"] for e in of(messages, "executed", prompt_id)) == ["19", "9"]
+    assert len(of(messages, "execution_start", prompt_id)) == len(of(messages, "execution_success", prompt_id)) == 1
+    history = get_history(srv, prompt_id)[prompt_id]
+    assert sorted(history["prompt"][4]) == ["19", "9"] and sorted(history["outputs"]) == ["19", "9"]
+    names = [history["outputs"][n]["images"][0]["filename"] for n in ("9", "19")]
+    assert names[0] != names[1]
+
+
 # -- comfy-api-simplified ---------------------------------------------------------------------------
 
 def test_comfy_api_simplified_queues_waits_and_reads_back(srv, tmp_path):
@@ -238,7 +262,6 @@ def test_view_refuses_what_is_outside_its_folders(srv, params, status):
 
 
 def test_view_does_not_follow_a_link_out(srv, tmp_path):
-    import os
     outside = tmp_path / "secret.png"
     outside.write_bytes(b"secret")
     link = os.path.join(srv.engine.output_folder, "linked.png")
@@ -296,10 +319,22 @@ def test_queue_delete_and_interrupt(srv):
         assert [i[1] for i in queue["queue_pending"]] == [waiting]
         assert srv.http.get("/prompt").json() == {"exec_info": {"queue_remaining": 2}}
         assert srv.http.post("/queue", json={"delete": [waiting]}).status_code == 200
+        # a prompt whose checkpoint goes away while it waits: its load fails when it runs
+        gone = os.path.join(srv.tree, "models", "checkpoints", "gone.safetensors")
+        shutil.copy(os.path.join(srv.tree, "models", "checkpoints", CHECKPOINT), gone)
+        failing = workflow("sdxl_txt2img")
+        failing["4"]["inputs"]["ckpt_name"] = "gone.safetensors"
+        failed = queue_prompt(srv, failing, client_id)["prompt_id"]
+        os.remove(gone)
         assert srv.http.post("/interrupt").status_code == 200
         messages, _frames = follow(ws, running)
+        after, _frames = follow(ws, failed)
     finally:
         ws.close()
+    error = of(after, "execution_error", failed)
+    assert error and error[0]["node_id"] == "4" and error[0]["node_type"] == "CheckpointLoaderSimple", after
+    assert error[0]["exception_message"]
+    assert srv.http.get(f"/history/{failed}").json()[failed]["status"]["status_str"] == "error"
     stopped = of(messages, "execution_interrupted", running)
     assert stopped and stopped[0]["node_id"] == "3" and stopped[0]["node_type"] == "KSampler"
     history = srv.http.get(f"/history/{running}").json()[running]

@@ -254,8 +254,9 @@ class Prompts:
         finally:
             req.detach(sub)
         req.done_event.wait()
-        if req.status != "ok":
-            return req.status, sampler or job.sampler_node, error or req.error
+        if req.status != "ok":      # the node at fault: the sampler running, else (before a step) the model's loader
+            before = job.fields.get("model", (job.sampler_node,))[0] if req.status == "error" else job.sampler_node
+            return req.status, sampler or before, error or req.error
         self._start(p)
         if not p.started:              # deleted from the queue as it began: it tells nothing
             return "cancelled", None, None
