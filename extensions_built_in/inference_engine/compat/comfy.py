@@ -103,8 +103,8 @@ class ComfyAPI:
                                    or not math.isfinite(number)):
             raise bad("number", f"must be a number, got {number!r}")
         prompt_id = body.get("prompt_id")
-        if prompt_id is not None and (not isinstance(prompt_id, str) or not prompt_id.strip()):
-            raise bad("prompt_id", "must be a non-empty string")
+        if prompt_id is not None and (not isinstance(prompt_id, str) or not prompt_id.strip() or len(prompt_id) > 200):
+            raise bad("prompt_id", "must be a non-empty string of at most 200 characters")
         if prompt_id is not None and self.prompts.known(prompt_id):
             raise bad("prompt_id", f"{prompt_id!r} is already in use")
         try:

@@ -18,6 +18,7 @@ import uuid
 from extensions_built_in.inference_engine.compat.preview import preview_payload
 from extensions_built_in.inference_engine.engine import NotQueued, Subscriber
 from extensions_built_in.inference_engine.protocol import FrameReader
+from toolkit.errors import ConfigError
 
 HISTORY_KEPT = 1000              # finished prompts /history keeps (in memory)
 SAMPLERS = ("KSampler", "KSamplerAdvanced")
@@ -91,12 +92,14 @@ class Prompts:
         """Queue every job of the prompt (all or none; `err(field, message)` for a refusal) and start
         following it. On a worker thread: submitting checks files."""
         p = Prompt(prompt_id or str(uuid.uuid4()), number, graph, extra_data, jobs, client_id)
+        if prompt_id is not None and self.known(prompt_id):
+            raise err("prompt_id", f"{prompt_id!r} is already in use")
         reqs = []
         try:
-            try:
+            try:     # engine.limits.max_batch counts the images of the whole prompt
                 self.engine.check_batch(sum(int(job.sample.get("batch_size") or 1) for job in jobs))
-            except Exception as e:        # a ConfigError("batch")
-                raise err(getattr(e, "key", "batch"), getattr(e, "message", str(e))) from None
+            except ConfigError as e:
+                raise err(e.key, e.message) from None
             for job in jobs:
                 reqs += self.session.submit_all(job.model, [job.sample], err, {}, "model", STREAM,
                                                 api="comfyui", client=client_id)
