@@ -401,3 +401,33 @@ def test_comfy_port_is_a_port_of_its_own():
             EngineSettings.from_dict(d)
         assert e.value.key == "engine.comfy_port", d
     assert EngineSettings.from_dict({"comfy_port": 8188}).comfy_port == 8188
+
+
+def test_the_engine_process_serves_it_on_comfy_port_without_torch(tiny, tmp_path):
+    """`run.py`'s engine with engine.comfy_port: a workflow runs end to end through its worker process, and
+    the HTTP process (the graph analysis, the node table, the file lookup) never imports torch."""
+    import socket
+    import websocket
+    from testing.engine_client import EngineProcess
+    tree = write_tree(tmp_path, tiny)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = EngineProcess(str(tmp_path / "job"), engine_extra={"comfy_port": port, "comfyui_path": tree})
+    try:
+        token = proc.wait_ready().info["token"]
+        client_id = str(uuid.uuid4())
+        ws = websocket.create_connection(f"ws://127.0.0.1:{port}/ws?clientId={client_id}&token={token}", timeout=300)
+        try:
+            r = httpx.post(f"http://127.0.0.1:{port}/prompt", json={"prompt": workflow("sdxl_txt2img"),
+                           "client_id": client_id}, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+            assert r.status_code == 200, r.text
+            messages, frames = follow(ws, r.json()["prompt_id"])
+        finally:
+            ws.close()
+        assert of(messages, "execution_success") and frames
+        assert httpx.get(f"http://127.0.0.1:{port}/object_info", headers={"Authorization": f"Bearer {token}"}).json()
+        with open(f"/proc/{proc.info['pid']}/maps") as f:
+            assert "libtorch" not in f.read(), "the engine's HTTP process has imported torch"
+    finally:
+        assert proc.stop() == 0
