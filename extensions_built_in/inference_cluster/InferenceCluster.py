@@ -51,7 +51,7 @@ class InferenceCluster(BaseProcess):
                                   f"got {v!r}")
         self.address = c.get("address")
         eng = dict(self.get_conf("engine", {}))
-        for key in ("port", "compat_port"):
+        for key in ("port", "compat_port", "comfy_port"):
             if eng.get(key):
                 raise ConfigError(f"engine.{key}", "a cluster serves on cluster.port (compat routes included)")
         eng["token"] = eng.get("token") or secrets.token_urlsafe(32)      # one token for every replica

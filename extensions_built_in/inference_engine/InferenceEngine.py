@@ -26,6 +26,7 @@ class InferenceEngine(BaseProcess):
         self.output_folder = os.path.abspath(s.output_folder or os.path.join(self.job_folder, "outputs"))
         self.assets_folder = os.path.join(self.job_folder, "assets")
         self.port, self.compat_port, self.docs = s.port, s.compat_port or None, s.docs
+        self.comfy_port = s.comfy_port or None
         self.token = s.token or secrets.token_urlsafe(32)
         self.dtype = s.dtype
         self.profiles = load_profiles(s.profiles_file) if s.profiles_file else EMPTY_PROFILES
@@ -45,7 +46,7 @@ class InferenceEngine(BaseProcess):
         self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
 
     def run(self):
-        from extensions_built_in.inference_engine.compat import compat_routes, serve_compat_on_port
+        from extensions_built_in.inference_engine.compat import compat_routes, serve_comfy_on_port, serve_compat_on_port
         from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
 
         status = self.job_status
@@ -60,13 +61,16 @@ class InferenceEngine(BaseProcess):
         compat = compat_routes(engine=engine)
         server = ServerThread(create_app(engine, self.token, extra_routes=[compat], docs=self.docs),
                               bind_socket(self.port)).start()
-        compat_server = None
+        compat_server = comfy_server = None
         failed = None
         try:
             if self.compat_port:
                 compat_server = serve_compat_on_port(engine, self.token, compat, self.compat_port)
                 print(f"compatibility API (A1111 /sdapi/v1, OpenAI /v1) on http://127.0.0.1:{compat_server.port}",
                       flush=True)
+            if self.comfy_port:
+                comfy_server = serve_comfy_on_port(engine, self.token, compat, self.comfy_port)
+                print(f"ComfyUI API (/prompt, /ws) on http://127.0.0.1:{comfy_server.port}", flush=True)
             self._write_engine_json(server.port)
             print(f"inference engine listening on http://127.0.0.1:{server.port} (engine.json: {self.engine_json})",
                   flush=True)
@@ -81,8 +85,9 @@ class InferenceEngine(BaseProcess):
             raise
         finally:
             engine.stop()
-            if compat_server is not None:
-                compat_server.stop()
+            for extra in (compat_server, comfy_server):
+                if extra is not None:
+                    extra.stop()
             server.stop()
             _remove(self.engine_json)
             engine.unload_all()

@@ -29,6 +29,9 @@ class EngineSettings(Settings):
     idle_unload_seconds: float = setting(0.0, min=0, doc="unload after this long idle (0: never)")
     profiles_file: str | None = setting(None, doc="model profiles (TOML or YAML): names requests may ask for")
     compat_port: int | None = setting(None, min=0, max=65535, doc="the A1111/OpenAI routes on a port of their own")
+    comfy_port: int | None = setting(None, min=0, max=65535, doc="ComfyUI's API at the root of a port of its own "
+                                                                  "(ComfyUI's 8188 by convention); the engine port "
+                                                                  "serves it under /comfy")
     grace_seconds: float = setting(10.0, min=0, exclusive_min=True,
                                    doc="seconds a cancel may take before the worker is restarted")
     model_roots: list | None = setting(None, doc="more folders requests may name local files in")
@@ -71,6 +74,9 @@ class EngineSettings(Settings):
         if self.compat_port and self.compat_port == self.port:
             raise ConfigError(f"{where}.compat_port", f"must be a port number other than engine.port, "
                               f"got {self.compat_port!r}")
+        if self.comfy_port and self.comfy_port in (self.port, self.compat_port):
+            raise ConfigError(f"{where}.comfy_port", f"must be a port number other than engine.port and "
+                              f"engine.compat_port, got {self.comfy_port!r}")
         for key in ("model_roots", "model_folders"):
             paths = getattr(self, key) or []
             if not all(isinstance(p, str) and p for p in paths):

@@ -49,7 +49,16 @@ def _operations(served_url=None) -> list:
             "POST /v1/videos", "GET /v1/videos", "GET /v1/videos/{video_id}", "DELETE /v1/videos/{video_id}",
             "GET /v1/videos/{video_id}/content",
             "POST /sdcpp/v1/img_gen", "POST /sdcpp/v1/vid_gen", "GET /sdcpp/v1/jobs/{job_id}",
-            "POST /sdcpp/v1/jobs/{job_id}/cancel", "GET /sdcpp/v1/capabilities"]
+            "POST /sdcpp/v1/jobs/{job_id}/cancel", "GET /sdcpp/v1/capabilities", *COMFY_ROUTES]
+
+
+# ComfyUI's API, under /comfy on the engine port (compat/comfy.py; its /api aliases are not in the schema)
+COMFY_ROUTES = ["POST /comfy/prompt", "GET /comfy/prompt", "GET /comfy/queue", "POST /comfy/queue",
+                "POST /comfy/interrupt", "POST /comfy/free", "GET /comfy/history", "GET /comfy/history/{prompt_id}",
+                "POST /comfy/history", "GET /comfy/view", "POST /comfy/upload/image", "POST /comfy/upload/mask",
+                "GET /comfy/object_info", "GET /comfy/object_info/{node}", "GET /comfy/models",
+                "GET /comfy/models/{folder}", "GET /comfy/embeddings", "GET /comfy/extensions",
+                "GET /comfy/system_stats"]
 
 
 def names_a_field(body) -> bool:
@@ -126,7 +135,8 @@ HOSTILE_STRINGS = ["\\ud800", "a\\udfffb", "\\udc80\\ud800", "x" * 3 + "\\ud83d"
 HOSTILE_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"]
 JSON_ROUTES = ("POST /generate", "POST /sdapi/v1/txt2img", "POST /sdapi/v1/img2img", "POST /sdapi/v1/options",
                "POST /v1/images/generations", "POST /queue/{request_id}/move", "POST /v1/videos",
-               "POST /sdcpp/v1/img_gen", "POST /sdcpp/v1/vid_gen")
+               "POST /sdcpp/v1/img_gen", "POST /sdcpp/v1/vid_gen", "POST /comfy/prompt", "POST /comfy/queue",
+               "POST /comfy/history", "POST /comfy/free", "POST /comfy/interrupt")
 
 
 def _leaves(value, path=()):

@@ -215,7 +215,8 @@ def test_the_library_does_not_follow_links_out_or_around(served):
                                        ("/queue/x/move", "{"), ("/sdapi/v1/txt2img", "{"),
                                        ("/v1/images/generations", "{"), ("/v1/videos", "{"),
                                        ("/sdcpp/v1/img_gen", "{"), ("/sdcpp/v1/vid_gen", "{"),
-                                       ("/sdcpp/v1/jobs/x/cancel", "{")])
+                                       ("/sdcpp/v1/jobs/x/cancel", "{"), ("/comfy/prompt", "{"),
+                                       ("/comfy/api/prompt", '{"prompt": 1}')])
 def test_no_token_is_401_whatever_the_body(served, path, body):
     r = httpx.post(served.url + path, content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 401, r.text
@@ -260,7 +261,8 @@ def test_a_data_url_input_still_fits_the_generate_route(served, tmp_path):
 ROUTES = [("GET", "/health"), ("GET", "/models"), ("POST", "/generate"), ("GET", "/queue"), ("GET", "/loras"),
           ("GET", "/outputs/x.png"), ("POST", "/assets?name=a.png"), ("GET", "/metrics"),
           ("POST", "/sdapi/v1/txt2img"), ("GET", "/sdapi/v1/sd-models"), ("POST", "/v1/images/generations"),
-          ("GET", "/v1/models"), ("POST", "/sdcpp/v1/img_gen"), ("GET", "/sdcpp/v1/capabilities")]
+          ("GET", "/v1/models"), ("POST", "/sdcpp/v1/img_gen"), ("GET", "/sdcpp/v1/capabilities"),
+          ("POST", "/comfy/prompt"), ("GET", "/comfy/view?filename=x.png")]
 
 
 @pytest.mark.parametrize("method,path", ROUTES)

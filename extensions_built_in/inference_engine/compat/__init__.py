@@ -2,8 +2,9 @@
 `a1111` (A1111 / stable-diffusion.cpp `/sdapi/v1/*`: SillyTavern, SD.Next-style clients, webuiapi),
 `controlnet` (the sd-webui-controlnet extension's /controlnet/module_list and /controlnet/detect),
 `openai` (`/v1/images/generations`, `/v1/images/edits`, `/v1/models`), `openai_video` (`/v1/videos`:
-asynchronous video jobs) and `sdcpp` (stable-diffusion.cpp's native asynchronous jobs, `/sdcpp/v1/*`);
-`common` holds their auth,
+asynchronous video jobs), `sdcpp` (stable-diffusion.cpp's native asynchronous jobs, `/sdcpp/v1/*`) and
+`comfy` (ComfyUI's /prompt, /ws, /history, /view, ...: under /comfy on the engine port, at the root of
+engine.comfy_port); `common` holds their auth,
 error answer and the shared `Session`, `inputs` the checks and preparation of the images img2img and
 edits take, `preview` the latent PNG of /sdapi/v1/progress.
 
@@ -19,10 +20,11 @@ password of HTTP Basic auth with any user name (A1111 clients' `--api-auth user:
     route = compat_routes(engine=engine)
     app = create_app(engine, token, extra_routes=[route])
     extra = serve_compat_on_port(engine, token, route, port)      # optional fixed port
+    comfy = serve_comfy_on_port(engine, token, route, port)       # ComfyUI's API at a port's root
 """
 from fastapi import FastAPI, HTTPException, Request as HttpRequest
 
-from extensions_built_in.inference_engine.compat import a1111, controlnet, openai, openai_video, sdcpp
+from extensions_built_in.inference_engine.compat import a1111, comfy, controlnet, openai, openai_video, sdcpp
 from extensions_built_in.inference_engine.compat.common import REALM, CompatError, Session, authorized, compat_error
 from extensions_built_in.inference_engine.http_guard import auth_first
 from toolkit.errors import ConfigError
@@ -40,17 +42,25 @@ def compat_routes(*, engine=None):
         if eng is None:
             raise RuntimeError("compat routes need the engine: compat_routes(engine=engine) "
                                "or app.state.engine = engine")
-        if route.session is None:
-            route.session = Session(eng)
+        shared(route, eng)
         app.add_exception_handler(CompatError, compat_error)
         a1111.add_routes(app, route.session, authorized)
         controlnet.add_routes(app, route.session, authorized)
         openai.add_routes(app, route.session, authorized)
         openai_video.add_routes(app, route.session, authorized)
         sdcpp.add_routes(app, route.session, authorized)
+        comfy.add_routes(app, route.comfy, prefix="/comfy")
 
-    route.session = None
+    route.session = route.comfy = None
     return route
+
+
+def shared(route, engine):
+    """The state every app the route serves shares: the Session and ComfyUI's prompts and sockets."""
+    if route.session is None:
+        route.session = Session(engine)
+    if route.comfy is None:
+        route.comfy = comfy.ComfyAPI(route.session)
 
 
 # -- a fixed extra port ------------------------------------------------------------------------------
@@ -93,4 +103,21 @@ def serve_compat_on_port(engine, token: str, route, port: int):
         raise ConfigError("engine.compat_port", f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
     server = ServerThread(compat_app(engine, token, route), sock)
     server.thread.name = "engine-compat-http"
+    return server.start()
+
+
+def serve_comfy_on_port(engine, token: str, route, port: int):
+    """Serve ComfyUI's API alone at the root of 127.0.0.1:`port` (engine.comfy_port), sharing its prompts
+    and sockets with the engine port's /comfy; returns the started ServerThread."""
+    from extensions_built_in.inference_engine.server import ServerThread, bind_socket
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
+        raise ConfigError("engine.comfy_port", f"must be a port number, got {port!r}")
+    try:
+        sock = bind_socket(port)
+    except OSError as e:
+        raise ConfigError("engine.comfy_port", f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
+    shared(route, engine)
+    server = ServerThread(comfy.comfy_app(engine, token, route.comfy), sock)
+    server.thread.name = "engine-comfy-http"
     return server.start()

@@ -219,11 +219,12 @@ class Session:
 
     # -- running ---------------------------------------------------------------------------------
     def submit_all(self, model: dict, samples: list, err, table: dict, model_field: str,
-                   stream: dict | None = None, *, api: str) -> list:
+                   stream: dict | None = None, *, api: str, client: str | None = None) -> list:
         """Submit one request per sample (all or none: a refused one cancels those before it). A
         data URL the samples share is stored once: the first request's asset serves the later ones.
         `stream`: the engine's stream options for each (e.g. preview images for a progress route);
-        `api`: which API asks (a1111, openai), as the results feed records it."""
+        `api`, `client`: which API asks (a1111, openai, comfyui) and who (ComfyUI's client_id), as the
+        results feed records them."""
         reqs = []
         stored = {}           # data URL -> the asset the engine stored it as
         try:      # engine.limits.max_batch counts images (a sample's batch_size each), before any is queued
@@ -231,7 +232,7 @@ class Session:
             for sample in samples:
                 sample = {k: stored.get(v, v) if k in IMAGE_INPUTS and isinstance(v, str) else v
                           for k, v in sample.items()}
-                req = self.engine.submit(model, sample, stream, api=api)
+                req = self.engine.submit(model, sample, stream, api=api, client=client)
                 reqs.append(req)
                 for name in IMAGE_INPUTS:
                     if is_data_url(sample.get(name)):

@@ -181,10 +181,11 @@ class OstrisModelMixin:
         import hashlib
         if not (_is_scheduler(cls) or _is_guider(cls)):
             raise ComponentLoadError(f"{role}: only a scheduler or a guider can be built from an in-code config")
-        config = dict(config)
-        name = config.pop("_class_name", None)
+        config = dict(config)       # keeps `_class_name`: the built config names its class (samplers.family_of)
+        name = config.get("_class_name")
         load_cls = aitk(_import_class("diffusers", name)) if name else cls
-        digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps({k: v for k, v in config.items() if k != "_class_name"},
+                                           sort_keys=True).encode()).hexdigest()
         identity = ComponentIdentity(role=role, cls=f"{load_cls._aitk_base.__module__}.{load_cls._aitk_base.__qualname__}",
                                      source="<in-code config>", subfolder=None, weights=((f"content:{digest}", 0, 0),),
                                      dtype=None, qtype=None)
