@@ -186,8 +186,8 @@ class ComfyAPI:
             if len(body) > MAX_UPLOAD_BYTES:
                 raise error(413, "image", f"the form is over {MAX_UPLOAD_BYTES} bytes")
         try:
-            parts = await asyncio.to_thread(comfy_upload.parse_form, request.headers.get("content-type", ""), bytes(body))
-            return await asyncio.to_thread(comfy_upload.store_upload, self.engine, self.input_dir, parts, self.roots, mask)
+            form = await asyncio.to_thread(comfy_upload.parse_form, request.headers.get("content-type", ""), bytes(body))
+            return await asyncio.to_thread(comfy_upload.store_upload, self.engine, self.input_dir, form, self.roots, mask)
         except comfy_upload.Refused as e:
             raise refused(e) from None
 

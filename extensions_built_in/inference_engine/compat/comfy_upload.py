@@ -10,6 +10,7 @@ import io
 import json
 import os
 
+from extensions_built_in.inference_engine.compat import forms
 from toolkit.errors import ConfigError
 from toolkit.media import atomic_path
 
@@ -69,50 +70,25 @@ def locate(roots: dict, filename, subfolder="", kind="output", field: str = "fil
     return full
 
 
-def parse_form(ctype: str, body: bytes) -> list:
-    """A multipart/form-data body as [(field name, file name or None, bytes)] in order, by the standard
-    library's MIME parser (no python-multipart)."""
-    from email import policy
-    from email.parser import BytesParser
-
+def parse_form(ctype: str, body: bytes) -> tuple[dict, list]:
+    """The upload form as ({text field: value}, [(field, file name, bytes)]): compat/forms.py's parser."""
     if not ctype.lower().startswith("multipart/form-data"):
         raise Refused(400, "image", "send a multipart/form-data form (the image file and its fields)")
-    try:
-        head = b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n"
-    except UnicodeEncodeError:
-        raise Refused(400, "image", "the content-type header is not Latin-1") from None
-    msg = BytesParser(policy=policy.HTTP).parsebytes(head + body)
-    if not msg.is_multipart() or not msg.get_param("boundary"):
-        raise Refused(400, "image", "the body is not a multipart/form-data form with a boundary")
-    parts = []
-    for part in msg.iter_parts():
-        name = part.get_param("name", header="content-disposition")
-        if isinstance(name, str) and name:
-            filename = part.get_param("filename", header="content-disposition")
-            parts.append((name, filename if isinstance(filename, str) else None, part.get_payload(decode=True) or b""))
-    return parts
+
+    def err(field, message):
+        return Refused(400, field, message)
+    return forms.parse_form(ctype, body, err, "image")
 
 
-def text_fields(parts: list) -> dict:
-    out = {}
-    for name, filename, payload in parts:
-        if filename is None and name not in out:
-            try:
-                out[name] = payload.decode("utf-8")
-            except UnicodeDecodeError:
-                raise Refused(400, name, "is not UTF-8 text") from None
-    return out
-
-
-def store_upload(engine, input_dir: str, parts: list, roots: dict, mask: bool) -> dict:
+def store_upload(engine, input_dir: str, form: tuple, roots: dict, mask: bool) -> dict:
     """POST /upload/image (`mask`: /upload/mask): the form's `image` into the input folder's `subfolder`,
     named as sent or `name (1).ext` when that name holds other bytes (`overwrite`: replaced); the same
     bytes under the same name are not written twice. A mask is the `original_ref` image with the sent
     image's alpha. Answers ComfyUI's `{name, subfolder, type}`."""
     from extensions_built_in.inference_engine.compat import inputs
 
-    fields = text_fields(parts)
-    image = next(((fn, data) for name, fn, data in parts if name == "image" and fn is not None), None)
+    fields, files = form
+    image = next(((fn, data) for name, fn, data in files if name == "image"), None)
     if image is None:
         raise Refused(400, "image", "is required: the image file")
     kind = fields.get("type") or "input"
