@@ -93,31 +93,26 @@ def compat_app(engine, token: str, route) -> FastAPI:
 def serve_compat_on_port(engine, token: str, route, port: int):
     """Serve the compat routes alone on 127.0.0.1:`port` (engine.compat_port), for clients that
     cannot read engine.json; returns the started ServerThread (call .stop() on shutdown)."""
-    from extensions_built_in.inference_engine.server import ServerThread, bind_socket
-
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
-        raise ConfigError("engine.compat_port", f"must be a port number, got {port!r}")
-    try:
-        sock = bind_socket(port)
-    except OSError as e:
-        raise ConfigError("engine.compat_port", f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
-    server = ServerThread(compat_app(engine, token, route), sock)
-    server.thread.name = "engine-compat-http"
-    return server.start()
+    return _serve(compat_app(engine, token, route), port, "engine.compat_port", "engine-compat-http")
 
 
 def serve_comfy_on_port(engine, token: str, route, port: int):
     """Serve ComfyUI's API alone at the root of 127.0.0.1:`port` (engine.comfy_port), sharing its prompts
     and sockets with the engine port's /comfy; returns the started ServerThread."""
+    shared(route, engine)
+    return _serve(comfy.comfy_app(engine, token, route.comfy), port, "engine.comfy_port", "engine-comfy-http")
+
+
+def _serve(app, port: int, key: str, thread_name: str):
+    """`app` on 127.0.0.1:`port`, started; a port that is no port or cannot be bound is a ConfigError on `key`."""
     from extensions_built_in.inference_engine.server import ServerThread, bind_socket
 
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
-        raise ConfigError("engine.comfy_port", f"must be a port number, got {port!r}")
+        raise ConfigError(key, f"must be a port number, got {port!r}")
     try:
         sock = bind_socket(port)
     except OSError as e:
-        raise ConfigError("engine.comfy_port", f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
-    shared(route, engine)
-    server = ServerThread(comfy.comfy_app(engine, token, route.comfy), sock)
-    server.thread.name = "engine-comfy-http"
+        raise ConfigError(key, f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
+    server = ServerThread(app, sock)
+    server.thread.name = thread_name
     return server.start()
