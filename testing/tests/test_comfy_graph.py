@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from extensions_built_in.inference_engine.compat.comfy_files import ComfyFiles
-from extensions_built_in.inference_engine.compat.comfy_graph import GraphError, Job, analyse
+from extensions_built_in.inference_engine.compat.comfy_graph import GraphError, Job, analyse, refusal
 from extensions_built_in.inference_engine.compat.comfy_nodes import NODES, object_info
 from testing import comfy_tree
 from testing.comfy_tree import workflow
@@ -300,6 +300,20 @@ def test_the_engines_refusals_name_the_node_and_input_they_came_from(files, reso
         err = refused(workflow("sdxl_lora"), files, refuse(key))
         assert list(err.node_errors) == [node], key
         assert err.node_errors[node]["errors"][0]["extra_info"].get("input_name") == input_name, key
+
+
+def test_a_refusal_at_submit_names_the_node_too(engine, tmp_path):
+    """A dry-run resolve does not check input files: Engine.submit's refusal maps back the same way."""
+    from testing.fixtures import input_image
+    input_image(tmp_path / "example.png")
+    prompt = workflow("sdxl_img2img")
+    (job,) = analyse(prompt, ComfyFiles(engine.model_folders, str(tmp_path)))     # an input folder out of the assets
+    with pytest.raises(ConfigError) as e:
+        engine.resolve(job.model, job.sample)
+    err = refusal(prompt, job, e.value)
+    assert errors_of(err, "10") == [("custom_validation_failed", "image")]
+    assert err.node_errors["10"]["errors"][0]["extra_info"]["engine_field"] == "sample.init_img"
+    assert err.node_errors["10"]["dependent_outputs"] == ["9"]
 
 
 def test_a_prompt_that_is_no_workflow(files):
