@@ -94,11 +94,25 @@ def _check_with_engine(a: Analysis, job: Job, resolve):
     try:
         resolve(job.model, job.sample)
     except ConfigError as e:
-        node, input_name = _field_source(job, e.key)
-        value = a.values.get(node, {}).get(input_name) if input_name else None
-        a.fail(node, input_name, f"{e.message} (the engine's {e.key})" if input_name else
-               f"{e.key}: {e.message}", engine_field=e.key,
-               **({"received_value": value} if input_name and not isinstance(value, tuple) else {}))
+        _engine_error(a, job, e)
+
+
+def _engine_error(a: Analysis, job: Job, e: ConfigError):
+    node, input_name = _field_source(job, e.key)
+    value = a.values.get(node, {}).get(input_name) if input_name else None
+    a.fail(node, input_name, f"{e.message} (the engine's {e.key})" if input_name else f"{e.key}: {e.message}",
+           engine_field=e.key, **({"received_value": value} if input_name and not isinstance(value, tuple) else {}))
+
+
+def refusal(prompt: dict, job: Job, e: ConfigError) -> GraphError:
+    """The GraphError for the engine refusing `job` later (Engine.submit's ConfigError: a dry-run resolve does
+    not check input files), on the node and input the field came from."""
+    a = Analysis(prompt, None)
+    for node, data in prompt.items():
+        inputs = data.get("inputs") if isinstance(data, dict) else None
+        a.values[node] = {k: v for k, v in inputs.items() if not isinstance(v, list)} if isinstance(inputs, dict) else {}
+    _engine_error(a, job, e)
+    return GraphError(_failed(a.errors), _node_errors(a, [o["node"] for o in job.outputs]))
 
 
 def _field_source(job: Job, key: str) -> tuple:

@@ -192,7 +192,7 @@ class Builder:
         self.lora_clips(m, clip)
         first_node, first = vaes[0]
         for node, vae in vaes[1:]:
-            if vae != first:
+            if (vae.path, vae.checkpoint) != (first.path, first.checkpoint):    # one file, whichever loader node
                 self.fail(node, "vae", "another VAE than the decode's: the engine runs one VAE per request")
         if first.checkpoint and first.path != m.path:
             self.fail(first_node, "vae", f"the VAE of {os.path.basename(first.path)} with the denoiser of "
