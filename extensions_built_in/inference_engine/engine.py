@@ -285,16 +285,23 @@ class Engine:
         """(model folders, upscaler folders): where upscale models are found (toolkit/upscalers.py)."""
         return tuple(self.model_folders), ((self.upscaler_folder,) if self.upscaler_folder else ())
 
-    def model_for_name(self, name: str | None) -> dict:
+    def model_for_name(self, name: str | None, modality: str | None = None) -> dict:
         """A model named by a client that knows names only (compat APIs): a profile, an arch, or None
         for the active model (else the default), as a ModelConfig dict (`arch` always set). A name
-        that cannot load here is a ConfigError("model") now, before anything is submitted or unloaded."""
+        that cannot load here is a ConfigError("model") now, before anything is submitted or unloaded.
+        `modality` (for None): a route that makes images after a video request gets the default model
+        where the active one is of another modality and the default is of this one."""
         if name in (None, ""):
-            if self.active_config is not None:
-                return self.active_config.to_dict()
+            active = self.active_config.to_dict() if self.active_config is not None else None
+            if active is not None and (modality is None or self.default_model is None
+                                       or ARCHS_BY_NAME[active["arch"]].modality == modality):
+                return active
             if self.default_model is None:
                 raise ConfigError("model", "no model is loaded and none was named")
             model = self.default_model if isinstance(self.default_model, dict) else {"profile": self.default_model}
+            if active is not None:
+                model = self.profiles.resolve_model(model)[0]
+                return model if ARCHS_BY_NAME[model["arch"]].modality == modality else active
         elif name in self.profiles.profiles or name in ARCHS_BY_NAME:
             why = self._not_here(name)
             if why:

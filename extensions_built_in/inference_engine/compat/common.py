@@ -124,24 +124,36 @@ class Session:
         """(ModelConfig dict, the name to report) for a client's model name, checked before anything
         is submitted: a name that cannot load here, or that makes no images, is `err(field, message)`
         (and the model the engine holds stays loaded)."""
+        model, _spec, name = self.model_of(name, "image", field, err)
+        return model, name
+
+    def model_of(self, name, modality: str, field: str, err) -> tuple[dict, object, str | None]:
+        """(ModelConfig dict, its arch row or None, the name given) of the `modality` model a client names
+        (None: the loaded one, else the default: model_for); a name that cannot load here, or a model
+        of another modality, is `err(field, message)` naming the models of this one."""
         if name is not None and not isinstance(name, str):
             raise err(field, f"must be a model name (a string), got {name!r}")
         name = strip_hash(name) if name else None
         try:
-            model = self.model_for(name)
+            model = self.model_for(name, modality)
         except ConfigError as e:
             raise err(field, e.message if e.key in ("model", "model.profile", "") else e.one_line())
         spec = ARCHS[model["arch"]] if model.get("arch") in ARCHS else None     # else submit names the problem
-        if spec is not None and spec.modality != "image":
-            raise err(field, f"{name or spec.name!r} is a {spec.modality} model; this route makes images")
-        return model, name
+        if spec is not None and spec.modality != modality:
+            who = repr(name) if name else f"the loaded model ({self.title_of(model, *self._naming())})"
+            here = self.image_model_names() if modality == "image" else self.engine.model_names(modality=modality)
+            raise err(field, f"{who} is {'an' if spec.modality[0] in 'aeiou' else 'a'} {spec.modality} model "
+                             f"({spec.name}), not a{'n' if modality[0] in 'aeiou' else ''} {modality} model; "
+                             f"{modality} models here: {', '.join(here) or 'none'}")
+        return model, spec, name
 
-    def model_for(self, name: str | None) -> dict:
-        """Engine.model_for_name, and the titles of the models held (`held_models`) too."""
+    def model_for(self, name: str | None, modality: str | None = None) -> dict:
+        """Engine.model_for_name (for None, one of `modality` where the default is and the loaded one
+        is not), and the titles of the models held (`held_models`) too."""
         held = self.held_models() if name else {}
         if name in held:
             return held[name]
-        return self.engine.model_for_name(name or None)
+        return self.engine.model_for_name(name or None, modality)
 
     def image_model_names(self) -> list[str]:
         """What a client may name: the models held (the loaded one, the warm-load default) by their

@@ -187,21 +187,10 @@ class OpenAIVideos:
 
     def _video_model(self, name) -> tuple[dict, str | None]:
         """(ModelConfig dict, the name given) of a video model; anything else is a 400 naming `model`."""
-        if name is not None and not isinstance(name, str):
-            raise invalid("model", f"must be a model name (a string), got {name!r}")
-        try:
-            model = self.session.model_for(name or None)
-        except ConfigError as e:
-            raise invalid("model", e.message if e.key in ("model", "model.profile", "") else e.one_line())
-        spec = ARCHS.get(model.get("arch"))
+        model, spec, name = self.session.model_of(name, "video", "model", invalid)
         if spec is None:
             raise invalid("model", f"unknown arch {model.get('arch')!r}")
-        if spec.modality != "video":
-            videos = ", ".join(self.engine.model_names(modality="video")) or "none"
-            who = repr(name) if name else f"the loaded model ({self.session.title_of(model)})"
-            raise invalid("model", f"{who} is {'an' if spec.modality[0] in 'aeiou' else 'a'} {spec.modality} "
-                          f"model ({spec.name}), not a video model; video models here: {videos}")
-        return model, name or None
+        return model, name
 
     def _fps(self, model: dict) -> int:
         """The fps a request for `model` gets (its profile's, else its variant's or arch's default)."""

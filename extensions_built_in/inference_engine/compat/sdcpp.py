@@ -131,18 +131,9 @@ class SdCpp:
         default one; one of the other modality is a 400 naming `model`."""
         if name is not None and not isinstance(name, str):
             raise invalid("model", f"must be a model name (a string), got {json_type(name)}")
-        name = strip_hash(name) if name else None
-        try:
-            model = self.session.model_for(name)
-        except ConfigError as e:
-            raise invalid("model", e.message if e.key in ("model", "model.profile", "") else e.one_line())
-        spec = ARCHS.get(model.get("arch"))
+        model, spec, name = self.session.model_of(name, MODES[kind], "model", invalid)
         if spec is None:
             raise invalid("model", f"unknown arch {model.get('arch')!r}")
-        if spec.modality != MODES[kind]:
-            which = repr(name) if name else f"the loaded model ({self.session.current_name() or spec.name})"
-            raise invalid("model", f"{which} is a {spec.modality} model: it does not support {kind} (name a "
-                          f"{MODES[kind]} model: GET /sdcpp/v1/capabilities lists them with their mode)")
         return model, spec, name
 
     def model_modes(self) -> list[dict]:
