@@ -156,7 +156,8 @@ def config_for(sampler: Sampler, base, shift: float | None = None) -> dict:
 
 
 def with_shift(scheduler, shift: float):
-    """A fresh copy of the model's own scheduler with `shift` in place of its own (the resident one is never changed)."""
+    """A fresh copy of the model's own scheduler with `shift` in place of its own (the resident one is
+    never changed)."""
     return type(scheduler).from_config(scheduler.config, **{shift_key(scheduler.config): shift})
 
 

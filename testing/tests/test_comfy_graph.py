@@ -380,8 +380,8 @@ def test_object_info_lists_every_node_with_the_installs_files(files):
     assert (ks["output"], ks["output_node"], ks["python_module"]) == (["LATENT"], False, "nodes")
     assert info["CheckpointLoaderSimple"]["input"]["required"]["ckpt_name"] == [["sdxl_tiny.safetensors"]]
     assert info["UNETLoader"]["input"]["required"]["unet_name"][0] == ["flux_tiny.safetensors", comfy_tree.WAN]
-    assert info["DualCLIPLoader"]["input"]["required"]["clip_name1"][0] == ["clip_l.safetensors", "t5xxl_fp16.safetensors",
-                                                                            comfy_tree.UMT5]
+    assert info["DualCLIPLoader"]["input"]["required"]["clip_name1"][0] == [
+        "clip_l.safetensors", "t5xxl_fp16.safetensors", comfy_tree.UMT5]
     assert info["VAELoader"]["input"]["required"]["vae_name"][0] == ["ae.safetensors", comfy_tree.WAN_VAE]
     assert info["LoraLoader"]["input"]["required"]["lora_name"][0] == ["sdxl_lora.safetensors"]
     assert info["LoadImage"]["input"]["required"]["image"] == [["example.png", "mask.png"], {"image_upload": True}]

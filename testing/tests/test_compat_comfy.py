@@ -228,7 +228,8 @@ def test_the_websocket_example_runs_the_wan_video_workflow(srv, name, output):
     kinds = [m["type"] for m in messages]
     assert kinds.index("execution_start") < kinds.index("progress") < kinds.index("executed") \
         < kinds.index("execution_success"), kinds
-    assert [(p["node"], p["value"], p["max"]) for p in of(messages, "progress", prompt_id)] == [("3", 1, 2), ("3", 2, 2)]
+    progress = [(p["node"], p["value"], p["max"]) for p in of(messages, "progress", prompt_id)]
+    assert progress == [("3", 1, 2), ("3", 2, 2)]
     (executed,) = of(messages, "executed", prompt_id)
     assert executed["node"] == output and executed["output"]["animated"] == [True]
     history = get_history(srv, prompt_id)[prompt_id]

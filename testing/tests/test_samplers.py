@@ -118,7 +118,8 @@ def test_a_requests_shift_replaces_the_models_own_where_it_has_a_fixed_one():
     assert resident.config.flow_shift == 3.0
     assert samplers.shift_refusal(unipc) is None
     assert "not flow matching" in samplers.shift_refusal(ARCHS["sdxl"].scheduler_config)
-    assert "dynamic shifting" in samplers.shift_refusal({**ARCHS["flux"].scheduler_config, "use_dynamic_shifting": True})
+    dynamic = {**ARCHS["flux"].scheduler_config, "use_dynamic_shifting": True}
+    assert "dynamic shifting" in samplers.shift_refusal(dynamic)
     assert GenerateImageConfig.from_dict({"prompt": "x", "shift": 8}, "wan21").shift == 8.0
     for arch in ("sdxl", "flux"):
         with pytest.raises(ConfigError) as e:

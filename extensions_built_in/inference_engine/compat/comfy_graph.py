@@ -29,9 +29,9 @@ How the graph maps onto the engine's request:
   or AuraFlow's shift, where it is not the model's own, is `sample.shift`.
 - Empty latents give the size, batch_size and (video) num_frames (`length`: the frames decoded);
   SaveAnimatedWEBP's or CreateVideo's fps is `sample.fps`, the output node the format (webp; SaveVideo's
-  mp4). VAEEncode of a LoadImage is img2img, VAEEncodeForInpaint or SetLatentNoiseMask with a mask is inpaint. A denoise below 1 runs the last
-  `steps` of int(steps / denoise), as ComfyUI does: num_inference_steps int(steps / denoise) and
-  strength steps / that.
+  mp4). VAEEncode of a LoadImage is img2img, VAEEncodeForInpaint or SetLatentNoiseMask with a mask is
+  inpaint. A denoise below 1 runs the last `steps` of int(steps / denoise), as ComfyUI does:
+  num_inference_steps int(steps / denoise) and strength steps / that.
 - KSampler -> LatentUpscale(By) -> KSampler, or -> VAEDecode -> [ImageUpscaleWithModel] -> ImageScale(By)
   -> VAEEncode -> KSampler, is `sample.hires` (toolkit/hires.py) over the first sampler's request.
 - ControlNetLoader + ControlNetApplyAdvanced over a LoadImage are `sample.controls`.
