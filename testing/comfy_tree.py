@@ -6,6 +6,10 @@
       models/diffusion_models/flux_tiny.safetensors               a Flux denoiser alone
       models/text_encoders/clip_l.safetensors, t5xxl_fp16.safetensors
       models/vae/ae.safetensors                                   Flux's VAE
+      models/diffusion_models/wan2.1_t2v_1.3B_fp16.safetensors    a Wan 2.1 denoiser alone
+      models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors  its UMT5 (ComfyUI's scaled FP8 layout,
+                                                                  the SentencePiece model embedded)
+      models/vae/wan_2.1_vae.safetensors                          Wan 2.1's VAE
       models/loras/sdxl_lora.safetensors                          a LoRA of the SDXL checkpoint
       input/example.png, input/mask.png                           LoadImage's / LoadImageMask's files
 
@@ -21,11 +25,13 @@ import shutil
 
 from testing.fixtures import input_image, input_mask, make_tiny_lora
 
-VERSION = "1"
+VERSION = "2"
 CHECKPOINT = "sdxl_tiny.safetensors"
 UNET = "flux_tiny.safetensors"
 CLIP_L, T5 = "clip_l.safetensors", "t5xxl_fp16.safetensors"
 VAE = "ae.safetensors"
+WAN, UMT5, WAN_VAE = ("wan2.1_t2v_1.3B_fp16.safetensors", "umt5_xxl_fp8_e4m3fn_scaled.safetensors",
+                      "wan_2.1_vae.safetensors")     # the names ComfyUI's Wan 2.1 example workflow loads
 LORA = "sdxl_lora.safetensors"
 IMAGE, MASK = "example.png", "mask.png"
 SIZE = 64                       # the input images' side (the tiny models' sample size)
@@ -49,6 +55,7 @@ def write_tree(base, tiny) -> str:
     write_component("flux", flux, "text_encoder_2", os.path.join(models, "text_encoders", T5))
     write_component("flux", flux, "vae", os.path.join(models, "vae", VAE))
     make_tiny_lora("sdxl", sdxl, os.path.join(models, "loras", LORA))
+    write_wan(tiny("wan21"), models)
     # the tiny CLIP vocabulary is one for SDXL and Flux; ComfyUI keeps it in comfy/sd1_tokenizer
     for role, vocab in (("tokenizer", "clip_l"), ("tokenizer_2", "t5_xxl")):
         target = os.path.join(root, VOCABULARIES[vocab].comfy[0])
@@ -61,6 +68,24 @@ def write_tree(base, tiny) -> str:
     with open(marker, "w") as f:
         f.write(VERSION)
     return root
+
+
+def write_wan(folder: str, models: str):
+    """Wan 2.1's three files as ComfyUI's example downloads them: the denoiser, the UMT5 in the scaled FP8
+    layout carrying its SentencePiece model (no tokenizer folder: the engine builds it from that), the VAE."""
+    import torch
+    from transformers import AutoTokenizer, UMT5EncoderModel
+
+    from toolkit.models.formats import t5
+    from toolkit.models.tiny.checkpoints import write_component
+    from toolkit.models.tiny.text_encoder_files import spiece_model, write_text_encoder
+    write_component("wan21", folder, "transformer", os.path.join(models, "diffusion_models", WAN),
+                    prefix="model.diffusion_model.")
+    write_component("wan21", folder, "vae", os.path.join(models, "vae", WAN_VAE))
+    tokenizer = AutoTokenizer.from_pretrained(os.path.join(folder, "tokenizer"))
+    encoder = UMT5EncoderModel.from_pretrained(os.path.join(folder, "text_encoder"))
+    write_text_encoder(encoder, t5.UMT5_XXL, os.path.join(models, "text_encoders", UMT5), dtype=torch.bfloat16,
+                       fp8="legacy", embed={"spiece_model": spiece_model(tokenizer)})
 
 
 def workflow(name: str) -> dict:

@@ -271,6 +271,8 @@ class GenerateImageConfig(Settings):
                                      doc="img2img/inpaint: how much of the init image is re-noised")
     resize_mode: str = setting("crop", choices=RESIZE_MODES)   # input images to the request size (A1111's 0, 1, 2)
     sampler: str | None = None       # a scheduler from the arch family's table (None: the model's own)
+    shift: float | None = setting(None, min=0, exclusive_min=True, doc="flow-matching models with a fixed shift: "
+                                  "this call's sigma shift (None: the model's own)")
     batch_size: int = setting(1, min=1)   # images made in one pass (seed + i each)
     cache: dict | str | None = None  # step cache for this request (toolkit/models/step_cache.py); not model identity
     # the VAE's tiled decode for this call (toolkit/models/vae_tiling.py): a request's, as its size is
@@ -287,7 +289,7 @@ class GenerateImageConfig(Settings):
     COMMON = ("prompt", "negative_prompt", "width", "height", "num_inference_steps", "guidance_scale", "seed",
               "num_frames", "fps", "duration", "ctrl_img", "ctrl_img_1", "ctrl_img_2", "ctrl_img_3", "init_img",
               "mask_img", "init_video", "mask_video", "init_audio", "mask_start", "mask_end", "task", "strength",
-              "resize_mode", "sampler", "batch_size", "output_ext", "cache", "hires", "upscale", "vae_tiling")
+              "resize_mode", "sampler", "shift", "batch_size", "output_ext", "cache", "hires", "upscale", "vae_tiling")
     IMAGE_INPUTS = IMAGE_INPUTS
     INPUTS = INPUTS
 
@@ -366,6 +368,8 @@ class GenerateImageConfig(Settings):
             out["sampler"]["nullable"] = True
         else:
             del out["sampler"]
+        if "shift" in out and shift_refusal(spec, variant):
+            del out["shift"]
         out["batch_size"]["max"] = 1 if not spec.batch_arg else (limits.max_batch if limits else None)
         if limits is not None:
             out["num_inference_steps"]["max"] = limits.max_steps
@@ -449,8 +453,18 @@ def _settle(v: dict, spec: ArchSpec, where: str, variant: str | None, warnings: 
         if sampler not in names:
             raise ConfigError(f"{where}.sampler", f"unknown sampler {sampler!r} for arch {spec.name} "
                               f"(its samplers: {', '.join(names)})")
+    if get("shift") is not None and (why := shift_refusal(spec, variant)):
+        raise ConfigError(f"{where}.shift", f"arch {spec.name}: {why}")
     _resolve_task(v, spec, where, variant)
     v["cache"] = step_cache.validate(v.get("cache"), spec, f"{where}.cache")
+
+
+def shift_refusal(spec: ArchSpec, variant: str | None = None) -> str | None:
+    """Why sample.shift does not apply to the arch's scheduler (None where it does, or where the row
+    names no scheduler: the loaded one is checked when the call builds its scheduler)."""
+    from toolkit import samplers
+    config = {**spec.scheduler_config, **spec.scheduler_for_files(variant)}
+    return samplers.shift_refusal(config) if config else None
 
 
 def _resolve_task(v: dict, spec: ArchSpec, where: str, variant: str | None = None):

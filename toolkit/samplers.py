@@ -123,21 +123,42 @@ def find(config, name: str, exclude=()) -> Sampler | None:
     return next((s for s in samplers_for(config, exclude) if s.name == name), None)
 
 
+def shift_key(config) -> str:
+    """The key of a flow-matching config that holds its shift."""
+    return "flow_shift" if config.get("use_flow_sigmas") else "shift"
+
+
 def flow_shift(config) -> float | None:
     """The shift a flow-matching config applies to its sigmas (None when it names none)."""
-    key = "flow_shift" if config.get("use_flow_sigmas") else "shift"
-    value = config.get(key)
+    value = config.get(shift_key(config))
     return None if value is None else float(value)
 
 
-def config_for(sampler: Sampler, base) -> dict:
-    """The overrides that turn the model's scheduler config `base` into `sampler`'s."""
+def shift_refusal(config) -> str | None:
+    """Why a request's own shift (sample.shift) does not apply to a model with this scheduler config; None
+    where it does: a flow-matching schedule with a fixed shift."""
+    if family_of(config) != FLOW:
+        return f"the model's scheduler ({config.get('_class_name', 'unknown')}) is not flow matching: it has no shift"
+    if config.get("use_dynamic_shifting"):
+        return "the model shifts by the image size (dynamic shifting), not by a fixed shift"
+    return None
+
+
+def config_for(sampler: Sampler, base, shift: float | None = None) -> dict:
+    """The overrides that turn the model's scheduler config `base` into `sampler`'s (with `shift`, the
+    request's, in place of the model's own)."""
     over = dict(sampler.overrides)
     if sampler.shift_key is not None:
-        shift = flow_shift(base)
+        shift = flow_shift(base) if shift is None else shift
         if shift is not None:
             over[sampler.shift_key] = shift
     return over
+
+
+def with_shift(scheduler, shift: float):
+    """A fresh copy of the model's own scheduler with `shift` in place of its own (the resident one is
+    never changed)."""
+    return type(scheduler).from_config(scheduler.config, **{shift_key(scheduler.config): shift})
 
 
 def scheduler_class(sampler: Sampler):
@@ -146,14 +167,14 @@ def scheduler_class(sampler: Sampler):
     return getattr(importlib.import_module(sampler.module), sampler.cls)
 
 
-def build(sampler: Sampler, base_config, generator=None):
+def build(sampler: Sampler, base_config, generator=None, shift: float | None = None):
     """A fresh scheduler for one call, from the model's scheduler config (never changes that one). A
     stochastic one draws its step noise from the call's `generator`: the flow pipelines call `step`
     without one (the noise would come from torch's global RNG, another image per run and per device);
     Stable Diffusion's pass theirs, the same object, which overrides this binding with itself."""
     import functools
 
-    scheduler = scheduler_class(sampler).from_config(base_config, **config_for(sampler, base_config))
+    scheduler = scheduler_class(sampler).from_config(base_config, **config_for(sampler, base_config, shift))
     if sampler.noise and generator is not None:
         scheduler.step = functools.partial(scheduler.step, generator=generator)   # this call's instance only
     return scheduler

@@ -133,6 +133,43 @@ def test_a_hires_pair_is_sample_hires(tree, files, resolve):
     assert job.sample["hires"] == {"upscaler": "Lanczos", "scale": 2.0, "steps": 4, "denoise": 0.5}
 
 
+def test_wan_t2v_as_comfyuis_example_with_save_animated_webp(tree, files, resolve):
+    """ComfyUI's Wan 2.1 example: UNETLoader + CLIPLoader (wan) + VAELoader, ModelSamplingSD3 shift 8 (not Wan's
+    own 3: the request's sample.shift), EmptyHunyuanLatentVideo's length as the frames, SaveAnimatedWEBP's fps."""
+    prompt = workflow("wan_t2v")
+    (job,) = analyse(prompt, files, resolve)
+    assert job.model == {"name_or_path": models(tree, "diffusion_models", comfy_tree.WAN),
+                         "components": {"text_encoder": models(tree, "text_encoders", comfy_tree.UMT5)},
+                         "vae": models(tree, "vae", comfy_tree.WAN_VAE)}
+    assert job.sample == {"prompt": prompt["6"]["inputs"]["text"], "negative_prompt": prompt["7"]["inputs"]["text"],
+                          "guidance_scale": 6.0, "seed": 82628696717253, "sampler": "unipc", "width": 32, "height": 32,
+                          "batch_size": 1, "num_inference_steps": 2, "num_frames": 5, "shift": 8.0, "fps": 16,
+                          "output_ext": "webp"}
+    assert job.outputs == [{"node": "28", "class_type": "SaveAnimatedWEBP", "type": "output",
+                            "filename_prefix": "ComfyUI"}]
+    assert job.fields["sample.shift"] == ("48", "shift") and job.fields["sample.num_frames"] == ("40", "length")
+    prompt["48"]["inputs"]["shift"] = 3.0             # Wan's own shift: nothing to set
+    (job,) = analyse(prompt, files, resolve)
+    assert "shift" not in job.sample
+
+
+def test_wan_t2v_with_create_video_and_save_video(tree, files, resolve):
+    (job,) = analyse(workflow("wan_t2v_savevideo"), files, resolve)
+    assert job.sample["output_ext"] == "mp4" and job.sample["fps"] == 16 and job.sample["num_frames"] == 5
+    assert job.fields["sample.fps"] == ("49", "fps")
+    assert job.outputs == [{"node": "50", "class_type": "SaveVideo", "type": "output",
+                            "filename_prefix": "video/ComfyUI"}]
+    assert job.nodes[-2:] == ["49", "50"]
+
+
+def test_a_fixed_shift_on_a_model_without_one_is_refused(files, resolve):
+    """SDXL samples no flow: ModelSamplingSD3 on it is a node error on its model input, never ignored."""
+    prompt = workflow("sdxl_txt2img")
+    prompt["20"] = {"inputs": {"shift": 8, "model": ["4", 0]}, "class_type": "ModelSamplingSD3", "_meta": {}}
+    prompt["3"]["inputs"]["model"] = ["20", 0]
+    assert errors_of(refused(prompt, files, resolve), "20") == [("custom_validation_failed", "model")]
+
+
 def test_every_output_of_one_decode_is_one_job_and_a_preview_of_the_base_pass_another(files, resolve):
     prompt = workflow("sdxl_hires")
     prompt["30"] = {"inputs": {"images": ["8", 0]}, "class_type": "PreviewImage", "_meta": {}}
@@ -342,9 +379,10 @@ def test_object_info_lists_every_node_with_the_installs_files(files):
                                                        "control_after_generate": True}]
     assert (ks["output"], ks["output_node"], ks["python_module"]) == (["LATENT"], False, "nodes")
     assert info["CheckpointLoaderSimple"]["input"]["required"]["ckpt_name"] == [["sdxl_tiny.safetensors"]]
-    assert info["UNETLoader"]["input"]["required"]["unet_name"][0] == ["flux_tiny.safetensors"]
-    assert info["DualCLIPLoader"]["input"]["required"]["clip_name1"][0] == ["clip_l.safetensors", "t5xxl_fp16.safetensors"]
-    assert info["VAELoader"]["input"]["required"]["vae_name"][0] == ["ae.safetensors"]
+    assert info["UNETLoader"]["input"]["required"]["unet_name"][0] == ["flux_tiny.safetensors", comfy_tree.WAN]
+    assert info["DualCLIPLoader"]["input"]["required"]["clip_name1"][0] == [
+        "clip_l.safetensors", "t5xxl_fp16.safetensors", comfy_tree.UMT5]
+    assert info["VAELoader"]["input"]["required"]["vae_name"][0] == ["ae.safetensors", comfy_tree.WAN_VAE]
     assert info["LoraLoader"]["input"]["required"]["lora_name"][0] == ["sdxl_lora.safetensors"]
     assert info["LoadImage"]["input"]["required"]["image"] == [["example.png", "mask.png"], {"image_upload": True}]
     assert info["SaveImage"]["output_node"] is True and info["SaveImage"]["output"] == []
@@ -397,3 +435,4 @@ def test_an_analysed_flux_workflow_generates_through_the_engine(engine, files, r
     finally:
         engine.stop()
         loop.join(30)
+

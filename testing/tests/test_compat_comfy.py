@@ -208,6 +208,46 @@ def test_a_prompt_of_two_sampler_chains_runs_both(srv):
     assert names[0] != names[1]
 
 
+# -- a video workflow: ComfyUI's Wan 2.1 example ------------------------------------------------------
+
+@pytest.mark.parametrize("name,output", [("wan_t2v", "28"), ("wan_t2v_savevideo", "50")])
+def test_the_websocket_example_runs_the_wan_video_workflow(srv, name, output):
+    """SaveAnimatedWEBP's and SaveVideo's file is reported as ComfyUI does (under "images", "animated": [true]) and
+    holds `length` frames of the latent's size."""
+    prompt = workflow(name)
+    length, size = prompt["40"]["inputs"]["length"], (prompt["40"]["inputs"]["width"], prompt["40"]["inputs"]["height"])
+    client_id = str(uuid.uuid4())
+    ws = connect(srv, client_id)
+    try:
+        answer = queue_prompt(srv, prompt, client_id)
+        prompt_id = answer["prompt_id"]
+        assert answer["node_errors"] == {}
+        messages, _frames = follow(ws, prompt_id)
+    finally:
+        ws.close()
+    kinds = [m["type"] for m in messages]
+    assert kinds.index("execution_start") < kinds.index("progress") < kinds.index("executed") \
+        < kinds.index("execution_success"), kinds
+    progress = [(p["node"], p["value"], p["max"]) for p in of(messages, "progress", prompt_id)]
+    assert progress == [("3", 1, 2), ("3", 2, 2)]
+    (executed,) = of(messages, "executed", prompt_id)
+    assert executed["node"] == output and executed["output"]["animated"] == [True]
+    history = get_history(srv, prompt_id)[prompt_id]
+    assert history["status"]["status_str"] == "success" and history["outputs"][output] == executed["output"]
+    (video,) = executed["output"]["images"]
+    data = get_image(srv, video["filename"], video["subfolder"], video["type"])
+    if name == "wan_t2v":
+        assert video["filename"].endswith(".webp")
+        with Image.open(io.BytesIO(data)) as im:
+            assert im.format == "WEBP" and im.is_animated and im.n_frames == length and im.size == size
+    else:
+        import av
+        assert video["filename"].endswith(".mp4")
+        with av.open(io.BytesIO(data)) as container:
+            frames = [f for f in container.decode(video=0)]
+        assert len(frames) == length and (frames[0].width, frames[0].height) == size
+
+
 # -- comfy-api-simplified ---------------------------------------------------------------------------
 
 def test_comfy_api_simplified_queues_waits_and_reads_back(srv, tmp_path):

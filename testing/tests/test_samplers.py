@@ -104,6 +104,31 @@ def test_flow_shift_carries_to_the_key_the_new_class_reads():
     assert karras.config.beta_schedule == "scaled_linear" and karras.config.steps_offset == 1
 
 
+def test_a_requests_shift_replaces_the_models_own_where_it_has_a_fixed_one():
+    """sample.shift (ComfyUI's ModelSamplingSD3): in the key the class reads, the rest of the config kept;
+    refused naming the field where the model has no fixed flow shift, and served by GET /models only there."""
+    unipc = {"_class_name": "UniPCMultistepScheduler", "use_flow_sigmas": True, "flow_shift": 3.0,
+             "prediction_type": "flow_prediction"}
+    by = {s.name: s for s in samplers.FLOW_SAMPLERS}
+    assert samplers.config_for(by["euler"], unipc, 8.0) == {"shift": 8.0}
+    assert samplers.build(by["dpm++_2m"], unipc, shift=8.0).config.flow_shift == 8.0
+    resident = samplers.scheduler_class(by["unipc"]).from_config(unipc)
+    own = samplers.with_shift(resident, 8.0)
+    assert type(own) is type(resident) and own.config.flow_shift == 8.0 and own.config.use_flow_sigmas
+    assert resident.config.flow_shift == 3.0
+    assert samplers.shift_refusal(unipc) is None
+    assert "not flow matching" in samplers.shift_refusal(ARCHS["sdxl"].scheduler_config)
+    dynamic = {**ARCHS["flux"].scheduler_config, "use_dynamic_shifting": True}
+    assert "dynamic shifting" in samplers.shift_refusal(dynamic)
+    assert GenerateImageConfig.from_dict({"prompt": "x", "shift": 8}, "wan21").shift == 8.0
+    for arch in ("sdxl", "flux"):
+        with pytest.raises(ConfigError) as e:
+            GenerateImageConfig.from_dict({"prompt": "x", "shift": 8}, arch)
+        assert e.value.key == "sample.shift"
+        assert "shift" not in GenerateImageConfig.fields_for(ARCHS[arch])
+    assert GenerateImageConfig.fields_for(ARCHS["wan21"])["shift"]["nullable"]
+
+
 def test_a_schedule_on_inverted_sigmas_is_sampled_only_by_classes_that_invert_them():
     """Mochi's: the classes that ignore `invert_sigmas` run, but feed the model un-inverted times."""
     inverted = {"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 1.0, "invert_sigmas": True}
@@ -249,6 +274,21 @@ def test_the_models_own_class_reproduces_the_default(holders, tmp_path):
         with Image.open(rec["path"]) as im:
             out[name] = np.asarray(im.convert("RGB"))
     assert np.array_equal(out["euler"], out[None]) and not np.array_equal(out["euler_a"], out[None])
+
+
+def test_a_shift_runs_the_models_own_scheduler_or_the_sampler_with_it(holders, tmp_path):
+    holder = holders("wan21")
+    resident = holder.pipeline.scheduler
+    for sampler, cls, key in ((None, type(resident).__name__, "flow_shift"),
+                              ("euler", "FlowMatchEulerDiscreteScheduler", "shift")):     # the key each class reads
+        gen = GenerateImageConfig.from_dict(_sample("wan21", tmp_path, shift=8.0, sampler=sampler), holder.model_config)
+        used = []
+        holder.generate_images([gen], paths=[str(tmp_path / "out.mp4")],
+                               on_step=lambda *_a: used.append(holder.pipeline.scheduler))
+        ran = used[0]
+        assert type(ran).__name__ == cls and ran is not resident
+        assert ran.config[key] == 8.0
+    assert holder.pipeline.scheduler is resident and samplers.flow_shift(resident.config) == 3.0
 
 
 # -- the resident scheduler is never changed -------------------------------------------------------

@@ -580,22 +580,27 @@ class BaseModel:
     # -- samplers: a scheduler for one call ------------------------------------------------------
     def scheduler_for(self, gen: GenerateImageConfig, generator=None):
         """The scheduler `gen.sampler` names, built fresh from the resident scheduler's config (which
-        is never changed); None for the model's own. The family follows from the loaded config."""
+        is never changed), with `gen.shift` in place of the model's own; None for the model's own
+        scheduler as it is. The family follows from the loaded config."""
         from toolkit import samplers
 
-        if not gen.sampler:
+        if not gen.sampler and gen.shift is None:
             return None
         base = self.pipeline.scheduler.config
+        if gen.shift is not None and (why := samplers.shift_refusal(base)):
+            raise ConfigError("sample.shift", why)
+        if not gen.sampler:
+            return samplers.with_shift(self.pipeline.scheduler, gen.shift)
         sampler = samplers.find(base, gen.sampler, self.spec.samplers_excluded)
         if sampler is None:
             names = [s.name for s in samplers.samplers_for(base, self.spec.samplers_excluded)]
             raise ConfigError("sample.sampler", f"unknown sampler {gen.sampler!r} for this model's scheduler "
                               f"({base.get('_class_name')}; its samplers: {', '.join(names) or 'none'})")
-        return samplers.build(sampler, base, generator)
+        return samplers.build(sampler, base, generator, gen.shift)
 
     def call_scheduler(self, gen: GenerateImageConfig, generator=None):
-        """A context: while active, the pipeline runs `gen.sampler`'s scheduler; the resident one is
-        put back after (also on error or cancel). A patch of the instance attribute only
+        """A context: while active, the pipeline runs `gen.sampler`'s scheduler (or its own with `gen.shift`);
+        the resident one is put back after (also on error or cancel). A patch of the instance attribute only
         (toolkit/models/patches.py): pipe.config (the model's registered classes) stays as it is."""
         scheduler = self.scheduler_for(gen, generator)    # a stochastic one draws from the call's generator
         if scheduler is None:

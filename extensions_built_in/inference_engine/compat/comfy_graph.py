@@ -13,8 +13,8 @@ own validation does:
 2. the meaning: each node's outputs are evaluated into what they stand for (a model file with its
    LoRAs, text encoder files, a prompt, an empty latent of a size, an encoded image, a sampled latent,
    ...), and each output node's images traced back to the sampler chain that makes them. What the engine
-   cannot do (a clip skip, a shift that is not the model's, a sampler it lacks, a refiner chain) is a
-   node error naming the node and the input, never dropped or replaced by something else;
+   cannot do (a clip skip, a size-dependent shift that is not the model's, a sampler it lacks, a refiner
+   chain) is a node error naming the node and the input, never dropped or replaced by something else;
 3. the engine's own checks (`resolve(model, sample)`, raising toolkit.errors.ConfigError): a refusal is
    mapped back to the node and input its field came from.
 
@@ -25,11 +25,13 @@ How the graph maps onto the engine's request:
 - KSampler's seed, steps, cfg, sampler_name x scheduler (compat/comfy_nodes.py COMFY_SAMPLERS onto the
   model's samplers, toolkit/samplers.py), the prompts of its CLIPTextEncode nodes; ConditioningZeroOut
   leaves the negative prompt unset (the pipeline's own empty negative). FluxGuidance is the guidance of
-  a model without CFG (its KSampler's cfg must then be 1, as ComfyUI's Flux workflows run).
-- Empty latents give the size, batch_size and (video) num_frames; VAEEncode of a LoadImage is img2img,
-  VAEEncodeForInpaint or SetLatentNoiseMask with a mask is inpaint. A denoise below 1 runs the last
-  `steps` of int(steps / denoise), as ComfyUI does: num_inference_steps int(steps / denoise) and
-  strength steps / that.
+  a model without CFG (its KSampler's cfg must then be 1, as ComfyUI's Flux workflows run). ModelSamplingSD3
+  or AuraFlow's shift, where it is not the model's own, is `sample.shift`.
+- Empty latents give the size, batch_size and (video) num_frames (`length`: the frames decoded);
+  SaveAnimatedWEBP's or CreateVideo's fps is `sample.fps`, the output node the format (webp; SaveVideo's
+  mp4). VAEEncode of a LoadImage is img2img, VAEEncodeForInpaint or SetLatentNoiseMask with a mask is
+  inpaint. A denoise below 1 runs the last `steps` of int(steps / denoise), as ComfyUI does:
+  num_inference_steps int(steps / denoise) and strength steps / that.
 - KSampler -> LatentUpscale(By) -> KSampler, or -> VAEDecode -> [ImageUpscaleWithModel] -> ImageScale(By)
   -> VAEEncode -> KSampler, is `sample.hires` (toolkit/hires.py) over the first sampler's request.
 - ControlNetLoader + ControlNetApplyAdvanced over a LoadImage are `sample.controls`.

@@ -224,7 +224,9 @@ class Builder:
                           "its text encoder weights only with its denoiser weights")
 
     def model_sampling(self, node: str, spec, variant):
-        """ModelSampling* is served where it asks for the model's own shift (the engine has no shift setting)."""
+        """ModelSamplingSD3 / AuraFlow's fixed shift is the request's `sample.shift` (a flow model with a fixed
+        shift); ModelSamplingFlux is served where it asks for the model's own shifts (the request has no
+        setting for a dynamic shift's)."""
         a = self.a
         config = spec.scheduler_for_files(variant)
         cls = a.class_of(node)
@@ -241,7 +243,7 @@ class Builder:
                 own, asked = config.get(key), a.lit(node, key)
                 if own is not None and abs(float(own) - asked) > SHIFT_TOLERANCE:
                     self.fail(node, key, f"{asked:g}: the engine samples {spec.name} with its own {key} {own:g} "
-                              "(it has no shift setting)")
+                              "(a request sets a fixed shift only)")
             size = (self.sample.get("width"), self.sample.get("height"))
             for key, want in zip(("width", "height"), size):
                 if want is not None and a.lit(node, key) != want:
@@ -250,13 +252,13 @@ class Builder:
             return
         if dynamic:
             self.fail(node, "shift", f"{spec.name} shifts by the image size (dynamic shifting): a fixed shift is "
-                      "not served (the engine has no shift setting)")
+                      "not served (ModelSamplingFlux sets its shifts)")
             return
         own = sampler_table.flow_shift(config)
         own = 1.0 if own is None else own
-        if abs(a.lit(node, "shift") - own) > SHIFT_TOLERANCE:
-            self.fail(node, "shift", f"{a.lit(node, 'shift'):g}: the engine samples {spec.name} with its own shift "
-                      f"{own:g} (it has no shift setting)")
+        if abs(a.lit(node, "shift") - own) > SHIFT_TOLERANCE:       # the model's own needs no setting
+            self.sample["shift"] = a.lit(node, "shift")
+            self.field("sample.shift", node, "shift")
 
     # -- the sample ---------------------------------------------------------------------------------
     def prompts(self, s, spec):

@@ -175,7 +175,7 @@ NODES = {
     # model sampling
     "ModelSamplingSD3": Node("advanced/model", "ModelSamplingSD3",
                              {"model": ("MODEL", {}), "shift": _float(3.0, 0.0, 100.0)}, ("MODEL",),
-                             description="served where the shift is the model's own (the engine has no shift setting)"),
+                             description="a flow-matching model's fixed shift: the request's sample.shift"),
     "ModelSamplingFlux": Node("advanced/model", "ModelSamplingFlux",
                               {"model": ("MODEL", {}), "max_shift": _float(1.15, 0.0, 100.0),
                                "base_shift": _float(0.5, 0.0, 100.0), "width": _int(1024, 16, MAX_RES, 8),
@@ -183,7 +183,7 @@ NODES = {
                               description="served where the shifts are the model's own and the size the image's"),
     "ModelSamplingAuraFlow": Node("advanced/model", "ModelSamplingAuraFlow",
                                   {"model": ("MODEL", {}), "shift": _float(1.73, 0.0, 100.0)}, ("MODEL",),
-                                  description="served where the shift is the model's own"),
+                                  description="a flow-matching model's fixed shift: the request's sample.shift"),
     # samplers
     "KSampler": Node("sampling", "KSampler",
                      {"model": ("MODEL", {}), "seed": _SEED, "steps": _int(20, 1, 10000),
