@@ -328,3 +328,21 @@ def test_sd_cpp_sampler_names_map_onto_the_models_samplers():
         with pytest.raises(CompatError) as e:
             sampler_of(params, "sample_params", spec)
         assert e.value.body["field"] == field, params
+
+
+def test_flow_shift_is_the_request_shift(srv):
+    """sample_params.flow_shift (0: the model's own) is sample.shift: Wan at 8 runs with it; a model with no
+    fixed flow shift (SD 1.5) is a 400 naming flow_shift."""
+    params = {**VID_GEN_BODY["sample_params"], "flow_shift": 8.0}
+    done = poll(srv, submit(srv, "/sdcpp/v1/vid_gen", body(VID_GEN_BODY, model="tiny-wan21", output_format="webp",
+                                                            sample_params=params))["id"])
+    assert done["status"] == "completed", done
+    finished = srv.engine.queue_snapshot()["finished"][0]["request_id"]
+    assert srv.engine.get(finished).sample.shift == 8.0
+    for model, shift, field in (("tiny-sd1", 3.0, "sample_params.flow_shift"),
+                                ("tiny-wan21", -1.0, "sample_params.flow_shift")):
+        path = "/sdcpp/v1/vid_gen" if "wan" in model else "/sdcpp/v1/img_gen"
+        base = VID_GEN_BODY if "wan" in model else IMG_GEN_BODY
+        r = srv.http.post(path, json=body(base, model=model, output_format="webp" if "wan" in model else "png",
+                                          sample_params={**base["sample_params"], "flow_shift": shift}))
+        assert r.status_code == 400 and r.json()["field"] == field, r.text

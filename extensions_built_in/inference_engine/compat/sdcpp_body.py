@@ -21,6 +21,7 @@ CACHE_MODES = {"disabled": None, "": None, "taylorseer": "taylorseer"}   # sd.cp
 # engine field -> sd.cpp's, so a 400 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "width",
           "sample.height": "height", "sample.num_inference_steps": "sample_params.sample_steps",
+          "sample.shift": "sample_params.flow_shift",
           "sample.guidance_scale": "sample_params.guidance.txt_cfg", "sample.seed": "seed",
           "batch": "batch_count", "sample.batch_size": "batch_count", "sample.sampler": "sample_params.sample_method",
           "sample.init_img": "init_image", "sample.mask_img": "mask_image", "sample.strength": "strength",
@@ -144,7 +145,11 @@ def sample_params_of(body: dict, key: str, spec) -> dict:
     only(params, "shifted_timestep", f"{key}.shifted_timestep", "integer", (0,), "the model's own timesteps run")
     if typed(params, "custom_sigmas", f"{key}.custom_sigmas", "array", []):
         raise invalid(f"{key}.custom_sigmas", "is not served here: the sampler's schedule runs (send [])")
-    only(params, "flow_shift", f"{key}.flow_shift", "number", (0.0,), "the model's own shift applies (send 0 or null)")
+    shift = typed(params, "flow_shift", f"{key}.flow_shift", "number")
+    if shift is not None and shift < 0:
+        raise invalid(f"{key}.flow_shift", f"must be 0 (the model's own shift) or more, got {shift!r}")
+    if shift:                                       # sd.cpp's 0 / null: the model's own
+        out["shift"] = shift
     guidance = typed(params, "guidance", f"{key}.guidance", "object", {})
     cfg = typed(guidance, "txt_cfg", f"{key}.guidance.txt_cfg", "number")
     if cfg is not None:
