@@ -92,6 +92,19 @@ describe('buildGenerateBody', () => {
     expect(formsFromSettings(a, [], { arch: 'img' }, { prompt: 'x' }).model).not.toHaveProperty('compile');
   });
 
+  it('sample.shift only where the arch takes one (a fixed flow shift) and it is set, and restored', () => {
+    const a = arch({});
+    a.fields = { ...a.fields, shift: { type: 'float', nullable: true, min: 0 } as never };
+    expect(buildGenerateBody(a, modelDefaults(a), defaultsFor(a), 'r9', stream).sample).not.toHaveProperty('shift');
+    expect(buildGenerateBody(a, modelDefaults(a), { ...defaultsFor(a), shift: 8 }, 'r10', stream).sample.shift).toBe(8);
+    expect(formsFromSettings(a, [], { arch: 'img' }, { prompt: 'x', shift: 5 }).sample.shift).toBe(5);
+    const noShift = arch({});
+    const { shift: _none, ...fields } = noShift.fields;
+    noShift.fields = fields;
+    expect(buildGenerateBody(noShift, modelDefaults(noShift), { ...defaultsFor(noShift), shift: 8 }, 'r11', stream).sample).not.toHaveProperty('shift');
+    expect(formsFromSettings(noShift, [], { arch: 'img' }, { prompt: 'x', shift: 5 }).sample.shift).toBeNull();
+  });
+
   it('model.attention only when other than auto, and restored', () => {
     const a = arch({});
     expect(buildGenerateBody(a, { ...modelDefaults(a), attention: 'auto' }, defaultsFor(a), 'r7', stream).model).not.toHaveProperty('attention');

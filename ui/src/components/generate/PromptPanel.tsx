@@ -2,6 +2,7 @@
 // The sample settings (the prompt itself sits next to Generate: GenerateBar.tsx). Which fields show, and each number's bounds, are the arch's `fields` from the
 // engine (GET /models). A value the engine would refuse or change gets a note under its field
 // (formChecks.ts, and the engine's POST /resolve answer); the field keeps what the person typed.
+import { useEffect, useState } from 'react';
 import { inputBounds, notesFor, type FieldNote } from './formChecks';
 import NumberField, { FieldNotes } from './NumberField';
 import type { ArchInfo, SampleForm, SamplerInfo } from './types';
@@ -60,6 +61,31 @@ function SamplerSelect({ samplers, value, notes, onChange }: { samplers: Sampler
   );
 }
 
+/** The flow shift (`sample.shift`): empty is the model's own (archs with a fixed shift: Wan, SD3, Z-Image, ...). */
+function ShiftField({ value, onChange }: { value: number | null | undefined; onChange: (shift: number | null) => void }) {
+  const [text, setText] = useState(value === null || value === undefined ? '' : String(value));
+  useEffect(() => setText(value === null || value === undefined ? '' : String(value)), [value]);
+  return (
+    <label className="field" title="The flow shift of the sampling schedule; empty: the model's own (ComfyUI's ModelSampling shift)">
+      Shift
+      <input
+        type="number"
+        min={0}
+        step={0.5}
+        value={text}
+        placeholder="model's own"
+        aria-label="Shift"
+        data-testid="shift"
+        onChange={(e) => {
+          setText(e.target.value);
+          const v = e.target.value.trim() === '' ? null : Number(e.target.value);
+          if (v === null || (Number.isFinite(v) && v > 0)) onChange(v);
+        }}
+      />
+    </label>
+  );
+}
+
 const randomSeed = () => Math.floor(Math.random() * 2 ** 31);
 
 export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
@@ -94,9 +120,10 @@ export default function PromptPanel({ arch, sample, notes, onChange }: Props) {
         <NumberField {...num} label="Steps" field="num_inference_steps" value={sample.num_inference_steps} spec={f.num_inference_steps} onChange={(v) => onChange({ num_inference_steps: v })} testId="steps" />
         <NumberField {...num} label="Guidance" field="guidance_scale" value={sample.guidance_scale} spec={f.guidance_scale} step={0.1} onChange={(v) => onChange({ guidance_scale: v })} />
       </div>
-      {(samplers.length > 0 || arch.batch) && (
+      {(samplers.length > 0 || arch.batch || f.shift) && (
         <div className="row wrap">
           {samplers.length > 0 && <SamplerSelect samplers={samplers} value={sample.sampler} notes={notesFor(notes, 'sampler')} onChange={(sampler) => onChange({ sampler })} />}
+          {f.shift && <ShiftField value={sample.shift} onChange={(shift) => onChange({ shift })} />}
           {arch.batch && batch && (
             <NumberField {...num} label={`Batch size (${batch.min}-${batch.max})`} field="batch_size" value={sample.batch_size} spec={f.batch_size} onChange={(v) => onChange({ batch_size: v })} testId="batch-size" />
           )}

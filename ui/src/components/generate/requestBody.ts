@@ -84,6 +84,7 @@ export function sampleDefaults(defaults: Record<string, unknown>, arch: ArchInfo
     strength: keep.strength ?? null,
     resize_mode: keep.resize_mode ?? (typeof defaults.resize_mode === 'string' ? defaults.resize_mode : 'crop'),
     sampler: keep.sampler ?? (typeof defaults.sampler === 'string' ? defaults.sampler : ''),
+    shift: keep.shift ?? (typeof defaults.shift === 'number' ? defaults.shift : null),
     batch_size: keep.batch_size ?? (Number(defaults.batch_size) || 1),
     mask_start: keep.mask_start ?? null,
     mask_end: keep.mask_end ?? null,
@@ -106,6 +107,7 @@ export function normalizeSample(saved: SampleForm): SampleForm {
     strength: typeof old.strength === 'number' ? old.strength : null,
     resize_mode: typeof old.resize_mode === 'string' ? old.resize_mode : 'crop',
     sampler: typeof old.sampler === 'string' ? old.sampler : '',
+    shift: typeof old.shift === 'number' ? old.shift : null,
     batch_size: Number(old.batch_size) >= 1 ? Number(old.batch_size) : 1,
     controls: Array.isArray(old.controls) ? old.controls : [],
     hires: old.hires && typeof old.hires === 'object' ? old.hires : null,
@@ -184,6 +186,7 @@ export function requestSample(arch: ArchInfo, sample: SampleForm): Record<string
   for (const key of Object.keys(arch.sample_extras)) if (isSet(sample.extras[key])) s[key] = sample.extras[key];
   Object.assign(s, taskKeys(arch, sample));
   if (sample.sampler && (arch.samplers ?? []).some((x) => x.name === sample.sampler)) s.sampler = sample.sampler;
+  if (typeof sample.shift === 'number' && takesField(arch, 'shift')) s.shift = sample.shift;
   const batch = Number(sample.batch_size);
   if (arch.batch && Number.isFinite(batch) && batch !== 1) s.batch_size = batch;
   const controls = controlsRequest(arch, sample.controls);
@@ -323,6 +326,7 @@ export function sampleFormFromSettings(
     strength,
     resize_mode: str(sample.resize_mode, str(defaults.resize_mode, 'crop')),
     sampler,
+    shift: typeof sample.shift === 'number' && takesField(arch, 'shift') ? sample.shift : null,
     batch_size: arch.batch && Number.isInteger(batch) && batch >= 1 ? Math.min(batch, arch.fields?.batch_size?.max ?? batch) : 1,
     ...(typeof sample.mask_start === 'number' ? { mask_start: sample.mask_start } : {}),
     ...(typeof sample.mask_end === 'number' ? { mask_end: sample.mask_end } : {}),

@@ -264,6 +264,8 @@ export interface SampleForm {
   resize_mode: string;
   /** '' = the model's own scheduler (no `sampler` key) */
   sampler: string;
+  /** the flow shift (`sample.shift`, archs with a fixed one); null = the model's own; absent on older forms */
+  shift?: number | null;
   batch_size: number;
   /** ControlNets (`sample.controls`), in order; absent on a form saved by an older page */
   controls?: ControlForm[];
