@@ -25,8 +25,8 @@ if ROOT not in sys.path:
 def clip(frames: int, height: int, width: int) -> np.ndarray:
     rng = np.random.default_rng(0)
     y, x = np.mgrid[0:height, 0:width]
-    out = [np.stack([(x + t * 7) % 256, (y + t * 3) % 256, (x + y) // 4 % 256], -1) + rng.normal(0, 4, (height, width, 3))
-           for t in range(frames)]
+    out = [np.stack([(x + t * 7) % 256, (y + t * 3) % 256, (x + y) // 4 % 256], -1)
+           + rng.normal(0, 4, (height, width, 3)) for t in range(frames)]
     return np.clip(np.stack(out), 0, 255).astype(np.uint8)
 
 

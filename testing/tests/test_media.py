@@ -622,7 +622,8 @@ _edit = st.tuples(st.sampled_from(["flip", "insert", "delete", "big"]), st.integ
 
 @settings(derandomize=True, max_examples=300, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["png", "jpg", "webp", "mp4", "webm", "wav", "flac", "mp3"]), st.lists(_edit, min_size=1, max_size=4))
+@given(st.sampled_from(["png", "jpg", "webp", "mp4", "webm", "wav", "flac", "mp3"]),
+       st.lists(_edit, min_size=1, max_size=4))
 def test_any_damaged_file_gives_bounded_text_or_a_metadata_error(tmp_path, ext, edits):
     data = bytearray(_written(ext, tmp_path))
     for op, at, byte in edits:
