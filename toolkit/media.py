@@ -44,7 +44,6 @@ IMAGE_EXTS = ("png", "jpg", "webp")
 VIDEO_EXTS = ("mp4", "webm", "webp")
 AUDIO_EXTS = ("wav", "flac", "mp3")
 OUTPUT_EXTS = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}    # by modality
-SOUND_EXTS = ("mp4", "webm")     # the video formats that carry a soundtrack
 # what each written format is served as: not left to the mimetypes module, whose table depends on the
 # machine (/etc/mime.types; Python's own has no .flac)
 MIME_TYPES = {"png": "image/png", "jpg": "image/jpeg", "webp": "image/webp", "mp4": "video/mp4",
@@ -356,8 +355,8 @@ def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False, me
     """
     path, ext = _resolve(path, ext, VIDEO_EXTS)
     if audio is not None:
-        if ext not in SOUND_EXTS:
-            raise ValueError(f"{ext} video has no sound track: write {' or '.join(SOUND_EXTS)} for a video with audio")
+        if ext not in AV_CODECS:                          # the formats with a soundtrack codec
+            raise ValueError(f"{ext} video has no sound track: write {' or '.join(AV_CODECS)} for a video with audio")
         if not sample_rate or sample_rate <= 0:
             raise ValueError(f"a soundtrack needs a positive sample_rate, got {sample_rate!r}")
         audio = _to_audio(audio)
