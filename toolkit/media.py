@@ -12,6 +12,8 @@ the rename, so a file is never seen without it.
     jpg, webp  EXIF UserComment = `parameters` ("UNICODE\0" + UTF-16BE, as A1111 writes it with piexif),
                XMP <aitk:settings> = `aitk`; in JPEG each goes only where it fits its 64 KiB segment
     mp4        container tag `comment` = `aitk` (the ©cmt atom); a soundtrack (LTX-2's) as an AAC stream
+    webm       container tag `comment` = `aitk` (a file-level Tags/Tag/SimpleTag COMMENT); VP9 video, a
+               soundtrack as an Opus stream
     wav        LIST/INFO ICMT chunk = `aitk`
     flac       Vorbis comment (ffmpeg's `comment`, written as DESCRIPTION=) = `aitk`
     mp3        ID3v2.4 COMM frame = `aitk`
@@ -39,9 +41,13 @@ import numpy as np
 from PIL import Image
 
 IMAGE_EXTS = ("png", "jpg", "webp")
-VIDEO_EXTS = ("mp4", "webp")
+VIDEO_EXTS = ("mp4", "webm", "webp")
 AUDIO_EXTS = ("wav", "flac", "mp3")
 OUTPUT_EXTS = {"image": IMAGE_EXTS, "video": VIDEO_EXTS, "audio": AUDIO_EXTS}    # by modality
+# what each written format is served as: not left to the mimetypes module, whose table depends on the
+# machine (/etc/mime.types; Python's own has no .flac)
+MIME_TYPES = {"png": "image/png", "jpg": "image/jpeg", "webp": "image/webp", "mp4": "video/mp4",
+              "webm": "video/webm", "wav": "audio/wav", "flac": "audio/flac", "mp3": "audio/mpeg"}
 
 _EXT_ALIASES = {"jpeg": "jpg"}
 
@@ -120,6 +126,16 @@ def _fsync_dir(directory: Path) -> None:
 def _norm_ext(ext: str) -> str:
     ext = ext.lower().lstrip(".")
     return _EXT_ALIASES.get(ext, ext)
+
+
+def mime_type(path) -> str | None:
+    """The content type a file is served as: its format's (MIME_TYPES), else the mimetypes module's guess."""
+    ext = _norm_ext(Path(path).suffix)
+    if ext in MIME_TYPES:
+        return MIME_TYPES[ext]
+    import mimetypes
+
+    return mimetypes.guess_type(str(path))[0]
 
 
 def _resolve(path, ext, allowed: tuple[str, ...]) -> tuple[Path, str]:
@@ -252,25 +268,46 @@ def save_image(image, path, ext=None, *, quality=95, metadata=None) -> dict:
 # ----------------------------------------------------------------------------- videos
 
 
-def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bool, metadata: dict,
-               audio: np.ndarray | None = None, sample_rate: int | None = None) -> None:
-    import av
+# (video codec, soundtrack codec, the soundtrack's stored rate) of the formats PyAV writes; a rate of
+# None keeps the soundtrack's own. Opus always decodes at 48 kHz, whatever rate went in, so it is stored so.
+AV_CODECS = {"mp4": ("libx264", "aac", None), "webm": ("libvpx-vp9", "libopus", 48000)}
+VP9_SPEED = 4         # libvpx's cpu-used: 4 of 0 (slowest) to 8; 1, its default, is 1.3x slower for no visible gain
 
-    # Fraction keeps NTSC-style rates exact (29.97002997 -> 30000/1001).
-    rate = Fraction(fps).limit_denominator(1001)
-    with av.open(str(tmp), "w", format="mp4") as container:
-        if metadata.get(SETTINGS_KEY):
-            container.metadata["comment"] = metadata[SETTINGS_KEY]     # written with the header
-        stream = container.add_stream("libx264", rate=rate)
-        stream.width, stream.height = frames.shape[2], frames.shape[1]
-        stream.pix_fmt = "yuv420p"
+
+def _video_options(ext: str, crf: int, lossless: bool) -> dict:
+    if ext == "mp4":
         # crf 0 is x264's lossless mode (in YUV 4:2:0, so chroma is still subsampled). mb-tree reads
         # uninitialised memory on some small clips, so the same frames could encode to other bytes on
         # each run (seen on 64x64 video); without it the output is a function of the frames alone.
-        stream.options = {"crf": "0" if lossless else str(crf), "x264-params": "mbtree=0"}
-        # Frame/slice threading makes x264 output depend on scheduling; one thread is deterministic.
+        return {"crf": "0" if lossless else str(crf), "x264-params": "mbtree=0"}
+    # VP9's constant quality: crf with no bitrate target (b 0), on its 0-63 scale (18 is about as fine as
+    # x264's 18); lossless is its own mode (libvpx refuses a crf with it). Row threading off, as the one
+    # thread below is.
+    quality = {"lossless": "1"} if lossless else {"crf": str(crf)}
+    return {**quality, "b": "0", "deadline": "good", "cpu-used": str(VP9_SPEED), "row-mt": "0"}
+
+
+def _write_av_video(frames: np.ndarray, tmp: Path, ext: str, fps: float, crf: int, lossless: bool, metadata: dict,
+                    audio: np.ndarray | None = None, sample_rate: int | None = None) -> None:
+    """H.264 in mp4 or VP9 in WebM, each with its soundtrack codec (AV_CODECS)."""
+    import av
+
+    video_codec, sound_codec, sound_rate = AV_CODECS[ext]
+    # Fraction keeps NTSC-style rates exact (29.97002997 -> 30000/1001).
+    rate = Fraction(fps).limit_denominator(1001)
+    # Matroska's segment and track UIDs are random unless the muxer is told to be bit-exact
+    options = {"fflags": "+bitexact"} if ext == "webm" else {}
+    with av.open(str(tmp), "w", format=ext, options=options) as container:
+        if metadata.get(SETTINGS_KEY):
+            container.metadata["comment"] = metadata[SETTINGS_KEY]     # written with the header
+        stream = container.add_stream(video_codec, rate=rate)
+        stream.width, stream.height = frames.shape[2], frames.shape[1]
+        stream.pix_fmt = "yuv420p"
+        stream.options = _video_options(ext, crf, lossless)
+        # Frame/slice threading makes the encoder's output depend on scheduling; one thread is deterministic.
         stream.codec_context.thread_count = 1
-        sound = _aac_stream(container, audio, sample_rate) if audio is not None else None
+        sound = (_sound_stream(container, sound_codec, audio, sample_rate, sound_rate or sample_rate)
+                 if audio is not None else None)
         for i, arr in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(arr, format="rgb24")
             frame.pts = i
@@ -278,18 +315,18 @@ def _write_mp4(frames: np.ndarray, tmp: Path, fps: float, crf: int, lossless: bo
         container.mux(stream.encode())  # flush
         if sound is not None:
             sound_stream, sound_frame = sound
-            container.mux(sound_stream.encode(sound_frame))     # PyAV re-chunks it into AAC's frame size
+            # PyAV re-chunks it into the codec's frame size (resampled to the stream's rate)
+            container.mux(sound_stream.encode(sound_frame))
             container.mux(sound_stream.encode())
 
 
-def _aac_stream(container, audio: np.ndarray, sample_rate: int):
-    """(stream, frame): an AAC stream in `container` for float audio (C, T), and the one frame holding it."""
+def _sound_stream(container, codec_name: str, audio: np.ndarray, sample_rate: int, stored_rate: int):
+    """(stream, frame): a `codec_name` stream at `stored_rate` in `container` for float audio (C, T) at
+    `sample_rate`, and the one frame holding it."""
     import av
 
-    if not sample_rate or sample_rate <= 0:
-        raise ValueError(f"a soundtrack needs a positive sample_rate, got {sample_rate!r}")
     layout = {1: "mono", 2: "stereo"}.get(audio.shape[0], f"{audio.shape[0]}c")
-    stream = container.add_stream("aac", rate=int(sample_rate))
+    stream = container.add_stream(codec_name, rate=int(stored_rate))
     stream.layout = layout
     stream.bit_rate = 192000
     stream.codec_context.thread_count = 1
@@ -307,17 +344,21 @@ def _write_webp_anim(frames: np.ndarray, tmp: Path, fps: float, lossless: bool, 
 
 def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False, metadata=None, audio=None,
                sample_rate=None) -> dict:
-    """Write frames as H.264 mp4 (PyAV/libx264) or animated webp (Pillow), with ``metadata``;
-    ``audio`` (float in [-1, 1], as save_audio takes it) at ``sample_rate`` goes in as an AAC track
-    (mp4 only: webp has no sound).
+    """Write frames as H.264 mp4 (PyAV/libx264), VP9 WebM (PyAV/libvpx-vp9; ``crf`` on its 0-63 scale)
+    or animated webp (Pillow), with ``metadata``; ``audio`` (float in [-1, 1], as save_audio takes it)
+    at ``sample_rate`` goes in as an AAC (mp4) or Opus (webm) track (webp has no sound). The same frames
+    give the same bytes.
 
-    mp4 needs even dimensions for yuv420p, so odd width/height are padded by one
-    edge-replicated row/column; the reported width/height are the padded ones.
+    mp4 and webm are yuv420p, which needs even dimensions, so odd width/height are padded by one
+    edge-replicated row/column; the reported width/height are the padded ones. The reported
+    sample_rate is the stored one (webm's Opus: always 48 kHz, resampled).
     """
     path, ext = _resolve(path, ext, VIDEO_EXTS)
     if audio is not None:
-        if ext != "mp4":
-            raise ValueError(f"{ext} video has no sound track: write mp4 for a video with audio")
+        if ext not in AV_CODECS:                          # the formats with a soundtrack codec
+            raise ValueError(f"{ext} video has no sound track: write {' or '.join(AV_CODECS)} for a video with audio")
+        if not sample_rate or sample_rate <= 0:
+            raise ValueError(f"a soundtrack needs a positive sample_rate, got {sample_rate!r}")
         audio = _to_audio(audio)
     metadata = _check_metadata(metadata)
     if not fps or fps <= 0:
@@ -325,12 +366,12 @@ def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False, me
     frames = to_uint8_frames(frames)
     if frames.ndim == 3:
         frames = frames[None]
-    if ext == "mp4":
+    if ext in AV_CODECS:
         h, w = frames.shape[1:3]
         frames = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), mode="edge")
     with atomic_path(path) as tmp:
-        if ext == "mp4":
-            _write_mp4(frames, tmp, fps, crf, lossless, metadata, audio, sample_rate)
+        if ext in AV_CODECS:
+            _write_av_video(frames, tmp, ext, fps, crf, lossless, metadata, audio, sample_rate)
         else:
             _write_webp_anim(frames, tmp, fps, lossless, metadata)
     n = len(frames)
@@ -338,7 +379,7 @@ def save_video(frames, path, fps: float, ext=None, *, crf=18, lossless=False, me
               "width": frames.shape[2], "height": frames.shape[1], "num_frames": n,
               "fps": float(fps), "duration": n / fps, "audio": audio is not None}
     if audio is not None:
-        record.update(sample_rate=int(sample_rate), channels=audio.shape[0])
+        record.update(sample_rate=int(AV_CODECS[ext][2] or sample_rate), channels=audio.shape[0])
     return record
 
 
@@ -544,7 +585,7 @@ MAX_TEXT_BYTES = 4 << 20   # all its text (chunks, tags, comments), as stored or
 MAX_TEXT_ITEMS = 64        # text chunks / tags / comments (A1111 writes 1, ComfyUI 2, this engine 2)
 MAX_BLOCKS = 1 << 17       # chunks, boxes, segments and tag entries walked (a 64 MiB PNG cut into 8 KiB
                            # IDATs, libpng's size, has 8 Ki): bounds the time a crafted file's walk takes
-READ_FORMATS = "PNG, JPEG, WebP, MP4, WAV, FLAC or MP3"
+READ_FORMATS = "PNG, JPEG, WebP, MP4, WebM, WAV, FLAC or MP3"
 XMP_OPEN, XMP_CLOSE = "<aitk:settings>", "</aitk:settings>"
 
 
@@ -590,7 +631,7 @@ class _Budget:
 
 
 def sniff_format(data: bytes) -> str | None:
-    """The format of a file's bytes by its signature: png, jpg, webp, mp4, wav, flac, mp3, or None."""
+    """The format of a file's bytes by its signature: png, jpg, webp, mp4, webm, wav, flac, mp3, or None."""
     if data[:8] == b"\x89PNG\r\n\x1a\n":
         return "png"
     if data[:3] == b"\xff\xd8\xff":
@@ -601,6 +642,8 @@ def sniff_format(data: bytes) -> str | None:
         return "wav"
     if data[4:8] == b"ftyp":
         return "mp4"
+    if data[:4] == EBML_MAGIC and _ebml_doctype(data) == b"webm":
+        return "webm"
     if data[:4] == b"fLaC":
         return "flac"
     if data[:3] == b"ID3" or (len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0):
@@ -795,6 +838,82 @@ def _read_mp4(data: bytes, out: dict, budget: _Budget):
     _take(out, items, comment_is_settings=True)
 
 
+# Matroska element ids (https://www.matroska.org/technical/elements.html), WebM's subset
+EBML_MAGIC = b"\x1a\x45\xdf\xa3"       # the EBML header element's id: every WebM/Matroska file starts with it
+_EBML_DOCTYPE, _SEGMENT, _TAGS, _TAG, _TARGETS = 0x4282, 0x18538067, 0x1254C367, 0x7373, 0x63C0
+_SIMPLE_TAG, _TAG_NAME, _TAG_STRING = 0x67C8, 0x45A3, 0x4487
+_TARGET_UIDS = (0x63C5, 0x63C9, 0x63C4, 0x63C6)   # TagTrackUID, TagEditionUID, TagChapterUID, TagAttachmentUID
+
+
+def _vint(data: bytes, pos: int, keep_marker: bool) -> tuple[int, int, bool]:
+    """(value, end, all ones) of the EBML variable-size integer at `pos`: an element id keeps its length
+    marker (ids are written so), a size drops it; a size of all ones is "unknown" (a live stream's)."""
+    first = data[pos]
+    n = 9 - first.bit_length()                      # the leading zeros say the length: 1 to 8 bytes
+    if first == 0 or (keep_marker and n > 4):
+        raise MetadataError(f"a broken webm file: no element {'id' if keep_marker else 'size'} at byte {pos}")
+    raw = data[pos:pos + n]
+    if len(raw) < n:
+        raise MetadataError(f"a broken webm file: cut short at byte {pos}")
+    value = int.from_bytes(raw, "big")
+    if keep_marker:
+        return value, pos + n, False
+    value &= (1 << 7 * n) - 1
+    return value, pos + n, value == (1 << 7 * n) - 1
+
+
+def _ebml(data: bytes, start: int, end: int, budget: _Budget):
+    """(id, body start, body end, whole) of the EBML elements in data[start:end]: an element running past
+    `end` (a file cut short) or of unknown size ends there, with `whole` False."""
+    pos = start
+    while pos < end:
+        budget.block()
+        eid, at, _ = _vint(data, pos, keep_marker=True)
+        size, at, unknown = _vint(data, at, keep_marker=False)
+        stop = end if unknown else at + size
+        yield eid, at, min(stop, end), stop <= end and not unknown
+        pos = stop
+
+
+def _ebml_doctype(data: bytes) -> bytes | None:
+    """The DocType of the EBML header data starts with (b"webm", b"matroska"), None where there is none."""
+    budget = _Budget("webm")
+    try:
+        _id, at, stop, _whole = next(_ebml(data, 0, len(data), budget))
+        return next((data[a:b] for i, a, b, _w in _ebml(data, at, stop, budget) if i == _EBML_DOCTYPE), None)
+    except (MetadataError, IndexError, StopIteration):
+        return None
+
+
+def _read_webm(data: bytes, out: dict, budget: _Budget):
+    """Segment/Tags/Tag/SimpleTag COMMENT of a tag for the whole file (Targets naming no track, edition,
+    chapter or attachment): what ffmpeg writes for `comment` in a WebM. Clusters (the frames) are stepped
+    over by their sizes, not read."""
+    items = {}
+
+    def children(kind, start, end):
+        return ((a, b, whole) for i, a, b, whole in _ebml(data, start, end, budget) if i == kind)
+
+    for seg_start, seg_end, _ in children(_SEGMENT, 0, len(data)):
+        for tags_start, tags_end, _ in children(_TAGS, seg_start, seg_end):
+            for tag_start, tag_end, _ in children(_TAG, tags_start, tags_end):
+                targets = [(a, b) for a, b, _ in children(_TARGETS, tag_start, tag_end)]
+                if any(i in _TARGET_UIDS for a, b in targets for i, *_ in _ebml(data, a, b, budget)):
+                    continue                                  # a track's (ffmpeg's DURATION, ENCODER) or another part's
+                for st_start, st_end, _ in children(_SIMPLE_TAG, tag_start, tag_end):
+                    name, value = None, None
+                    for i, a, b, whole in _ebml(data, st_start, st_end, budget):
+                        if i in (_TAG_NAME, _TAG_STRING) and not whole:
+                            raise MetadataError("a broken webm file: a tag's text is cut short")
+                        if i == _TAG_NAME:
+                            name = budget.take(data[a:b], item=False)
+                        elif i == _TAG_STRING:
+                            value = (a, b)                    # copied only if it is the comment
+                    if value is not None and name is not None and name.upper() == b"COMMENT":
+                        items["comment"] = budget.text(data[value[0]:value[1]], "utf-8")
+    _take(out, items, comment_is_settings=True)
+
+
 def _read_wav(data: bytes, out: dict, budget: _Budget):
     items = {}
     for kind, at, length in _riff_chunks(data, budget):
@@ -886,5 +1005,5 @@ def _take(out: dict, items: dict, comment_is_settings: bool = False):
     out["items"] = items
 
 
-_READERS = {"png": _read_png, "jpg": _read_jpeg, "webp": _read_webp, "mp4": _read_mp4, "wav": _read_wav,
-            "flac": _read_flac, "mp3": _read_mp3}
+_READERS = {"png": _read_png, "jpg": _read_jpeg, "webp": _read_webp, "mp4": _read_mp4, "webm": _read_webm,
+            "wav": _read_wav, "flac": _read_flac, "mp3": _read_mp3}

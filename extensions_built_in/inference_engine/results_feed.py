@@ -7,12 +7,11 @@ An engine that starts on a folder with a feed file loads its newest `kept` entri
 from the last one, so `seq` only grows for a given output folder. No torch, no HTTP."""
 import collections
 import json
-import mimetypes
 import os
 import sys
 import threading
 
-from toolkit.media import atomic_path
+from toolkit.media import atomic_path, mime_type
 
 FILE_NAME = ".results.jsonl"
 RESULTS_KEPT = 1000         # entries the ring holds (and the file keeps when it is compacted)
@@ -25,7 +24,7 @@ def entry_for(req, seq: int, load_seconds: float | None) -> dict:
     """A finished engine.Request as its feed entry (the absolute `path` of its files left out: the
     relpaths are under the output folder, which GET /outputs serves)."""
     started, finished = req.started_at, req.finished_at
-    files = [{**{k: r.get(k) for k in FILE_KEYS}, "mime": mimetypes.guess_type(r["relpath"])[0]}
+    files = [{**{k: r.get(k) for k in FILE_KEYS}, "mime": mime_type(r["relpath"])}
              for r in req.results]
     return {"seq": seq, "request_id": req.request_id, "status": req.status, "error": req.error,
             "api": req.api, "client": req.client,

@@ -3,7 +3,7 @@ POST /settings, POST /sdapi/v1/png-info).
 
   - the A1111 text is A1111's format: a fixture in A1111's exact format parses to the expected fields,
     and what we write is byte for byte the expected line and parses back with the same parser;
-  - every format the holder writes (png, jpg, webp; mp4, animated webp; wav, flac, mp3) carries the
+  - every format the holder writes (png, jpg, webp; mp4, webm, animated webp; wav, flac, mp3) carries the
     resolved request, read back equal to it, and other readers (Pillow, ffmpeg) see the same tags;
   - through the engine: file -> POST /settings -> POST /generate gives the same bytes again, for an
     arch request and a profile; png-info reads our PNG and a real A1111-style PNG and JPEG;
@@ -173,7 +173,8 @@ def test_local_paths_never_leave_the_machine(tmp_path):
 
 # -- every format through the holder ----------------------------------------------------------------
 
-HOLDER_CASES = [("zimage", "png"), ("zimage", "jpg"), ("zimage", "webp"), ("wan21", "mp4"), ("wan21", "webp"),
+HOLDER_CASES = [("zimage", "png"), ("zimage", "jpg"), ("zimage", "webp"), ("wan21", "mp4"), ("wan21", "webm"),
+                ("wan21", "webp"),
                 ("stable_audio", "wav"), ("stable_audio", "flac"), ("stable_audio", "mp3")]
 
 
@@ -205,7 +206,7 @@ def _other_readers(path: str, ext: str) -> tuple:
         assert b"<aitk:settings>" in im.info["xmp"]
         return comment[8:].decode("utf-16-be"), media.read_metadata(open(path, "rb").read())[SETTINGS_KEY]
     with av.open(path) as c:
-        return None, c.metadata.get("comment")
+        return None, c.metadata.get("comment", c.metadata.get("COMMENT"))     # ffmpeg's Matroska tags: upper case
 
 
 @pytest.mark.parametrize("arch,ext", HOLDER_CASES)
@@ -228,7 +229,7 @@ def test_every_format_carries_its_request(holders, tmp_path, arch, ext):
     _work = resolve_request(back["model"], back["sample"])
     mc2, gen2 = _work.model, _work.sample      # ready to POST: resolves to the same request
     assert mc2 == mc and gen2.to_dict() == {**gen.to_dict(), "seed": rec["seed"]}
-    # other readers see the same text (mp4 and audio carry the JSON only)
+    # other readers see the same text (mp4, webm and audio carry the JSON only)
     text, js = _other_readers(rec["path"], ext)
     assert js == meta[SETTINGS_KEY] and json.loads(js)["sample"] == {**gen.to_dict(), "seed": rec["seed"]}
     assert text == meta["parameters"]
@@ -246,6 +247,7 @@ WRITES = {
     "jpg": lambda p: media.save_image(RNG.random((8, 8, 3)), p, metadata=META),
     "webp": lambda p: media.save_image(RNG.random((8, 8, 3)), p, metadata=META),
     "mp4": lambda p: media.save_video(RNG.random((2, 16, 16, 3)), p, fps=8, metadata=META),
+    "webm": lambda p: media.save_video(RNG.random((2, 16, 16, 3)), p, fps=8, metadata=META),
     "wav": lambda p: media.save_audio(RNG.uniform(-1, 1, 800), p, 8000, metadata=META),
     "flac": lambda p: media.save_audio(RNG.uniform(-1, 1, 800), p, 8000, metadata=META),
     "mp3": lambda p: media.save_audio(RNG.uniform(-1, 1, 2205), p, 22050, metadata=META),
@@ -395,7 +397,7 @@ def test_an_a1111_file_is_read_by_png_info_and_settings(eng, make):
 
 
 @pytest.mark.parametrize("content,says", [
-    (b"", "empty"), (b"hello, not a file", "not a PNG, JPEG, WebP, MP4, WAV, FLAC or MP3 file"),
+    (b"", "empty"), (b"hello, not a file", "not a PNG, JPEG, WebP, MP4, WebM, WAV, FLAC or MP3 file"),
     (b'{"model": "tiny-turbo"}', "not a PNG"), (b"\x89PNG\r\n\x1a\n\x00\x00\x01\x00IHDR\x00", "broken png"),
 ])
 def test_settings_refuses_what_is_no_file_naming_the_body(eng, content, says):

@@ -90,8 +90,8 @@ def _webp_with_xmp(xmp: bytes) -> bytes:
     return b"RIFF" + struct.pack("<I", len(body)) + body
 
 
-def _mp4_with_comment(tmp_path, text: str) -> bytes:
-    path = tmp_path / "v.mp4"
+def _video_with_comment(tmp_path, text: str, ext: str = "mp4") -> bytes:
+    path = tmp_path / f"v.{ext}"
     media.save_video(np.zeros((2, 16, 16, 3), np.uint8), path, fps=8, metadata={SETTINGS_KEY: text})
     return path.read_bytes()
 
@@ -233,12 +233,12 @@ def _aitk(sample_extra: dict | None = None, raw: str | None = None) -> str:
     return raw if raw is not None else json.dumps({**SETTINGS, "sample": {**SETTINGS["sample"], **(sample_extra or {})}})
 
 
-@pytest.mark.parametrize("container", ["png", "mp4"])
+@pytest.mark.parametrize("container", ["png", "mp4", "webm"])
 @pytest.mark.parametrize("key,token", [("width", "Infinity"), ("guidance_scale", "NaN"),
                                        ("height", "-Infinity"), ("guidance_scale", "1e999")])
 def test_a_non_finite_number_in_the_settings_is_a_422_naming_it(served, tmp_path, container, key, token):
     text = _aitk({key: "__TOKEN__"}).replace('"__TOKEN__"', token)
-    data = _png(_text(SETTINGS_KEY, text)) if container == "png" else _mp4_with_comment(tmp_path, text)
+    data = _png(_text(SETTINGS_KEY, text)) if container == "png" else _video_with_comment(tmp_path, text, container)
     r = _post_file(served, data)
     assert r.status_code == 422, r.text
     assert r.json()["field"] == f"sample.{key}" and token in r.json()["detail"], r.text

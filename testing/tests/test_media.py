@@ -159,7 +159,8 @@ print(hashlib.sha256(open(rec["path"], "rb").read()).hexdigest())
 """
 
 
-def test_mp4_bytes_do_not_depend_on_memory_contents(tmp_path):
+@pytest.mark.parametrize("ext", ["mp4", "webm"])
+def test_video_bytes_do_not_depend_on_memory_contents(tmp_path, ext):
     """A small noisy clip (which x264's mb-tree encoded differently when the allocator handed it other
     garbage) gives one file whatever MALLOC_PERTURB_ fills fresh memory with."""
     import subprocess
@@ -167,12 +168,81 @@ def test_mp4_bytes_do_not_depend_on_memory_contents(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     digests = set()
     for perturb in (0, 1, 7, 42, 99, 200):
-        p = subprocess.run([sys.executable, "-c", _ENCODE, str(tmp_path / f"v{perturb}.mp4")], cwd=root,
+        p = subprocess.run([sys.executable, "-c", _ENCODE, str(tmp_path / f"v{perturb}.{ext}")], cwd=root,
                            env={**os.environ, "MALLOC_PERTURB_": str(perturb)}, capture_output=True, text=True,
                            timeout=120)
         assert p.returncode == 0, p.stderr[-2000:]
         digests.add(p.stdout.strip())
     assert len(digests) == 1, digests
+
+
+def _smooth_frames(n, h, w):
+    """Moving gradients: content a lossy codec keeps close (noise it would not)."""
+    y, x = np.mgrid[0:h, 0:w]
+    return np.stack([np.stack([(x * 4 + t * 9) % 256, (y * 4 + t * 5) % 256, (x + y) * 2 % 256], -1)
+                     for t in range(n)]).astype(np.uint8)
+
+
+def test_webm_frames_codec_close_pixels_and_padded_size(tmp_path):
+    frames = _smooth_frames(9, 33, 47)
+    info = save_video(frames, tmp_path / "v.webm", fps=24)  # odd size -> padded, as mp4
+    assert (info["ext"], info["width"], info["height"], info["num_frames"]) == ("webm", 48, 34, 9)
+    assert info["fps"] == 24.0 and info["audio"] is False and info["path"].endswith("v.webm")
+    with av.open(info["path"]) as c:
+        assert c.format.name.split(",")[0] in ("matroska", "webm")
+        s = c.streams.video[0]
+        assert s.codec_context.name == "vp9" and s.average_rate == 24
+        assert (s.codec_context.width, s.codec_context.height) == (48, 34)
+    got = _decoded(info["path"])
+    assert got.shape == (9, 34, 48, 3)
+    error = np.abs(got[:, :33, :47].astype(int) - frames).mean()
+    assert error < 4, error                               # crf 18 on 4:2:0: close, not exact
+
+
+def _decoded(path):
+    with av.open(path) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
+
+
+def test_webm_lossless_is_closer_than_its_crf(tmp_path):
+    frames = _expected_u8(_frames(3, 16, 16))            # noise: what a lossy crf smooths away
+    lossless = _decoded(save_video(frames, tmp_path / "l.webm", fps=8, lossless=True)["path"])
+    lossy = _decoded(save_video(frames, tmp_path / "c.webm", fps=8)["path"])
+    # lossless VP9 of yuv420p: only the RGB <-> 4:2:0 conversion differs
+    assert np.abs(lossless.astype(int) - frames).mean() < np.abs(lossy.astype(int) - frames).mean()
+
+
+@pytest.mark.parametrize("audio", [False, True])
+def test_webm_is_deterministic(tmp_path, audio):
+    frames = _frames(12, 32, 48)
+    kw = {"audio": RNG.uniform(-1, 1, (2, 4000)), "sample_rate": 16000} if audio else {}
+    a = save_video(frames, tmp_path / "a.webm", fps=8, metadata={"aitk": "{}"}, **kw)
+    b = save_video(frames, tmp_path / "b.webm", fps=8, metadata={"aitk": "{}"}, **kw)
+    assert open(a["path"], "rb").read() == open(b["path"], "rb").read()
+
+
+@pytest.mark.parametrize("rate", [24000, 22050])
+def test_webm_soundtrack_is_opus_at_48k(tmp_path, rate):
+    """Opus decodes at 48 kHz whatever went in: LTX-2's 24 kHz, or a rate Opus does not take, is resampled."""
+    stored = 48000
+    t = np.arange(rate // 2) / rate                     # half a second of 440 Hz, stereo
+    audio = np.stack([0.5 * np.sin(2 * np.pi * 440 * t), 0.25 * np.sin(2 * np.pi * 440 * t)])
+    info = save_video(_smooth_frames(4, 16, 16), tmp_path / "s.webm", fps=8, audio=audio, sample_rate=rate)
+    assert info["audio"] is True and info["sample_rate"] == stored and info["channels"] == 2
+    with av.open(info["path"]) as c:
+        assert [s.codec_context.name for s in c.streams] == ["vp9", "opus"]
+        a = c.streams.audio[0]
+        assert a.rate == stored and a.codec_context.channels == 2
+        got = np.concatenate([f.to_ndarray() for f in c.decode(a)], axis=1)
+    assert abs(got.shape[1] - stored // 2) <= stored // 50          # its length, to a frame or two of Opus
+    rms = np.sqrt((got ** 2).mean(axis=1))
+    np.testing.assert_allclose(rms, [0.5 / np.sqrt(2), 0.25 / np.sqrt(2)], rtol=0.1)
+
+
+def test_webp_video_has_no_sound(tmp_path):
+    with pytest.raises(ValueError, match="webp video has no sound track: write mp4 or webm"):
+        save_video(_frames(2, 8, 8), tmp_path / "v.webp", fps=8, audio=np.zeros((1, 800)), sample_rate=8000)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_animated_webp_lossless(tmp_path):
@@ -401,7 +471,26 @@ def _comm(text: bytes) -> bytes:
     return b"COMM" + media._syncsafe(len(body)) + b"\x00\x00" + body
 
 
+def _el(eid: int, body: bytes, size: bytes | None = None) -> bytes:
+    """An EBML element: its id, its size (8 bytes, or `size` as given), its body."""
+    return eid.to_bytes((eid.bit_length() + 7) // 8, "big") + (size or b"\x01" + len(body).to_bytes(7, "big")) + body
+
+
+def _webm(*segment: bytes, doctype: bytes = b"webm") -> bytes:
+    return _el(0x1A45DFA3, _el(0x4282, doctype)) + _el(0x18538067, b"".join(segment))
+
+
+def _tags(*simple_tags: bytes, track: bool = False) -> bytes:
+    """Tags holding one Tag (for the whole file, or for track 1) of `simple_tags`."""
+    return _el(0x1254C367, _el(0x7373, _el(0x63C0, _el(0x63C5, b"\x01") if track else b"") + b"".join(simple_tags)))
+
+
+def _simple(name: bytes, value: bytes) -> bytes:
+    return _el(0x67C8, _el(0x45A3, name) + _el(0x4487, value))
+
+
 @pytest.mark.parametrize("name,make", [
+    ("webm COMMENT tags", lambda n: _webm(_tags(*[_simple(b"COMMENT", b"x%d" % i) for i in range(n)]))),
     ("jpeg COM segments", lambda n: _jpeg(*[_com(b"x%d" % i) for i in range(n)])),
     ("wav ICMT chunks", lambda n: _riff(b"WAVE", _rchunk(b"LIST", b"INFO" + b"".join(
         _rchunk(b"ICMT", b"x%d" % i) for i in range(n))))),
@@ -423,6 +512,7 @@ def test_a_webp_repeating_its_xmp_is_refused():
 @pytest.mark.parametrize("name,data", [
     ("jpeg fill bytes", b"\xff\xd8" + b"\xff" * (MAX_BLOCKS + 8) + b"\xd9"),
     ("mp4 boxes", _box(b"ftyp", b"isom\x00\x00\x02\x00") + _box(b"moov", _box(b"free", b"") * (MAX_BLOCKS + 8))),
+    ("webm elements", _webm(_el(0xEC, b"") * (MAX_BLOCKS + 8))),
     ("wav chunks", _riff(b"WAVE", _rchunk(b"junk", b"") * (MAX_BLOCKS + 8))),
     ("flac comment entries", _flac_comments([b""] * (MAX_BLOCKS + 8))),
     ("mp3 frames", _id3(*[b"TXXX" + media._syncsafe(0) + b"\x00\x00"] * (MAX_BLOCKS + 8))),
@@ -434,6 +524,7 @@ def test_a_file_of_countless_blocks_is_refused(name, data):
 
 @pytest.mark.parametrize("name,make", [
     ("webp XMP", lambda text: _riff(b"WEBP", _rchunk(b"XMP ", text))),
+    ("webm COMMENT", lambda text: _webm(_tags(_simple(b"COMMENT", text)))),
     ("wav ICMT", lambda text: _riff(b"WAVE", _rchunk(b"LIST", b"INFO" + _rchunk(b"ICMT", text)))),
     ("flac DESCRIPTION", lambda text: _flac_comments([b"DESCRIPTION=" + text])),
     ("mp3 COMM", lambda text: _id3(_comm(text))),
@@ -442,6 +533,64 @@ def test_a_file_of_more_text_than_a_file_may_hold_is_refused(name, make):
     with pytest.raises(MetadataError, match=f"more than {MAX_TEXT_BYTES} bytes of text"):
         read_metadata(make(b"{" + b"x" * MAX_TEXT_BYTES))
     read_metadata(make(b"{" + b"x" * 1000))                      # within the bound: read
+
+
+def test_webm_metadata_round_trip_as_ffmpeg_reads_it(tmp_path):
+    meta = {"parameters": "a fox", "aitk": '{"version": 1, "sample": {"prompt": "a f\u00f6x"}}'}
+    info = save_video(_frames(2, 16, 16), tmp_path / "v.webm", fps=8, metadata=meta, audio=np.zeros((1, 800)),
+                      sample_rate=8000)
+    data = open(info["path"], "rb").read()
+    got = read_metadata(data)
+    assert got["format"] == "webm" and got["aitk"] == meta["aitk"] and got["parameters"] is None   # the JSON only
+    with av.open(info["path"]) as c:
+        assert c.metadata["COMMENT"] == meta["aitk"]               # ffmpeg's Matroska tag names are upper case
+    assert media.sniff_format(data) == "webm"
+
+
+def test_webm_reading_takes_the_file_s_comment_not_a_track_s():
+    got = read_metadata(_webm(_tags(_simple(b"COMMENT", b"{track}"), track=True),
+                              _tags(_simple(b"ENCODER", b"x"), _simple(b"comment", b"{file}"))))
+    assert got["aitk"] == "{file}" and got["items"] == {"comment": "{file}"}
+    assert read_metadata(_webm())["aitk"] is None                   # no tags: nothing, not an error
+
+
+def test_a_matroska_file_is_not_read_as_webm():
+    with pytest.raises(MetadataError, match="not a .*WebM"):
+        read_metadata(_webm(_tags(_simple(b"COMMENT", b"{}")), doctype=b"matroska"))
+
+
+def test_a_cut_webm_gives_its_comment_or_a_metadata_error(tmp_path):
+    """Cut inside the comment: refused (a part would be another answer); cut in the frames after the
+    header's tags: the comment is whole."""
+    data = _written("webm", tmp_path)
+    at = data.index(b'{"version"')
+    with pytest.raises(MetadataError, match="cut short"):
+        read_metadata(data[:at + 5])
+    assert read_metadata(data[:-10])["aitk"].startswith('{"version"')
+    for n in range(0, at + 5, 3):                                   # every cut up to there: no crash
+        try:
+            read_metadata(data[:n])
+        except MetadataError:
+            pass
+
+
+@pytest.mark.parametrize("name,data,expected", [
+    # a live stream's segment runs to the end of the file
+    ("unknown-size segment", _el(0x1A45DFA3, _el(0x4282, b"webm")) + _el(0x18538067, _tags(_simple(b"COMMENT", b"{}")),
+                                                                       size=b"\xff"), "{}"),
+    # what follows a cluster of unknown size is not reached (its blocks are not walked)
+    ("unknown-size cluster first", _webm(_el(0x1F43B675, b"\x00" * 8, size=b"\xff"), _tags(_simple(b"COMMENT", b"{}"))),
+     None),
+    ("a petabyte tag", _webm(_el(0x1254C367, b"", size=b"\x01\x7f" + b"\xff" * 6)), None),
+    ("a zero byte where an id goes", _webm(b"\x00" * 16), MetadataError),
+    ("a 5-byte id", _webm(b"\x08" + b"\x00" * 8), MetadataError),
+])
+def test_odd_webm_structures_read_or_refuse(name, data, expected):
+    if expected is MetadataError:
+        with pytest.raises(MetadataError, match="broken webm"):
+            read_metadata(data)
+    else:
+        assert read_metadata(data)["aitk"] == expected
 
 
 def test_a_huge_vorbis_comment_count_is_a_broken_file_not_a_long_loop():
@@ -460,7 +609,7 @@ def _written(ext: str, tmp_dir) -> bytes:
         path = tmp_dir / f"f.{ext}"
         if ext in ("png", "jpg", "webp"):
             save_image(_frames(1, 8, 8)[0], path, metadata=meta)
-        elif ext == "mp4":
+        elif ext in ("mp4", "webm"):
             save_video(_frames(2, 16, 16), path, fps=8, metadata=meta)
         else:
             save_audio(np.zeros(2205), path, 22050, metadata=meta)
@@ -473,7 +622,8 @@ _edit = st.tuples(st.sampled_from(["flip", "insert", "delete", "big"]), st.integ
 
 @settings(derandomize=True, max_examples=300, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["png", "jpg", "webp", "mp4", "wav", "flac", "mp3"]), st.lists(_edit, min_size=1, max_size=4))
+@given(st.sampled_from(["png", "jpg", "webp", "mp4", "webm", "wav", "flac", "mp3"]),
+       st.lists(_edit, min_size=1, max_size=4))
 def test_any_damaged_file_gives_bounded_text_or_a_metadata_error(tmp_path, ext, edits):
     data = bytearray(_written(ext, tmp_path))
     for op, at, byte in edits:

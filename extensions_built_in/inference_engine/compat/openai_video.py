@@ -17,7 +17,6 @@ import asyncio
 import collections
 import io
 import math
-import mimetypes
 import os
 import re
 import threading
@@ -34,6 +33,7 @@ from extensions_built_in.inference_engine.compat.openai import error, invalid
 from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
 from extensions_built_in.inference_engine.results_feed import MAX_LIMIT, RESULTS_KEPT
 from toolkit.errors import ConfigError
+from toolkit.media import mime_type
 from toolkit.models.registry import ARCHS
 
 PREFIX = "video_"
@@ -292,7 +292,7 @@ class OpenAIVideos:
                         "it is completed", param="video_id", code="video_not_ready")
         path = next(p for p in job.files if os.path.isfile(p))       # job() refused a completed job without one
         if variant == "video":
-            return FileResponse(path, media_type=mimetypes.guess_type(path)[0] or "application/octet-stream")
+            return FileResponse(path, media_type=mime_type(path) or "application/octet-stream")
         try:
             data, media_type = await asyncio.to_thread(still, path, variant, job.sample.get("num_frames") or 1)
         except Exception as e:      # noqa: BLE001 - a file that no longer decodes

@@ -6,7 +6,7 @@
 
 The body is sd.cpp's native schema. Each field is served as sd.cpp serves it, or answered 400 naming it
 (`{"error": "<field>: <why>", "field": "<field>"}`: sd.cpp's `error` string, with the field added): a value
-that asks for what is not served here (an slg scale, custom sigmas, a control image, a webm container) is
+that asks for what is not served here (an slg scale, custom sigmas, a control image, an avi container) is
 never ignored. Values that ask for nothing (sd.cpp's documented defaults: `slg.scale` 0, empty
 `custom_sigmas`, `cache_mode: disabled`) pass. LoRAs come only from `lora[]` (paths of engine.lora_folder,
 as capabilities lists them); `<lora:...>` in a prompt is prompt text, as in sd.cpp's server.

@@ -4,12 +4,14 @@ examples/server/api.md typed, and turned into the engine's sample keys, or refus
 from extensions_built_in.inference_engine.compat import inputs
 from extensions_built_in.inference_engine.compat.common import CompatError, is_int
 from toolkit import lora_headers
+from toolkit.media import MIME_TYPES
 from toolkit.models.arch import MAX_SIZE
 
 MODES = {"img_gen": "image", "vid_gen": "video"}
 IMAGE_FORMATS = {"png": "png", "jpeg": "jpg", "webp": "webp"}                  # output_format -> output_ext
-VIDEO_FORMATS = {"webp": ("webp", "image/webp"), "mp4": ("mp4", "video/mp4")}  # -> (output_ext, mime_type)
-NOT_WRITTEN = ("webm", "avi")                                                  # sd.cpp's, no writer here
+# -> (output_ext, mime_type): sd.cpp's, in its order (webm, its default, first), and mp4; not avi
+VIDEO_FORMATS = {fmt: (fmt, MIME_TYPES[fmt]) for fmt in ("webm", "webp", "mp4")}
+NOT_WRITTEN = ("avi",)                                                         # sd.cpp's, no writer here
 # sd.cpp's sample_method -> the engine's sampler (toolkit/samplers.py); a method without an equal here is a 400
 SAMPLE_METHODS = {"euler": "euler", "euler_a": "euler_a", "heun": "heun", "dpm++2m": "dpm++_2m",
                   "dpm++2m_sde": "dpm++_2m_sde", "lcm": "lcm", "lms": "lms"}

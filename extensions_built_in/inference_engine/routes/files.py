@@ -49,7 +49,7 @@ async def assets(request: HttpRequest, name: str):
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
 async def settings(request: HttpRequest):
-    """The request that made a file: its raw bytes (png, jpg, webp, mp4, wav, flac, mp3) in,
+    """The request that made a file: its raw bytes (png, jpg, webp, mp4, webm, wav, flac, mp3) in,
     `{source, format, model, sample, parameters, warnings}` out; `{model, sample}` is ready to
     POST to /generate. A foreign A1111 file gives the best mapping of its text onto a request.
     (Named /settings, not /resolve: /resolve reads as turning a JSON request into the resolved

@@ -7,6 +7,7 @@ from fastapi.responses import FileResponse
 
 from extensions_built_in.inference_engine.engine import Engine
 from extensions_built_in.inference_engine.routes.common import ApiError, engine_router, errors
+from toolkit.media import mime_type
 
 
 def outputs(relpath: str, request: HttpRequest):
@@ -31,4 +32,4 @@ def output_file(engine: Engine, relpath: str) -> FileResponse:
         full = ""
     if not full.startswith(root + os.sep) or not os.path.isfile(full):
         raise ApiError(404, "relpath", "no such output")
-    return FileResponse(full)
+    return FileResponse(full, media_type=mime_type(full))

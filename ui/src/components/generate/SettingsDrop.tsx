@@ -96,7 +96,7 @@ export default function SettingsDrop({ notice, onFile, onDismiss }: Props) {
         ref={input}
         type="file"
         hidden
-        accept="image/png,image/jpeg,image/webp,video/mp4,audio/wav,audio/x-wav,audio/flac,audio/mpeg,.png,.jpg,.jpeg,.webp,.mp4,.wav,.flac,.mp3"
+        accept="image/png,image/jpeg,image/webp,video/mp4,video/webm,audio/wav,audio/x-wav,audio/flac,audio/mpeg,.png,.jpg,.jpeg,.webp,.mp4,.webm,.wav,.flac,.mp3"
         aria-label="A generated file to restore the settings of"
         data-testid="settings-file"
         onChange={(e) => {

@@ -210,7 +210,7 @@ export interface ResultInfo {
   num_frames: number | null;
   fps: number | null;
   duration: number | null;
-  /** a video with a soundtrack (LTX-2's: an AAC track in the mp4) */
+  /** a video with a soundtrack (LTX-2's: an AAC track in an mp4, Opus in a webm) */
   audio?: boolean;
 }
 
