@@ -210,9 +210,9 @@ def test_a_prompt_of_two_sampler_chains_runs_both(srv):
 
 # -- a video workflow: ComfyUI's Wan 2.1 example ------------------------------------------------------
 
-@pytest.mark.parametrize("name,output", [("wan_t2v", "28"), ("wan_t2v_savevideo", "50")])
+@pytest.mark.parametrize("name,output", [("wan_t2v", "28"), ("wan_t2v_webm", "47"), ("wan_t2v_savevideo", "50")])
 def test_the_websocket_example_runs_the_wan_video_workflow(srv, name, output):
-    """SaveAnimatedWEBP's and SaveVideo's file is reported as ComfyUI does (under "images", "animated": [true]) and
+    """SaveAnimatedWEBP's, SaveWEBM's and SaveVideo's file is reported as ComfyUI does (under "images", "animated": [true]) and
     holds `length` frames of the latent's size."""
     prompt = workflow(name)
     length, size = prompt["40"]["inputs"]["length"], (prompt["40"]["inputs"]["width"], prompt["40"]["inputs"]["height"])
@@ -242,8 +242,9 @@ def test_the_websocket_example_runs_the_wan_video_workflow(srv, name, output):
             assert im.format == "WEBP" and im.is_animated and im.n_frames == length and im.size == size
     else:
         import av
-        assert video["filename"].endswith(".mp4")
+        assert video["filename"].endswith(".webm" if name == "wan_t2v_webm" else ".mp4")
         with av.open(io.BytesIO(data)) as container:
+            assert container.streams.video[0].codec_context.name == ("vp9" if name == "wan_t2v_webm" else "h264")
             frames = [f for f in container.decode(video=0)]
         assert len(frames) == length and (frames[0].width, frames[0].height) == size
 

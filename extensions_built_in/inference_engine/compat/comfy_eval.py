@@ -542,7 +542,7 @@ class Analysis:
         got = self.inputs(node, "video" if self.class_of(node) == "SaveVideo" else "images")
         return None if got is None else (got[0],)
 
-    n_SaveImage = n_PreviewImage = n_SaveAnimatedWEBP = n_SaveVideo = _output
+    n_SaveImage = n_PreviewImage = n_SaveAnimatedWEBP = n_SaveWEBM = n_SaveVideo = _output
 
     # -- files -----------------------------------------------------------------------------------
     def arch_of(self, path: str, node: str, input_name: str):

@@ -28,8 +28,8 @@ How the graph maps onto the engine's request:
   a model without CFG (its KSampler's cfg must then be 1, as ComfyUI's Flux workflows run). ModelSamplingSD3
   or AuraFlow's shift, where it is not the model's own, is `sample.shift`.
 - Empty latents give the size, batch_size and (video) num_frames (`length`: the frames decoded);
-  SaveAnimatedWEBP's or CreateVideo's fps is `sample.fps`, the output node the format (webp; SaveVideo's
-  mp4). VAEEncode of a LoadImage is img2img, VAEEncodeForInpaint or SetLatentNoiseMask with a mask is
+  SaveAnimatedWEBP's, SaveWEBM's or CreateVideo's fps is `sample.fps`, the output node the format (webp,
+  webm; SaveVideo's mp4). VAEEncode of a LoadImage is img2img, VAEEncodeForInpaint or SetLatentNoiseMask with a mask is
   inpaint. A denoise below 1 runs the last `steps` of int(steps / denoise), as ComfyUI does:
   num_inference_steps int(steps / denoise) and strength steps / that.
 - KSampler -> LatentUpscale(By) -> KSampler, or -> VAEDecode -> [ImageUpscaleWithModel] -> ImageScale(By)
@@ -79,7 +79,7 @@ def analyse(prompt: dict, files, resolve=None) -> list[Job]:
     if not outputs and missing is None:
         raise GraphError(entry("prompt_no_outputs", "Prompt has no outputs",
                                 "the workflow has no output node (SaveImage, PreviewImage, SaveAnimatedWEBP, "
-                                "SaveVideo)"))
+                                "SaveWEBM, SaveVideo)"))
     seen: set = set()
     for out in outputs:
         a.check_inputs(out, seen)

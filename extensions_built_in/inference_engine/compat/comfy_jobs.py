@@ -13,8 +13,9 @@ from extensions_built_in.inference_engine.compat.comfy_nodes import COMFY_SAMPLE
 from toolkit import hires as hires_rules
 from toolkit import samplers as sampler_table
 
-OUTPUT_TYPES = {"SaveImage": "output", "PreviewImage": "temp", "SaveAnimatedWEBP": "output", "SaveVideo": "output"}
-VIDEO_OUTPUTS = {"SaveAnimatedWEBP": "webp", "SaveVideo": "mp4"}
+OUTPUT_TYPES = {"SaveImage": "output", "PreviewImage": "temp", "SaveAnimatedWEBP": "output", "SaveWEBM": "output",
+                "SaveVideo": "output"}
+VIDEO_OUTPUTS = {"SaveAnimatedWEBP": "webp", "SaveWEBM": "webm", "SaveVideo": "mp4"}
 LATENT_UPSCALERS = {"nearest-exact": "Latent (nearest-exact)", "bilinear": "Latent", "bicubic": "Latent (bicubic)"}
 PIXEL_UPSCALERS = {"lanczos": "Lanczos", "nearest-exact": "Nearest"}
 WEIGHT_DTYPES = {"fp8_e4m3fn": "qfloat8_e4m3fn", "fp8_e4m3fn_fast": "qfloat8_e4m3fn", "fp8_e5m2": "qfloat8_e5m2"}
@@ -35,7 +36,7 @@ def build(a, outputs: list) -> list:
         name = "video" if cls == "SaveVideo" else "images"
         if cls == "SaveVideo":
             images, fps = got.images, (got.node, got.fps)
-        elif cls == "SaveAnimatedWEBP":
+        elif cls in ("SaveAnimatedWEBP", "SaveWEBM"):
             fps = (out, a.lit(out, "fps"))
         if not (isinstance(images, Image) and images.kind == "decode"):
             a.fail(out, name, "must be what a VAE Decode of a sampler makes: the engine returns the images it "
@@ -581,7 +582,7 @@ class Builder:
         for node, cls, _images, fps in self.outs:
             ext = VIDEO_OUTPUTS.get(cls, "png")
             if video and cls not in VIDEO_OUTPUTS:
-                self.fail(node, "images", f"{spec.name} makes a video: save it with SaveAnimatedWEBP or SaveVideo")
+                self.fail(node, "images", f"{spec.name} makes a video: save it with SaveAnimatedWEBP, SaveWEBM or SaveVideo")
             elif not video and cls in VIDEO_OUTPUTS:
                 self.fail(node, "images" if cls != "SaveVideo" else "video",
                           f"{spec.name} makes images: save them with SaveImage or PreviewImage")

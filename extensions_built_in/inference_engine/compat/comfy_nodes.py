@@ -209,6 +209,11 @@ NODES = {
                               "fps": _float(6.0, 0.01, 1000.0), "lossless": ("BOOLEAN", {"default": False}),
                               "quality": _int(80, 0, 100), "method": (["default", "fastest", "slowest"], {})},
                              output_node=True),
+    # ComfyUI's SaveWEBM (its Wan examples save with it): VP9 only here; the engine's own crf, not the node's
+    "SaveWEBM": Node("image/video", "SaveWEBM",
+                     {"images": ("IMAGE", {}), "filename_prefix": ("STRING", {"default": "ComfyUI"}),
+                      "codec": (["vp9"], {}), "fps": _float(24.0, 0.01, 1000.0),
+                      "crf": _float(32.0, 0.0, 63.0, 1.0)}, output_node=True),
     "CreateVideo": Node("image/video", "Create Video", {"images": ("IMAGE", {}), "fps": _float(30.0, 1.0, 120.0, 1.0)},
                         ("VIDEO",), optional={"audio": ("AUDIO", {})}),
     "SaveVideo": Node("image/video", "Save Video",
