@@ -9,6 +9,7 @@ for a schedule the arch excludes; they run end to end on SDXL and Z-Image below.
 import functools
 import json
 import os
+import types
 from dataclasses import replace
 
 import pytest
@@ -329,14 +330,15 @@ def _spy_set_timesteps(monkeypatch) -> list:
 
     def spying(sampler, base_config, generator=None):
         scheduler = build(sampler, base_config, generator)
-        own = scheduler.set_timesteps
+        own = type(scheduler).set_timesteps
 
         @functools.wraps(own)           # the pipelines read its signature (sigmas, timesteps, mu)
-        def set_timesteps(*args, **kwargs):
-            out = own(*args, **kwargs)
-            seen.append((args, kwargs, getattr(scheduler, "sigmas", None), scheduler.timesteps.clone()))   # DDIM: none
+        def set_timesteps(self, *args, **kwargs):
+            out = own(self, *args, **kwargs)
+            seen.append((args, kwargs, getattr(self, "sigmas", None), self.timesteps.clone()))   # DDIM: no sigmas
             return out
-        scheduler.set_timesteps = set_timesteps
+        # bound: a pipeline's deepcopy of the scheduler (LTX-2's audio one) sets its own timesteps
+        scheduler.set_timesteps = types.MethodType(set_timesteps, scheduler)
         return scheduler
     monkeypatch.setattr(samplers, "build", spying)
     return seen
