@@ -12,7 +12,7 @@ dynamic shifting, prediction type) carries over and the pooled scheduler is neve
 No torch at import: the engine process validates requests and serves `/models` from this table;
 `build` imports diffusers when the worker asks for a scheduler.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 FLOW, DIFFUSION = "flow", "diffusion"
 
@@ -22,7 +22,7 @@ class Sampler:
     name: str                      # what `sample.sampler` says
     cls: str                       # the diffusers scheduler class
     label: str                     # A1111's sampler_name
-    schedule: str = "automatic"    # A1111's scheduler (Automatic, Karras) this entry stands for
+    schedule: str = "automatic"    # the spacing of its steps (SCHEDULES; "automatic": the model's own)
     overrides: dict = field(default_factory=dict)   # config keys set on top of the model's scheduler config
     shift_key: str | None = None   # flow: the key this class reads the flow shift from
     inverts: bool = False          # flow: the class honours `invert_sigmas` (see samplers_for)
@@ -45,7 +45,7 @@ class Sampler:
 # to the next sigma: what FlowMatchEulerDiscreteScheduler(stochastic_sampling=True) does too).
 _FLOW_SIGMAS = {"use_flow_sigmas": True, "prediction_type": "flow_prediction"}
 _DPMPP_2 = {"solver_order": 2, "use_karras_sigmas": False}
-FLOW_SAMPLERS = (
+_FLOW_ROWS = (
     Sampler("euler", "FlowMatchEulerDiscreteScheduler", "Euler", shift_key="shift", inverts=True),
     Sampler("euler_a", "FlowMatchEulerAncestralScheduler", "Euler a", shift_key="shift", noise=True,
             runs_as="euler", module="toolkit.flow_euler_ancestral"),
@@ -62,17 +62,53 @@ FLOW_SAMPLERS = (
 
 # epsilon / v-prediction: the betas, timestep spacing, steps offset and prediction type come from
 # the model's config (from_config); A1111's names, as diffusers' docs map them.
-DIFFUSION_SAMPLERS = (
+_DIFFUSION_ROWS = (
     Sampler("euler", "EulerDiscreteScheduler", "Euler"),
     Sampler("euler_a", "EulerAncestralDiscreteScheduler", "Euler a", noise=True),
     Sampler("ddim", "DDIMScheduler", "DDIM"),
     Sampler("dpm++_2m", "DPMSolverMultistepScheduler", "DPM++ 2M",
-            overrides={"algorithm_type": "dpmsolver++", "solver_order": 2, "use_karras_sigmas": False}),
-    Sampler("dpm++_2m_karras", "DPMSolverMultistepScheduler", "DPM++ 2M", schedule="karras",
-            overrides={"algorithm_type": "dpmsolver++", "solver_order": 2, "use_karras_sigmas": True}),
+            overrides={"algorithm_type": "dpmsolver++", **_DPMPP_2}),
+    Sampler("dpm++_2m_sde", "DPMSolverMultistepScheduler", "DPM++ 2M SDE", noise=True, runs_as="dpm++_2m",
+            overrides={"algorithm_type": "sde-dpmsolver++", **_DPMPP_2}),
     Sampler("unipc", "UniPCMultistepScheduler", "UniPC"),
     Sampler("lms", "LMSDiscreteScheduler", "LMS"),
 )
+
+# The schedule axis: besides the model's own spacing ("automatic"), a class may respace its sigmas
+# between the same ends by diffusers' `use_<schedule>_sigmas`, A1111's schedule types of those names:
+# Karras (rho 7), Exponential (even in log sigma), Beta (Beta(0.6, 0.6) quantiles over sigma; scipy).
+# The ends are the class's: on flow, the first and last sigma after the model's shift (fixed or `mu`);
+# on a discrete-time model, Euler and LMS those of the model's timestep spacing, DPM-Solver++ and UniPC
+# the whole trained range. Each row of a class listed here gets one row per schedule, named
+# `<row>_<schedule>` (dpm++_2m_karras ...), right after it, running as it (an arch excluding the row
+# excludes them). Not listed: DPM-Solver++ and UniPC on flow sigmas take the flags but then drop the flow
+# sigmas for a discrete-time model's (sigma up to ~157), and Euler ancestral (diffusion), DDIM and flow
+# Heun have no such flags.
+SCHEDULES = {"karras": "use_karras_sigmas", "exponential": "use_exponential_sigmas", "beta": "use_beta_sigmas"}
+_ALL = tuple(SCHEDULES)
+SCHEDULED_CLASSES = {
+    FLOW: {"FlowMatchEulerDiscreteScheduler": _ALL, "FlowMatchEulerAncestralScheduler": _ALL,
+           "FlowMatchLCMScheduler": _ALL},
+    DIFFUSION: {"EulerDiscreteScheduler": _ALL, "DPMSolverMultistepScheduler": _ALL,
+                "UniPCMultistepScheduler": _ALL, "LMSDiscreteScheduler": _ALL},
+}
+
+
+def _with_schedules(rows, family) -> tuple:
+    """`rows`, each followed by its variants of SCHEDULED_CLASSES: one flag on, the others off (a model
+    config that turns one on must not meet a second: diffusers refuses two)."""
+    out = []
+    for s in rows:
+        out.append(s)
+        for schedule in SCHEDULED_CLASSES[family].get(s.cls, ()):
+            flags = {flag: key == schedule for key, flag in SCHEDULES.items()}
+            out.append(replace(s, name=f"{s.name}_{schedule}", schedule=schedule,
+                               overrides={**s.overrides, **flags}, runs_as=s.runs_as or s.name))
+    return tuple(out)
+
+
+FLOW_SAMPLERS = _with_schedules(_FLOW_ROWS, FLOW)
+DIFFUSION_SAMPLERS = _with_schedules(_DIFFUSION_ROWS, DIFFUSION)
 
 FAMILIES = {FLOW: FLOW_SAMPLERS, DIFFUSION: DIFFUSION_SAMPLERS}
 
@@ -111,12 +147,14 @@ def family_of(config) -> str | None:
 
 
 def samplers_for(config, exclude=()) -> tuple:
-    """The Sampler rows a model with this scheduler config may use (its family's, minus `exclude`). A flow
-    schedule on inverted sigmas (`invert_sigmas`: Mochi's time runs from noise at 0 to data at 1000) is
-    sampled only by a class that inverts them too: another would run, feeding the model the wrong times."""
+    """The Sampler rows a model with this scheduler config may use (its family's, minus `exclude`: sampler
+    names, and schedules, which exclude every row of that schedule). A flow schedule on inverted sigmas
+    (`invert_sigmas`: Mochi's time runs from noise at 0 to data at 1000) is sampled only by a class that
+    inverts them too: another would run, feeding the model the wrong times."""
     config = config or {}
     return tuple(s for s in FAMILIES.get(family_of(config), ()) if s.name not in exclude
-                 and s.runs_as not in exclude and (s.inverts or not config.get("invert_sigmas")))
+                 and s.runs_as not in exclude and s.schedule not in exclude
+                 and (s.inverts or not config.get("invert_sigmas")))
 
 
 def find(config, name: str, exclude=()) -> Sampler | None:
@@ -181,7 +219,7 @@ def build(sampler: Sampler, base_config, generator=None, shift: float | None = N
 
 
 # -- A1111 names ----------------------------------------------------------------------------------
-A1111_SCHEDULES = {"automatic": "Automatic", "karras": "Karras"}
+A1111_SCHEDULES = {"automatic": "Automatic", "karras": "Karras", "exponential": "Exponential", "beta": "Beta"}
 DEFAULT_NAMES = ("", "default", "automatic")     # the model's own scheduler
 
 

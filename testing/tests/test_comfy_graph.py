@@ -245,7 +245,7 @@ def test_an_unknown_node_is_a_node_error_naming_its_id_and_class(files):
 
 def test_every_node_error_of_a_graph_is_collected(files):
     prompt = workflow("sdxl_txt2img")
-    prompt["3"]["inputs"].update(sampler_name="dpmpp_3m_sde", scheduler="beta", steps=0)
+    prompt["3"]["inputs"].update(sampler_name="dpmpp_3m_sde", scheduler="ddim_uniform", steps=0)
     prompt["4"]["inputs"]["ckpt_name"] = "missing.safetensors"
     prompt["8"]["inputs"]["vae"] = ["99", 2]              # no such node
     prompt["7"]["inputs"]["clip"] = ["4", 0]              # a MODEL into a CLIP input
@@ -280,9 +280,9 @@ def test_what_the_engine_cannot_do_is_a_node_error_never_a_substitute(files):
                                             ("custom_validation_failed", "sampler_name")]
     assert errors_of(err, "41") == [("custom_validation_failed", "shift")]        # Flux shifts by the image size
     assert "euler" in err.node_errors["13"]["errors"][0]["details"] + err.node_errors["13"]["errors"][1]["details"]
-    # a karras schedule with a sampler of a flow model: refused on scheduler
+    # a karras schedule with a flow sampler that has none (DPM-Solver++ on flow sigmas): refused on scheduler
     prompt = workflow("flux_txt2img")
-    prompt["13"]["inputs"]["scheduler"] = "karras"
+    prompt["13"]["inputs"].update(sampler_name="dpmpp_2m", scheduler="karras")
     assert errors_of(refused(prompt, files), "13") == [("custom_validation_failed", "scheduler")]
     # FluxGuidance on a model guided by CFG; ModelSamplingFlux with the model's own shifts is served
     prompt = workflow("sdxl_txt2img")
@@ -296,6 +296,42 @@ def test_what_the_engine_cannot_do_is_a_node_error_never_a_substitute(files):
     assert len(analyse(prompt, files)) == 1
     prompt["41"]["inputs"]["width"] = 1024
     assert errors_of(refused(prompt, files), "41") == [("custom_validation_failed", "width")]
+
+
+@pytest.mark.parametrize("graph,node,sampler_name,scheduler,want", [
+    ("sdxl_txt2img", "3", "dpmpp_2m_sde", "karras", "dpm++_2m_sde_karras"),   # SDXL's most used pair
+    ("sdxl_txt2img", "3", "dpmpp_2m_sde", "normal", "dpm++_2m_sde"),
+    ("sdxl_txt2img", "3", "euler", "karras", "euler_karras"),
+    ("sdxl_txt2img", "3", "dpmpp_2m", "karras", "dpm++_2m_karras"),
+    ("sdxl_txt2img", "3", "uni_pc", "exponential", "unipc_exponential"),
+    ("sdxl_txt2img", "3", "lms", "beta", "lms_beta"),
+    ("flux_txt2img", "13", "euler", "beta", "euler_beta"),                    # Flux's
+    ("flux_txt2img", "13", "euler", "simple", "euler"), ("flux_txt2img", "13", "euler", "sgm_uniform", "euler"),
+    ("flux_txt2img", "13", "euler_ancestral", "karras", "euler_a_karras"),
+])
+def test_ksampler_sampler_name_and_scheduler_map_onto_a_row_of_the_models_table(graph, node, sampler_name,
+                                                                                  scheduler, want, files, resolve):
+    prompt = workflow(graph)
+    prompt[node]["inputs"].update(sampler_name=sampler_name, scheduler=scheduler)
+    (job,) = analyse(prompt, files, resolve)
+    assert job.sample["sampler"] == want and job.fields["sample.sampler"] == (node, "sampler_name")
+
+
+@pytest.mark.parametrize("graph,node,sampler_name,scheduler,error", [
+    ("sdxl_txt2img", "3", "euler", "ddim_uniform", ("value_not_in_list", "scheduler")),   # no such schedule here
+    ("sdxl_txt2img", "3", "euler", "kl_optimal", ("value_not_in_list", "scheduler")),
+    ("sdxl_txt2img", "3", "euler_ancestral", "karras", ("custom_validation_failed", "scheduler")),  # no Karras row
+    ("sdxl_txt2img", "3", "ddim", "beta", ("custom_validation_failed", "scheduler")),
+    ("flux_txt2img", "13", "uni_pc", "beta", ("custom_validation_failed", "scheduler")),
+])
+def test_a_schedule_not_served_is_a_node_error_never_a_substitute(graph, node, sampler_name, scheduler, error,
+                                                                   files):
+    prompt = workflow(graph)
+    prompt[node]["inputs"].update(sampler_name=sampler_name, scheduler=scheduler)
+    err = refused(prompt, files)
+    assert errors_of(err, node) == [error]
+    if error[0] == "custom_validation_failed":
+        assert f"{scheduler} is not served with {sampler_name}" in err.node_errors[node]["errors"][0]["details"]
 
 
 def test_a_refiner_chain_and_a_denoise_without_an_image_are_refused(files):
@@ -374,7 +410,8 @@ def test_object_info_lists_every_node_with_the_installs_files(files):
                                              "negative", "latent_image", "denoise"]
     assert ks["input"]["required"]["sampler_name"][0] == ["euler", "euler_ancestral", "heun", "dpmpp_sde", "dpmpp_2m",
                                                           "dpmpp_2m_sde", "lms", "lcm", "ddim", "uni_pc"]
-    assert ks["input"]["required"]["scheduler"][0] == ["normal", "karras", "simple", "sgm_uniform"]
+    assert ks["input"]["required"]["scheduler"][0] == ["normal", "karras", "exponential", "sgm_uniform", "simple",
+                                                       "beta"]
     assert ks["input"]["required"]["seed"] == ["INT", {"default": 0, "min": 0, "max": 2**64 - 1, "step": 1,
                                                        "control_after_generate": True}]
     assert (ks["output"], ks["output_node"], ks["python_module"]) == (["LATENT"], False, "nodes")

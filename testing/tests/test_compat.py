@@ -236,7 +236,8 @@ def test_a1111_random_seed_and_defaults(srv):
     ({"width": -64}, "width"), ({"height": 1000}, "height"), ({"steps": 0}, "steps"), ({"cfg_scale": -1}, "cfg_scale"),
     ({"seed": -5}, "seed"), ({"seed": "abc"}, "seed"), ({"batch_size": 0}, "batch_size"), ({"n_iter": 99}, "n_iter"),
     ({"prompt": 5}, "prompt"), ({"sampler_name": "DPM++ 2S a"}, "sampler_name"), ({"sampler_name": 5}, "sampler_name"),
-    ({"scheduler": "Karras"}, "scheduler"), ({"scheduler": "SGM Uniform"}, "scheduler"),
+    ({"sampler_name": "Default", "scheduler": "Karras"}, "scheduler"), ({"scheduler": "SGM Uniform"}, "scheduler"),
+    ({"scheduler": "Polyexponential"}, "scheduler"),
     ({"override_settings": {"sd_model_checkpoint": "nope"}}, "override_settings.sd_model_checkpoint"),
     ({"override_settings": {"sd_model_checkpoint": "wan21"}}, "override_settings.sd_model_checkpoint"),
     ({"override_settings": {"sd_model_checkpoint": "tiny-wan"}}, "override_settings.sd_model_checkpoint"),
@@ -282,11 +283,14 @@ def test_a1111_models_options_round_trip(srv, tiny_root):
         assert srv.http.get("/sdapi/v1/samplers").json()[0]["aliases"][0] == "PNDMScheduler"
         # an epsilon model: the diffusion table, A1111's names; "DPM++ 2M" + "Karras" is dpm++_2m_karras
         listed = {s["name"]: s for s in srv.http.get("/sdapi/v1/samplers").json()}
-        assert list(listed) == ["Default", "Euler", "Euler a", "DDIM", "DPM++ 2M", "UniPC", "LMS"]
-        assert listed["DPM++ 2M"]["options"]["schedules"] == ["Automatic", "Karras"]
-        assert [s["label"] for s in srv.http.get("/sdapi/v1/schedulers").json()] == ["Automatic", "Karras"]
+        assert list(listed) == ["Default", "Euler", "Euler a", "DDIM", "DPM++ 2M", "DPM++ 2M SDE", "UniPC", "LMS"]
+        assert listed["DPM++ 2M"]["options"]["schedules"] == ["Automatic", "Karras", "Exponential", "Beta"]
+        assert listed["Euler a"]["options"]["schedules"] == ["Automatic"]
+        assert [s["label"] for s in srv.http.get("/sdapi/v1/schedulers").json()] == ["Automatic", "Karras",
+                                                                                     "Exponential", "Beta"]
         for name, schedule, want in (("DPM++ 2M", "Karras", "dpm++_2m_karras"), ("DPM++ 2M Karras", None,
                                                                                   "dpm++_2m_karras"),
+                                     ("DPM++ 2M SDE", "Karras", "dpm++_2m_sde_karras"), ("Euler", "Beta", "euler_beta"),
                                      ("Euler a", "Automatic", "euler_a"), ("Default", None, None)):
             j = srv.http.post("/sdapi/v1/txt2img", json={**body, "steps": 2, "sampler_name": name,
                                                           "scheduler": schedule}).json()
@@ -308,8 +312,10 @@ def test_a1111_samplers_and_settings_lists(srv):
     # set_timesteps only: Euler, Euler ancestral and LCM)
     assert [s["name"] for s in samplers] == ["Default", "Euler", "Euler a", "LCM"]
     assert samplers[0]["aliases"][:2] == ["FlowMatchEulerDiscreteScheduler", "default"]
-    assert samplers[1]["aliases"] == ["euler"] and samplers[1]["options"]["schedules"] == ["Automatic"]
-    assert [s["label"] for s in srv.http.get("/sdapi/v1/schedulers").json()] == ["Automatic"]
+    assert samplers[1]["aliases"] == ["euler", "euler_karras", "euler_exponential", "euler_beta"]
+    assert samplers[1]["options"]["schedules"] == ["Automatic", "Karras", "Exponential", "Beta"]
+    assert [s["label"] for s in srv.http.get("/sdapi/v1/schedulers").json()] == ["Automatic", "Karras",
+                                                                                 "Exponential", "Beta"]
     for path in ("/sdapi/v1/upscalers", "/sdapi/v1/latent-upscale-modes", "/sdapi/v1/sd-vae", "/sdapi/v1/schedulers"):
         r = srv.http.get(path)
         assert r.status_code == 200 and isinstance(r.json(), list), path

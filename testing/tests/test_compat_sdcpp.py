@@ -333,9 +333,12 @@ def test_sd_cpp_sampler_names_map_onto_the_models_samplers():
     for params, spec, want in (({"sample_method": "dpm++2m", "scheduler": "karras"}, sd1, "dpm++_2m_karras"),
                                ({"sample_method": "dpm++2m", "scheduler": "normal"}, sd1, "dpm++_2m"),
                                ({"sample_method": "euler_a", "scheduler": "discrete"}, zimage, "euler_a"),
+                               ({"sample_method": "euler", "scheduler": "karras"}, zimage, "euler_karras"),
+                               ({"sample_method": "lms", "scheduler": "exponential"}, sd1, "lms_exponential"),
                                ({"sample_method": "default"}, zimage, None), ({}, sd1, None)):
         assert sampler_of(params, "sample_params", spec) == want, params
-    for params, spec, field in (({"sample_method": "euler", "scheduler": "karras"}, zimage, "sample_params.scheduler"),
+    for params, spec, field in (({"sample_method": "euler_a", "scheduler": "karras"}, sd1, "sample_params.scheduler"),
+                                ({"sample_method": "euler", "scheduler": "ays"}, sd1, "sample_params.scheduler"),
                                 ({"sample_method": "heun"}, sd1, "sample_params.sample_method"),
                                 ({"scheduler": "karras"}, sd1, "sample_params.scheduler")):
         with pytest.raises(CompatError) as e:

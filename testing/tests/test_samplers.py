@@ -2,9 +2,14 @@
 mapping, and, contract-style, every (arch, sampler) pair the registry offers run on the tiny models:
 it runs, writes a file, and the step hook fires once per timestep of the scheduler that ran. The
 pairs an arch excludes are run too, without the exclusion, and must fail: the table is restricted
-by what works, no more."""
+by what works, no more. A row's schedule variants (euler_karras ...: the same class and step, other
+sigmas) are checked in their row's run: the pipeline's own set_timesteps calls, replayed on each, give
+as many finite sigmas, spaced otherwise (flow: over the row's range, with the times on them), and fail
+for a schedule the arch excludes; they run end to end on SDXL and Z-Image below."""
+import functools
 import json
 import os
+import types
 from dataclasses import replace
 
 import pytest
@@ -19,10 +24,11 @@ from toolkit.models.registry import ARCHS
 from testing.tiny_runs import run_message
 
 FILE_EXT = {"image": "png", "video": "mp4", "audio": "wav"}
-OFFERED = [(a, s.name) for a in ARCHS for s in ARCHS[a].samplers()]
-# every row of the arch's family it does not offer (named in its samplers_excluded, or running as one that is)
+OFFERED = [(a, s.name) for a in ARCHS for s in ARCHS[a].samplers() if s.schedule == "automatic"]
+# every row of the arch's family it does not offer (named in its samplers_excluded, or running as one that is);
+# a schedule variant it does not offer is checked in its row's run (below)
 EXCLUDED = [(a, s.name) for a in ARCHS for s in samplers.samplers_for(ARCHS[a].scheduler_config)
-            if s not in ARCHS[a].samplers()]
+            if s not in ARCHS[a].samplers() and s.schedule == "automatic"]
 
 
 def _sample(arch, tmp_path, **over) -> dict:
@@ -83,8 +89,25 @@ def test_table_rows_are_real_diffusers_schedulers():
     flow = {s.name for s in samplers.FLOW_SAMPLERS}
     assert {"euler", "euler_a", "heun", "dpm++_2m", "dpm++_2m_sde", "dpm++_sde", "unipc", "lcm"} <= flow
     assert all(s.runs_as is None or s.runs_as in flow for s in samplers.FLOW_SAMPLERS)
-    assert {"euler", "euler_a", "ddim", "dpm++_2m", "dpm++_2m_karras", "unipc", "lms"} <= \
-        {s.name for s in samplers.DIFFUSION_SAMPLERS}
+    assert {"euler", "euler_a", "ddim", "dpm++_2m", "dpm++_2m_karras", "dpm++_2m_sde", "dpm++_2m_sde_karras",
+            "euler_karras", "euler_beta", "unipc", "lms"} <= {s.name for s in samplers.DIFFUSION_SAMPLERS}
+    assert {"euler_karras", "euler_beta", "euler_exponential", "euler_a_beta", "lcm_karras"} <= flow
+    assert not flow & {"dpm++_2m_karras", "unipc_beta", "heun_karras"}, "flow sigmas these classes would drop"
+
+
+def test_schedule_variants_are_their_row_with_one_flag_on():
+    for family, rows in samplers.FAMILIES.items():
+        by = {s.name: s for s in rows}
+        for s in rows:
+            if s.schedule == "automatic":
+                assert not any(s.overrides.get(f) for f in samplers.SCHEDULES.values()), s.name
+                continue
+            base = by[s.name[:-len(s.schedule) - 1]]
+            assert base.schedule == "automatic" and s.schedule in samplers.SCHEDULED_CLASSES[family][base.cls]
+            assert (s.cls, s.label, s.noise, s.shift_key, s.module) == \
+                (base.cls, base.label, base.noise, base.shift_key, base.module)
+            assert s.runs_as == (base.runs_as or base.name)
+            assert s.overrides == {**base.overrides, **{f: k == s.schedule for k, f in samplers.SCHEDULES.items()}}
 
 
 def test_flow_shift_carries_to_the_key_the_new_class_reads():
@@ -133,11 +156,69 @@ def test_a_schedule_on_inverted_sigmas_is_sampled_only_by_classes_that_invert_th
     """Mochi's: the classes that ignore `invert_sigmas` run, but feed the model un-inverted times."""
     inverted = {"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 1.0, "invert_sigmas": True}
     names = [s.name for s in samplers.samplers_for(inverted)]
-    assert names == ["euler"] and samplers.find(inverted, "unipc") is None
+    assert names == ["euler", "euler_karras", "euler_exponential", "euler_beta"]
+    assert samplers.find(inverted, "unipc") is None
     euler = samplers.build(samplers.find(inverted, "euler"), inverted)
     euler.set_timesteps(sigmas=[1.0, 0.5])
     assert euler.timesteps.tolist() == [0.0, 500.0], "the built class does not invert them"
+    karras = samplers.build(samplers.find(inverted, "euler_karras"), inverted)   # respaced, then inverted
+    karras.set_timesteps(sigmas=[1.0, 0.75, 0.5, 0.25])
+    assert karras.timesteps[0] == 0.0 and karras.timesteps[-1] == 750.0 and karras.sigmas[-1] == 1.0
+    assert torch.allclose(karras.timesteps, karras.sigmas[:-1] * 1000) 
+    assert not torch.allclose(karras.sigmas[:-1], torch.tensor([0.0, 0.25, 0.5, 0.75]))
     assert len(samplers.samplers_for({**inverted, "invert_sigmas": False})) == len(samplers.FLOW_SAMPLERS)
+
+
+def _tiny_scheduler_config(tiny, arch) -> dict:
+    with open(os.path.join(tiny(arch), "scheduler", "scheduler_config.json")) as f:
+        return json.load(f)
+
+
+def _sigmas(sampler, config, steps=8, **kw):
+    built = samplers.build(sampler, config)
+    built.set_timesteps(steps, **kw)
+    return built.sigmas[:-1].double()          # less the final 0
+
+
+@pytest.mark.parametrize("arch", ["sdxl", "zimage", "flux"])
+def test_each_schedule_respaces_the_sigmas_as_its_flag_says(arch, tiny):
+    """Karras (rho 7), exponential (even in log sigma), beta (Beta(0.6, 0.6) quantiles over sigma) between
+    the first and last sigma: on a flow model its row's own (the shift, fixed or by `mu`, applies first)."""
+    import scipy.stats
+
+    config = _tiny_scheduler_config(tiny, arch)
+    kw = {"mu": 0.8} if config.get("use_dynamic_shifting") else {}
+    rows = samplers.samplers_for(config)
+    by = {s.name: s for s in rows}
+    variants = [s for s in rows if s.schedule != "automatic"]
+    assert {s.schedule for s in variants} == set(samplers.SCHEDULES)
+    assert {"euler_karras", "euler_beta"} <= set(by) and ("dpm++_2m_sde_karras" in by) == (arch == "sdxl")
+    for v in variants:
+        base = by[v.name[:-len(v.schedule) - 1]]
+        built = samplers.build(v, config)
+        assert type(built).__name__ == base.cls and built.config[samplers.SCHEDULES[v.schedule]]
+        assert sum(bool(built.config[f]) for f in samplers.SCHEDULES.values()) == 1
+        own, got = _sigmas(base, config, **kw), _sigmas(v, config, **kw)
+        hi, lo = got[0], got[-1]
+        i = torch.linspace(0, 1, len(got), dtype=torch.float64)
+        want = {"karras": (hi ** (1 / 7) + i * (lo ** (1 / 7) - hi ** (1 / 7))) ** 7,
+                "exponential": torch.exp(torch.log(hi) + i * (torch.log(lo) - torch.log(hi))),
+                "beta": lo + torch.from_numpy(scipy.stats.beta.ppf(1 - i.numpy(), 0.6, 0.6)) * (hi - lo)}
+        assert len(got) == len(own) and torch.allclose(got, want[v.schedule], rtol=1e-3), (v.name, got)
+        assert not torch.allclose(got, own, rtol=1e-2), v.name
+        if samplers.family_of(config) == samplers.FLOW:
+            assert torch.allclose(got[[0, -1]], own[[0, -1]]), (v.name, "not the row's (shifted) range")
+            unshifted = {**config, "shift": 1.0, "use_dynamic_shifting": False}
+            assert not torch.isclose(_sigmas(v, unshifted)[-1], lo), (v.name, "the shift was dropped")
+
+
+def test_a_model_config_with_a_schedule_flag_of_its_own_meets_no_second_one():
+    """A finetune's DPMSolverMultistep config may ship use_karras_sigmas: the beta row turns it off."""
+    config = {"_class_name": "DPMSolverMultistepScheduler", "prediction_type": "epsilon", "use_karras_sigmas": True,
+              "beta_schedule": "scaled_linear", "beta_start": 0.00085, "beta_end": 0.012}
+    built = samplers.build(samplers.find(config, "dpm++_2m_beta"), config)
+    assert built.config.use_beta_sigmas and not built.config.use_karras_sigmas
+    built.set_timesteps(4)
 
 
 @pytest.mark.parametrize("name,schedule,family,want", [
@@ -152,6 +233,12 @@ def test_a_schedule_on_inverted_sigmas_is_sampled_only_by_classes_that_invert_th
                                                                                     "unipc"),
     ("Default", None, samplers.FLOW, None), ("", "Automatic", samplers.DIFFUSION, None), (None, None, samplers.FLOW,
                                                                                           None),
+    ("Euler", "Beta", samplers.FLOW, "euler_beta"), ("Euler", "beta", samplers.DIFFUSION, "euler_beta"),
+    ("Euler", "Karras", samplers.DIFFUSION, "euler_karras"), ("Euler a", "Exponential", samplers.FLOW,
+                                                              "euler_a_exponential"),
+    ("DPM++ 2M SDE", "Karras", samplers.DIFFUSION, "dpm++_2m_sde_karras"),
+    ("DPM++ 2M SDE Karras", None, samplers.DIFFUSION, "dpm++_2m_sde_karras"),
+    ("LMS", "Beta", samplers.DIFFUSION, "lms_beta"), ("euler_beta", None, samplers.FLOW, "euler_beta"),
 ])
 def test_a1111_names_map_onto_the_table(name, schedule, family, want):
     assert samplers.from_a1111(name, schedule, samplers.FAMILIES[family]) == want
@@ -160,8 +247,9 @@ def test_a1111_names_map_onto_the_table(name, schedule, family, want):
 @pytest.mark.parametrize("name,schedule,family,field", [
     ("DPM++ 2S a", None, samplers.FLOW, "sampler_name"), ("DPM++ SDE", None, samplers.DIFFUSION, "sampler_name"),
     ("DDIM", None, samplers.FLOW, "sampler_name"),
-    ("Euler", "Karras", samplers.DIFFUSION, "scheduler"), ("Euler", "Exponential", samplers.DIFFUSION, "scheduler"),
-    ("Default", "Karras", samplers.DIFFUSION, "scheduler"),
+    ("Euler a", "Karras", samplers.DIFFUSION, "scheduler"), ("DDIM", "Exponential", samplers.DIFFUSION, "scheduler"),
+    ("DPM++ 2M", "Beta", samplers.FLOW, "scheduler"), ("Euler", "Polyexponential", samplers.DIFFUSION, "scheduler"),
+    ("Default", "Karras", samplers.DIFFUSION, "scheduler"), ("Default", "Beta", samplers.FLOW, "scheduler"),
 ])
 def test_a1111_names_it_lacks_name_the_field(name, schedule, family, field):
     with pytest.raises(ValueError) as e:
@@ -178,7 +266,7 @@ def test_unknown_sampler_is_refused_naming_the_field_and_listing_the_valid_ones(
     with pytest.raises(ConfigError) as e:
         GenerateImageConfig.from_dict({"sampler": "heun"}, "sd1")
     assert e.value.key == "sample.sampler"
-    assert all(n in e.value.message for n in ("euler, euler_a, ddim", "dpm++_2m_karras", "lms"))
+    assert all(n in e.value.message for n in ("euler, euler_karras", "euler_a, ddim", "dpm++_2m_karras", "lms_beta"))
     with pytest.raises(ConfigError) as e:
         GenerateImageConfig.from_dict({"sampler": "euler", "duration": 1.0}, "stable_audio")
     assert e.value.key == "sample.sampler" and "CosineDPMSolverMultistepScheduler" in e.value.message
@@ -196,7 +284,7 @@ def test_models_row_lists_the_arch_samplers(arch):
     row = json.loads(json.dumps(spec.public()))
     assert [s["name"] for s in row["samplers"]] == [s.name for s in spec.samplers()]
     assert set(spec.samplers_excluded) <= {s.name for s in samplers.FAMILIES.get(
-        samplers.family_of(spec.scheduler_config), ())}, "an exclusion the family does not offer"
+        samplers.family_of(spec.scheduler_config), ())} | set(samplers.SCHEDULES), "an exclusion the family lacks"
     for s in row["samplers"]:
         GenerateImageConfig.from_dict({**{name: "x.png" for name in spec.needed_inputs}, **spec.tiny.sample,
                                        "sampler": s["name"]}, arch)
@@ -216,10 +304,11 @@ def test_the_row_family_is_the_loaded_schedulers(arch, tiny):
 # -- every (arch, sampler) pair, on the tiny models -------------------------------------------------
 
 @pytest.mark.parametrize("arch,name", sorted(OFFERED + [(a, n) for a, n in EXCLUDED]))
-def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, holders, tmp_path):
+def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, holders, tmp_path, monkeypatch):
     spec = ARCHS[arch]
     holder = holders(arch)
     resident = holder.pipeline.scheduler
+    timesteps_calls = _spy_set_timesteps(monkeypatch)
     gen = GenerateImageConfig.from_dict(_sample(arch, tmp_path), holder.model_config)
     gen = replace(gen, sampler=name)    # set after validation: excluded names run too, below
     out_path = str(tmp_path / f"out.{gen.output_ext}")
@@ -248,6 +337,57 @@ def test_every_offered_sampler_runs_and_every_excluded_one_fails(arch, name, hol
     n = len(ran.timesteps)                # the real timesteps of the scheduler used (Heun: 2 per step but one)
     assert calls == [(i, n) for i in range(n)], "the hook fires once per timestep"
     assert holder.pipeline.scheduler is resident
+    variants = [v for v in samplers.samplers_for(spec.scheduler_config)
+                if v.schedule != "automatic" and v.name == f"{name}_{v.schedule}"]
+    assert timesteps_calls or not variants, "the pipeline set no timesteps on the scheduler it was given"
+    monkeypatch.undo()                  # the replays' builds are not the pipeline's
+    for v in variants:
+        if v in spec.samplers():
+            _replay_on(v, resident.config, timesteps_calls)
+        else:                           # a schedule the arch excludes: the replay meets why
+            with pytest.raises(Exception):
+                _replay_on(v, resident.config, timesteps_calls)
+
+
+def _spy_set_timesteps(monkeypatch) -> list:
+    """[(args, kwargs, sigmas, timesteps)] of each set_timesteps call the pipeline makes on a built scheduler."""
+    seen, build = [], samplers.build
+
+    def spying(sampler, base_config, generator=None):
+        scheduler = build(sampler, base_config, generator)
+        own = type(scheduler).set_timesteps
+
+        @functools.wraps(own)           # the pipelines read its signature (sigmas, timesteps, mu)
+        def set_timesteps(self, *args, **kwargs):
+            out = own(self, *args, **kwargs)
+            seen.append((args, kwargs, getattr(self, "sigmas", None), self.timesteps.clone()))   # DDIM: no sigmas
+            return out
+        # bound: a pipeline's deepcopy of the scheduler (LTX-2's audio one) sets its own timesteps
+        scheduler.set_timesteps = types.MethodType(set_timesteps, scheduler)
+        return scheduler
+    monkeypatch.setattr(samplers, "build", spying)
+    return seen
+
+
+def _replay_on(variant, config, calls):
+    """The row's set_timesteps calls on its schedule variant: as many finite, non-increasing sigmas, spaced
+    otherwise; on a flow model over the row's range (the shift kept) with the timesteps on those sigmas."""
+    for args, kwargs, sigmas, timesteps in calls:
+        built = samplers.build(variant, config)
+        built.set_timesteps(*args, **kwargs)
+        got = built.sigmas.float()
+        assert got.shape == sigmas.shape and torch.isfinite(got).all(), (variant.name, got)
+        if len(got) > 3:                # two steps have nothing between the ends to respace
+            assert not torch.allclose(got, sigmas.float()), (variant.name, "the flag changed nothing")
+        inverted = bool(built.config.get("invert_sigmas"))
+        order = got[:-1] if not inverted else -got[:-1]            # the sigmas, then a final 0 (inverted: 1)
+        assert (order[1:] <= order[:-1] + 1e-6).all(), (variant.name, got)
+        assert built.timesteps.shape == timesteps.shape, variant.name
+        if samplers.family_of(config) == samplers.FLOW:
+            # the row's range (its shift kept), and the times the model is fed on the respaced sigmas
+            assert torch.allclose(got[[0, -2]], sigmas.float()[[0, -2]], rtol=1e-3), variant.name
+            train = built.config.num_train_timesteps
+            assert torch.allclose(built.timesteps.float(), got[:-1] * train, rtol=1e-3, atol=1e-2), variant.name
 
 
 def test_a_loaded_scheduler_of_another_family_refuses_the_sampler(holders, tmp_path):
@@ -289,6 +429,53 @@ def test_a_shift_runs_the_models_own_scheduler_or_the_sampler_with_it(holders, t
         assert type(ran).__name__ == cls and ran is not resident
         assert ran.config[key] == 8.0
     assert holder.pipeline.scheduler is resident and samplers.flow_shift(resident.config) == 3.0
+
+
+# -- the schedule variants end to end: SDXL (diffusion) and Z-Image (flow) ---------------------------
+
+SCHEDULED = [(a, s.name) for a in ("sdxl", "zimage") for s in ARCHS[a].samplers() if s.schedule != "automatic"]
+
+
+@pytest.fixture(scope="module")
+def worker_pixels(tiny, tmp_path_factory):
+    """pixels(arch, sampler) -> (the image's pixels, its progress steps): a 3-step request through the
+    worker's request path (resolve_request, WorkerCore.run), one core for the module."""
+    import numpy as np
+    from PIL import Image
+
+    from extensions_built_in.inference_engine import messages as m
+    from extensions_built_in.inference_engine.worker import WorkerCore
+
+    out, made, folder = [], {}, tmp_path_factory.mktemp("scheduled")
+    core = WorkerCore(out.append)
+
+    def pixels(arch, sampler):
+        if (arch, sampler) not in made:
+            rid = f"{arch}-{sampler}".replace("+", "p")     # a request id takes no "+"
+            sample = {**ARCHS[arch].tiny.sample, "prompt": "a small test prompt", "seed": 1234,
+                      "num_inference_steps": 3, "sampler": sampler}
+            core.run(run_message(rid, {"arch": arch, "name_or_path": tiny(arch)}, sample, folder / f"{rid}.png"))
+            done = next(x for x in reversed(out) if isinstance(x, m.Done) and x.request_id == rid)
+            assert done.status == "ok", done.error
+            steps = [x.header["step"] for x in out if isinstance(x, m.Frame) and x.request_id == rid
+                     and x.header["type"] == "progress"]
+            with Image.open(done.results[0]["path"]) as im:
+                made[arch, sampler] = np.asarray(im.convert("RGB")), steps
+        return made[arch, sampler]
+    yield pixels
+    core.unload_all()
+
+
+@pytest.mark.parametrize("arch,name", SCHEDULED)
+def test_a_schedule_variant_generates_through_the_request_path(arch, name, worker_pixels):
+    """It runs its 3 steps, and its middle sigma (the only one between the ends) makes other pixels."""
+    import numpy as np
+
+    v = samplers.find(ARCHS[arch].scheduler_config, name)
+    image, steps = worker_pixels(arch, name)
+    base, _ = worker_pixels(arch, name[:-len(v.schedule) - 1])
+    assert steps == [1, 2, 3] and image.shape == base.shape
+    assert not np.array_equal(image, base), "the schedule did not reach the scheduler that ran"
 
 
 # -- the resident scheduler is never changed -------------------------------------------------------
@@ -342,13 +529,18 @@ def test_engine_refuses_an_unknown_sampler_with_422_and_models_lists_them(tiny, 
         assert r.status_code == 422 and r.json()["field"] == "sample.sampler", r.text
         assert "its samplers: euler" in r.json()["detail"]
         rows = {a["name"]: a for a in eng.client.get("/models").json()["archs"]}
-        assert [s["name"] for s in rows["sd1"]["samplers"]] == ["euler", "euler_a", "ddim", "dpm++_2m",
-                                                                 "dpm++_2m_karras", "unipc", "lms"]
-        assert rows["sd1"]["samplers"][4] == {"name": "dpm++_2m_karras", "label": "DPM++ 2M", "schedule": "karras",
+        assert [s["name"] for s in rows["sd1"]["samplers"]] == [
+            "euler", "euler_karras", "euler_exponential", "euler_beta", "euler_a", "ddim",
+            "dpm++_2m", "dpm++_2m_karras", "dpm++_2m_exponential", "dpm++_2m_beta",
+            "dpm++_2m_sde", "dpm++_2m_sde_karras", "dpm++_2m_sde_exponential", "dpm++_2m_sde_beta",
+            "unipc", "unipc_karras", "unipc_exponential", "unipc_beta", "lms", "lms_karras", "lms_exponential", "lms_beta"]
+        assert rows["sd1"]["samplers"][7] == {"name": "dpm++_2m_karras", "label": "DPM++ 2M", "schedule": "karras",
                                               "scheduler": "DPMSolverMultistepScheduler"}
-        assert [s["name"] for s in rows["wan21"]["samplers"]] == ["euler", "euler_a", "heun", "dpm++_2m", "dpm++_2m_sde",
-                                                                  "dpm++_sde", "unipc", "lcm"]
-        assert [s["name"] for s in rows["zimage"]["samplers"]] == ["euler", "euler_a", "lcm"]
+        assert [s["name"] for s in rows["wan21"]["samplers"] if s["schedule"] == "automatic"] == [
+            "euler", "euler_a", "heun", "dpm++_2m", "dpm++_2m_sde", "dpm++_sde", "unipc", "lcm"]
+        assert [s["name"] for s in rows["zimage"]["samplers"]] == [
+            "euler", "euler_karras", "euler_exponential", "euler_beta", "euler_a", "euler_a_karras",
+            "euler_a_exponential", "euler_a_beta", "lcm", "lcm_karras", "lcm_exponential", "lcm_beta"]
         assert rows["stable_audio"]["samplers"] == [] and rows["zimage"]["batch"] is True
         assert rows["ace_step"]["batch"] is False
     finally:

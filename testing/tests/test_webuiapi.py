@@ -91,6 +91,10 @@ def test_webuiapi_on_a_flow_model_with_its_defaults(srv):
     assert {"Default", "Euler", "Euler a", "DPM++ 2M SDE", "DPM++ SDE", "LCM", "UniPC"} <= set(names)
     for name in names:
         assert _txt2img(api, sampler_name=name).image.size == (64, 64), name
+    # Flux's Euler + Beta (webuiapi sends `scheduler` as given): the euler_beta row
+    beta = _txt2img(api, sampler_name="Euler", scheduler="Beta", steps=3)
+    assert srv.engine.get(beta.info["request_ids"][0]).sample.sampler == "euler_beta"
+    assert "Schedule type: Beta" in beta.info["infotexts"][0]
     # a name with no flow equivalent: the field, and what is offered
     with pytest.raises(RuntimeError) as e:
         _txt2img(api, sampler_name="DPM++ 2S a")
@@ -139,7 +143,7 @@ def test_webuiapi_lists_progress_and_controls(srv):
     assert progress["progress"] == 0 and progress["state"]["job_count"] == 0
     api.util_wait_for_ready(check_interval=0.01)          # idle: returns at once
     assert isinstance(api.get_upscalers(), list) and isinstance(api.get_sd_vae(), list)
-    assert isinstance(api.get_loras(), list) and api.util_get_scheduler_names() == ["automatic"]
+    assert isinstance(api.get_loras(), list) and api.util_get_scheduler_names() == ["automatic", "beta", "exponential", "karras"]
     assert api.interrupt() == {} and api.skip() == {}
     assert api.refresh_checkpoints() is None             # the lists are read on every call
 

@@ -437,7 +437,8 @@ class ArchSpec:
     # role -> the config each GUIDER its repo ships (guider/guider_config.json, with `_class_name`): what a model
     # read from single files guides with (a variant whose repo has none says so in `without`)
     guider_files: dict = field(default_factory=dict)
-    samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run (the contract tests each)
+    samplers_excluded: tuple = ()   # samplers of its family its pipeline cannot run, and schedules ("karras",
+                                    # "exponential", "beta") it cannot respace (the contract tests each)
     batch_arg: str | None = "num_images_per_prompt"   # the pipeline's images-per-prompt argument (None: one per pass)
     # the sample extra that says how many images one output is (Qwen-Image-Layered's `layers`): each is
     # written as a file of its own, the output's seed on each, as a batch's are; "" = one image an output

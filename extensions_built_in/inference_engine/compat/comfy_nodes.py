@@ -33,13 +33,18 @@ class Dynamic:
 SAMPLERS, SCHEDULERS, INPUT_IMAGES = Dynamic("samplers"), Dynamic("schedulers"), Dynamic("input_images")
 
 # ComfyUI's sampler_name -> the engine's sampler name (toolkit/samplers.py), in ComfyUI's list order;
-# its scheduler -> the schedule of the engine's rows (A1111's names there: automatic, karras). ComfyUI's
-# normal, simple and sgm_uniform space the model's own schedule evenly: the engine's automatic rows.
-# Names not here (beta, exponential, ddim_uniform, dpmpp_3m_sde, ...) are not served: a node error.
+# its scheduler -> the schedule of the engine's rows (samplers.SCHEDULES). ComfyUI's normal, simple and
+# sgm_uniform space the model's own schedule evenly: the engine's automatic rows. karras, exponential and
+# beta respace the model's sigma range by diffusers' flags of those names (A1111's Karras, Exponential,
+# Beta): the same formulas, Beta(0.6, 0.6) included, though ComfyUI's beta takes its quantiles over the
+# model's timesteps where A1111's and diffusers' take them over sigma. A pair the model's table lacks
+# (euler_ancestral x karras on SDXL, dpmpp_2m x beta on Flux) and the names not here (ddim_uniform,
+# linear_quadratic, kl_optimal, dpmpp_3m_sde, ...) are not served: a node error.
 COMFY_SAMPLERS = {"euler": "euler", "euler_ancestral": "euler_a", "heun": "heun", "dpmpp_sde": "dpm++_sde",
                   "dpmpp_2m": "dpm++_2m", "dpmpp_2m_sde": "dpm++_2m_sde", "lms": "lms", "lcm": "lcm",
                   "ddim": "ddim", "uni_pc": "unipc"}
-COMFY_SCHEDULERS = {"normal": "automatic", "karras": "karras", "simple": "automatic", "sgm_uniform": "automatic"}
+COMFY_SCHEDULERS = {"normal": "automatic", "karras": "karras", "exponential": "exponential",
+                    "sgm_uniform": "automatic", "simple": "automatic", "beta": "beta"}
 
 
 @dataclass(frozen=True)
@@ -228,6 +233,12 @@ def served_samplers() -> list:
     return [c for c, ours in COMFY_SAMPLERS.items() if ours in names]
 
 
+def served_schedulers() -> list:
+    """ComfyUI's scheduler names whose schedule some family's rows have (a model's own may be fewer)."""
+    schedules = {s.schedule for rows in sampler_table.FAMILIES.values() for s in rows}
+    return [c for c, ours in COMFY_SCHEDULERS.items() if ours in schedules]
+
+
 def choices(spec, files) -> list | None:
     """The list a choice input offers (None: not a choice input)."""
     if isinstance(spec, list):
@@ -237,7 +248,7 @@ def choices(spec, files) -> list | None:
     if spec is SAMPLERS:
         return served_samplers()
     if spec is SCHEDULERS:
-        return list(COMFY_SCHEDULERS)
+        return served_schedulers()
     if spec is INPUT_IMAGES:
         return files.input_names()
     return None

@@ -372,7 +372,7 @@ class SdCpp:
             "features": features.get(current_mode, {"cancel_queued": True, "cancel_generating": True}),
             "defaults_by_mode": defaults, "output_formats_by_mode": formats, "features_by_mode": features,
             "samplers": [m for m, ours in SAMPLE_METHODS.items() if any(s.name == ours for s in rows)],
-            "schedulers": ["discrete", "normal", *(["karras"] if any(s.schedule == "karras" for s in rows) else [])],
+            "schedulers": ["discrete", "normal", *(k for k in ("karras", "exponential") if any(s.schedule == k for s in rows))],
             "loras": [{"name": os.path.basename(d["name"]), "path": d["path"]} for d in loras if "error" not in d],
             "upscalers": [{"name": "None"}, *({"name": n} for n in hires.PIXEL_UPSCALERS),
                           *({"name": n} for n in hires.LATENT_UPSCALERS),

@@ -18,7 +18,7 @@ SAMPLE_METHODS = {"euler": "euler", "euler_a": "euler_a", "heun": "heun", "dpm++
 OWN = (None, "", "default")                          # the model's own sampler / schedule
 # sd.cpp's scheduler -> the sampler row's schedule ("discrete", alias "normal": the model's own spacing)
 SCHEDULES = {None: "automatic", "": "automatic", "default": "automatic", "discrete": "automatic",
-             "normal": "automatic", "karras": "karras"}
+             "normal": "automatic", "karras": "karras", "exponential": "exponential"}
 CACHE_MODES = {"disabled": None, "": None, "taylorseer": "taylorseer"}   # sd.cpp's cache_mode -> sample.cache
 # engine field -> sd.cpp's, so a 400 names what the client sent
 FIELDS = {"sample.prompt": "prompt", "sample.negative_prompt": "negative_prompt", "sample.width": "width",
@@ -116,7 +116,7 @@ def sampler_of(params: dict, where: str, spec) -> str | None:
     method = typed(params, "sample_method", f"{where}.sample_method", "string")
     scheduler = typed(params, "scheduler", f"{where}.scheduler", "string")
     if scheduler not in SCHEDULES:
-        raise invalid(f"{where}.scheduler", f"{scheduler!r} is not served here (served: discrete, normal, karras)")
+        raise invalid(f"{where}.scheduler", f"{scheduler!r} is not served here (served: discrete, normal, karras, exponential)")
     schedule = SCHEDULES[scheduler]
     rows = spec.samplers()
     if method in OWN:

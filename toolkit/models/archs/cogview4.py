@@ -78,8 +78,9 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 3.5}),
     description="CogView4 (GLM-4 text encoder, 16-ch VAE)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
-    # the pipeline passes timesteps and sigmas; only FlowMatchEuler takes both
-    samplers_excluded=("heun", "dpm++_2m", "unipc"),
+    # the pipeline passes timesteps and sigmas; only FlowMatchEuler takes both, and keeps those timesteps
+    # when a schedule respaces the sigmas (the model would be fed times off its sigmas): no schedules
+    samplers_excluded=("heun", "dpm++_2m", "unipc", "karras", "exponential", "beta"),
     # TaylorSeer's default patterns skip nothing here; no MagCache ratios
     step_caches={"first_block": {}, "faster": {}},
 )

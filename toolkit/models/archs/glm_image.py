@@ -142,6 +142,7 @@ SPEC = ArchSpec(
     tiny=Tiny(_tiny, {"width": 64, "height": 64, "num_inference_steps": 2, "guidance_scale": 1.5}),
     description="GLM-Image (autoregressive GLM prior of image tokens + DiT decoder with a ByT5 glyph encoder)",
     scheduler_config={"_class_name": "FlowMatchEulerDiscreteScheduler"},
-    # the pipeline passes timesteps and sigmas together, which only Euler's set_timesteps takes
-    samplers_excluded=("heun", "dpm++_2m", "unipc"),
+    # the pipeline passes timesteps and sigmas together, which only Euler's set_timesteps takes; it keeps
+    # those timesteps when a schedule respaces the sigmas (times off the sigmas): no schedules
+    samplers_excluded=("heun", "dpm++_2m", "unipc", "karras", "exponential", "beta"),
 )
