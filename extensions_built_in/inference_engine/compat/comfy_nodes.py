@@ -10,6 +10,8 @@ map onto the engine's samplers (toolkit/samplers.py).
     object_info(files) -> {class_type: {"input": ..., "output": ..., ...}}
     object_info(files, "KSampler") -> {"KSampler": {...}}   ({} for a node not served)
 """
+import json
+import os
 from dataclasses import dataclass, field
 
 from toolkit import samplers as sampler_table
@@ -77,9 +79,11 @@ _SD3_SIZE = {"width": _int(1024, 16, MAX_RES, 16), "height": _int(1024, 16, MAX_
              "batch_size": _int(1, 1, 4096)}
 _LATENT_METHODS = ["nearest-exact", "bilinear", "area", "bicubic", "bislerp"]
 _IMAGE_METHODS = ["nearest-exact", "bilinear", "area", "bicubic", "lanczos"]
-_CLIP_TYPES = ["stable_diffusion", "stable_cascade", "sd3", "stable_audio", "mochi", "ltxv", "pixart", "cosmos",
-               "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image", "hunyuan_image", "flux2"]
-_DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image", "hunyuan_video_15"]
+# ComfyUI's own CLIPLoader / DualCLIPLoader `type` options (its nodes.py): ComfyUI's vocabulary, kept as data
+# (comfy_clip_types.json), not a table of this engine's archs; the file's header decides a text encoder's role
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "comfy_clip_types.json"), encoding="utf-8") as _f:
+    _COMFY_CLIP_TYPES = json.load(_f)
+_CLIP_TYPES, _DUAL_CLIP_TYPES = _COMFY_CLIP_TYPES["CLIPLoader"], _COMFY_CLIP_TYPES["DualCLIPLoader"]
 _DEVICE = {"device": (["default", "cpu"], {"advanced": True})}
 _SAMPLER = {"sampler_name": (SAMPLERS, {}), "scheduler": (SCHEDULERS, {})}
 _SEED = _int(0, 0, MAX_SEED, control_after_generate=True)
