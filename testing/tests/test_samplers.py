@@ -353,8 +353,8 @@ def _spy_set_timesteps(monkeypatch) -> list:
     """[(args, kwargs, sigmas, timesteps)] of each set_timesteps call the pipeline makes on a built scheduler."""
     seen, build = [], samplers.build
 
-    def spying(sampler, base_config, generator=None):
-        scheduler = build(sampler, base_config, generator)
+    def spying(sampler, base_config, *rest, **kw):      # build's generator and shift, as given
+        scheduler = build(sampler, base_config, *rest, **kw)
         own = type(scheduler).set_timesteps
 
         @functools.wraps(own)           # the pipelines read its signature (sigmas, timesteps, mu)
