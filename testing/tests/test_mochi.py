@@ -34,5 +34,7 @@ def test_the_tables_read_genmos_layout_as_diffusers_converter_does():
 
 
 def test_it_is_sampled_on_inverted_sigmas_by_euler_alone():
+    """Euler and its schedules (respaced, then inverted: test_samplers), the one class that inverts them."""
     spec = ARCHS["mochi"]
-    assert spec.scheduler_file["invert_sigmas"] and [s.name for s in spec.samplers()] == ["euler"]
+    assert spec.scheduler_file["invert_sigmas"]
+    assert [s.name for s in spec.samplers()] == ["euler", "euler_karras", "euler_exponential", "euler_beta"]

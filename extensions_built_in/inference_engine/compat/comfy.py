@@ -76,8 +76,7 @@ class ComfyAPI:
         self.session = session
         self.engine = engine = session.engine
         base = engine.assets_folder or os.path.join(os.path.dirname(engine.output_folder), "assets")
-        self.input_dir = os.path.join(base, comfy_upload.INPUT_FOLDER)
-        os.makedirs(self.input_dir, exist_ok=True)
+        self.input_dir = os.path.join(base, comfy_upload.INPUT_FOLDER)    # made by the first upload
         self.files = comfy_files.ComfyFiles(list(engine.model_folders), self.input_dir)
         self.prompts = Prompts(engine, session, Sockets)
         self.sockets = self.prompts.sockets
