@@ -46,17 +46,19 @@ class InferenceEngine(BaseProcess):
         self.job_status = JobStatus.from_env(self.get_conf("sqlite_db_path"))
 
     def run(self):
-        from extensions_built_in.inference_engine.compat import compat_routes, serve_comfy_on_port, serve_compat_on_port
-        from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
-
         status = self.job_status
         os.makedirs(self.job_folder, exist_ok=True)
         self._lock = lock_job_folder(self.job_folder)      # held until this process exits
         remove_stale_engine_json(self.job_folder)
         if status:
-            status.update(status="running", info="Starting server", pid=os.getpid(), step=0)
+            status.update(status="running", info="Starting the generation worker", pid=os.getpid(), step=0)
         engine = self.make_engine(on_info=(lambda info, step=None: status.update(info=info, step=step))
                                   if status else None)
+        # first: its imports (torch, diffusers: seconds) overlap the HTTP server's start and the first request
+        engine.spawn_worker()
+        from extensions_built_in.inference_engine.compat import compat_routes, serve_comfy_on_port, serve_compat_on_port
+        from extensions_built_in.inference_engine.server import ServerThread, bind_socket, create_app
+
         previous = {s: signal.signal(s, lambda *_: engine.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
         compat = compat_routes(engine=engine)
         server = ServerThread(create_app(engine, self.token, extra_routes=[compat], docs=self.docs),
@@ -76,7 +78,7 @@ class InferenceEngine(BaseProcess):
                   flush=True)
             if status:
                 status.watch_stop()
-            if self.default_model is not None:
+            if self.default_model is not None:      # /health says `ready` once it is loaded
                 print(f"warm load: {self.default_model}", flush=True)
                 engine.warm_load(self.default_model)
             engine.run_forever()
@@ -85,6 +87,7 @@ class InferenceEngine(BaseProcess):
             raise
         finally:
             engine.stop()
+            engine.shutdown_worker()      # a start that failed before run_forever leaves it running
             for extra in (compat_server, comfy_server):
                 if extra is not None:
                     extra.stop()

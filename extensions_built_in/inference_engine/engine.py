@@ -30,6 +30,7 @@ from extensions_built_in.inference_engine.protocol import FrameError, encode_fra
 from extensions_built_in.inference_engine.supervisor import WORKERS, WorkerDied
 from extensions_built_in.inference_engine.worker import Faults
 from extensions_built_in.inference_engine.engine_settings import EngineSettings
+from extensions_built_in.inference_engine.stages import ordered as ordered_stages
 from toolkit.config_modules import GenerateImageConfig, ModelConfig
 from toolkit import images, input_media, model_trees
 from toolkit.errors import ConfigError
@@ -99,6 +100,11 @@ class Request:
     load_started: float | None = None  # monotonic time of its first `loading` status (a model load for it)
     load_seconds: float | None = None  # from that to its `loaded` status
     released_at: float | None = None   # its call was over, its file still to be written (messages.Released)
+    # durations on the monotonic clock (the wall-clock fields above are for display): accepted, started, finished
+    accepted_mono: float = field(default_factory=time.monotonic)
+    started_mono: float | None = None
+    finished_mono: float | None = None
+    stages: dict = field(default_factory=dict)     # the seconds of each stage (stages.py): the engine's, then the worker's
 
     @property
     def finished(self) -> bool:
@@ -229,6 +235,8 @@ class Engine:
         self._last_active = time.time()
         self._names: set = set()            # output file names handed out by this engine
         self.started_at = time.time()
+        self.created_mono = time.monotonic()
+        self.startup: dict = {}             # seconds of the engine's start: worker, its imports, default model, ready
         self.metrics_open = s.metrics_open
         self.metrics = EngineMetrics(self)
         os.makedirs(self.output_folder, exist_ok=True)
@@ -263,7 +271,7 @@ class Engine:
             self.requests[request_id] = req
             ahead = len(self._queue) + (self.current is not None)
             # queued-at, taken under the queue's lock: two clients' created_at then order as the queue does
-            req.created_at = time.time()
+            req.created_at, req.accepted_mono = time.time(), time.monotonic()
             self._queue.append(req)
             self._cv.notify_all()
         for warning in gen.warnings:
@@ -537,7 +545,8 @@ class Engine:
         """Answered from what the engine already knows: never waits on the worker."""
         mc, state = self.active_config, self.worker_state
         w = self.worker
-        return {"ok": True, "busy": self.busy(), "queue": len(self._queue),
+        return {"ok": True, "ready": self.ready_mono is not None, "starting": self.starting,
+                "busy": self.busy(), "queue": len(self._queue),
                 "active": {"arch": mc.arch, "name_or_path": mc.profile or display_name(mc.name_or_path),
                            "profile": mc.profile, "variant": mc.variant,
                            "placement": dict(state.placement) if state and state.placement else None} if mc else None,
@@ -548,7 +557,7 @@ class Engine:
                            "restarts": self.worker_restarts, "last_exit": self.worker_last_exit},
                 "cond_cache": state.cond_cache if state else {}, "prefetch": state.prefetch if state else {},
                 "compile": state.compile if state else {},
-                "uptime": time.time() - self.started_at}
+                "uptime": time.time() - self.started_at, "startup": dict(self.startup)}
 
     def worker_call(self, message, reply_type, timeout: float):
         """Any thread: send `message` (one with a `task_id`, e.g. messages.Preprocess) to the worker between
@@ -608,13 +617,39 @@ class Engine:
     _unload_pending = False
     default_model = None
 
+    # what the engine is doing before it can serve (GET /health `starting`; None once `ready`)
+    starting = "starting the generation worker"
+    ready_mono: float | None = None          # when it could first serve (the worker up, the default model loaded)
+    _spawned_mono: float | None = None
+
+    def spawn_worker(self):
+        """Start the worker process without waiting for it: its imports (torch, diffusers: seconds) then
+        overlap the HTTP server's start and the first request's arrival. start_worker() waits for it."""
+        if self.worker is None:
+            self._spawned_mono = time.monotonic()
+            self.worker = WORKERS[self.worker_kind](self.worker_options).start()
+
     def start_worker(self):
-        self.worker = WORKERS[self.worker_kind](self.worker_options).start()
-        self._pump_until(lambda msg: isinstance(msg, m.State))
+        self.spawn_worker()
+        state = self._pump_until(lambda msg: isinstance(msg, m.State))
+        now = time.monotonic()
+        boot = state.boot or {}
+        self.startup["worker_seconds"] = round(now - self._spawned_mono, 3)
+        if boot.get("imports") is not None:
+            self.startup["worker_imports_seconds"] = boot["imports"]
+        joblog.emit(joblog.worker_ready_line(now - self._spawned_mono, boot))
+
+    def mark_ready(self):
+        """The engine serves now (the worker is up, the default model loaded when there is one)."""
+        if self.ready_mono is None:
+            self.ready_mono = time.monotonic()
+            self.startup["ready_seconds"] = round(self.ready_mono - self.created_mono, 3)
+            self.starting = None
 
     def run_forever(self):
-        if self.worker is None:
+        if self.worker_state is None:
             self.start_worker()
+        self.mark_ready()
         self._set_idle()
         try:
             while not self._stopping.is_set():
@@ -745,10 +780,14 @@ class Engine:
         self.default_model = model
         mc, _defaults = resolve_model(model, profiles=self.profiles, dtype=self.dtype, policy=self.policy,
                                       device=self.device)
-        if self.worker is None:
+        if self.worker_state is None:
             self.start_worker()
+        self.starting = f"loading the default model {joblog.model_label(mc)}"
+        t0 = time.monotonic()
+        self.on_info(f"Loading the default model {joblog.model_label(mc)}", 0)
         self.worker.send(m.Load(mc))
         self._pump_until(lambda msg: isinstance(msg, m.State))
+        self.startup["default_model_seconds"] = round(time.monotonic() - t0, 3)
         self._set_idle()
 
     def shutdown_worker(self):
@@ -765,9 +804,10 @@ class Engine:
             if self.worker is None or not self.worker.alive():
                 self._restart_worker(None)
             batch = self._claim_batch(req)
-            now = time.time()
+            now, mono = time.time(), time.monotonic()
             for r in batch:
-                r.status, r.started_at = "running", now
+                r.status, r.started_at, r.started_mono = "running", now, mono
+                r.stages = self._waited(r, mono)
             for r in batch:
                 if r.cancel_event.is_set():
                     self._finish(r, "cancelled", "cancelled")
@@ -859,6 +899,14 @@ class Engine:
         if nxt is not None and nxt.model.without_loras() != resident and nxt.sample.task != UPSCALE:
             self.worker.send(m.Prefetch(nxt.model))
 
+    def _waited(self, req: Request, until: float) -> dict:
+        """`worker`: the seconds `req` waited for the engine's start (the worker, the default model);
+        `queue`: the rest of its wait before it ran (stages.py)."""
+        ready = self.ready_mono if self.ready_mono is not None else until
+        worker = min(max(0.0, ready - req.accepted_mono), until - req.accepted_mono)
+        out = {"worker": worker} if worker > 0 else {}
+        return {**out, "queue": max(0.0, until - req.accepted_mono - worker)}
+
     def _restart_worker(self, reason: str | None):
         """Replace a dead or killed worker (not while the engine stops)."""
         if reason is not None:
@@ -897,6 +945,8 @@ class Engine:
                         self._time_step(req)
                 elif msg.header.get("type") == "status":
                     _time_load(req, msg.header.get("stage"))
+                    if "stages" in msg.header:       # the worker's stages, after the engine's own (worker, queue)
+                        msg.header["stages"] = ordered_stages({**req.stages, **msg.header["stages"]})
                     if msg.header.get("stage") == "retry":      # an out-of-memory retry: the job log says so
                         joblog.emit(joblog.retry_line(req.request_id, msg.header.get("message", "")))
                 req.publish(dict(msg.header), msg.payload)
@@ -904,6 +954,7 @@ class Engine:
             req = self.requests.get(msg.request_id)
             if req is not None and not req.finished:
                 req.results.extend(msg.results)
+                req.stages = {**req.stages, **msg.stages}
                 self._finish(req, msg.status, msg.error)
         elif isinstance(msg, m.Released):
             for rid in msg.request_ids:
@@ -947,7 +998,10 @@ class Engine:
         with req.lock:
             if req.finished:
                 return
-            req.status, req.error, req.finished_at = status, error, time.time()
+            req.status, req.error, req.finished_at, req.finished_mono = status, error, time.time(), time.monotonic()
+            if req.started_mono is None:        # it never ran: its wait is all it has
+                req.stages = self._waited(req, req.finished_mono)
+            req.stages = ordered_stages(req.stages)
         try:
             if status != "ok":
                 req.publish({"type": "error", "message": error or status, "cancelled": status == "cancelled"})
@@ -960,7 +1014,7 @@ class Engine:
                 self.results.record(lambda seq: entry_for(req, seq, req.load_seconds))
             except Exception as e:      # noqa: BLE001
                 contained("recording a finished request in the results feed", e)
-            req.publish({"type": "end", "status": status})
+            req.publish({"type": "end", "status": status, "stages": req.stages})
         finally:
             req.done_event.set()
         with self._cv:

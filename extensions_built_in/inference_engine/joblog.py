@@ -4,8 +4,12 @@ loads, evictions and LoRA adapter loads are read from the difference between two
 State messages (its pool's counters and entries), the only thing that reaches the engine about them.
 
 Lines (docs/engine.md, "The job log"):
-  request <id> <status> <arch> <model> <W>x<H> <steps> steps <seconds>s prompt="<first 60 chars>" [...]
-  load <arch> <model> <bytes> bytes <seconds>s pool hits <n> misses <n> placement <role>=<p> ... [for request <id>]
+  worker ready in <seconds>s (its imports <seconds>s)
+  request <id> <status> <arch> <model> <W>x<H> <steps> steps <seconds>s prompt="<first 60 chars>"
+      stages worker=<s>s queue=<s>s load=<s>s encode=<s>s sample=<s>s decode=<s>s save=<s>s [error: ...|cancelled ...]
+  load <arch> <model> <bytes> bytes <seconds>s pool hits <n> misses <n> placement <role>=<p> ...
+      [components <role>=<s>s ...] [for request <id>]
+Seconds are the monotonic clock's (stages.py).
   retry <id> out of memory in the <stage> stage of <model>; retrying once with placement <role>=<p> ... (<rung>)
   evict <role> <class> <bytes> bytes (memory|released)
   lora load <file name> <bytes> bytes [for request <id>]
@@ -16,6 +20,8 @@ Prompts are cut to PROMPT_CHARS: enough to find a request by its prompt, not a f
 import json
 import os
 import re
+
+from extensions_built_in.inference_engine.stages import components_part, log_part
 
 PROMPT_CHARS = 60
 
@@ -43,7 +49,7 @@ def model_name(name_or_path: str | None) -> str:
     return name_or_path
 
 
-def _model(mc) -> str:
+def model_label(mc) -> str:
     """A ModelConfig's name for a log line: its profile, else its weights' name."""
     if mc is None:
         return "-"
@@ -57,12 +63,13 @@ def prompt(text: str | None) -> str:
 
 
 def request_line(req) -> str:
-    """`req`: a finished engine.Request."""
+    """`req`: a finished engine.Request; its seconds from its start (or acceptance) to its end."""
     s, mc = req.sample, req.model
-    began = req.started_at or req.created_at
-    seconds = (req.finished_at or began) - began
-    line = (f"request {req.request_id} {req.status} {mc.arch} {_model(mc)} "
-            f"{s.width}x{s.height} {s.num_inference_steps} steps {seconds:.2f}s prompt={prompt(s.prompt)}")
+    began = req.started_mono if req.started_mono is not None else req.accepted_mono
+    seconds = max(0.0, (req.finished_mono if req.finished_mono is not None else began) - began)
+    line = (f"request {req.request_id} {req.status} {mc.arch} {model_label(mc)} "
+            f"{s.width}x{s.height} {s.num_inference_steps} steps {seconds:.2f}s prompt={prompt(s.prompt)}"
+            f"{log_part(getattr(req, 'stages', None))}")
     if req.status == "cancelled":
         by = getattr(req, "cancelled_by", None)
         line += f" cancelled by {by}" if by else " cancelled"
@@ -81,11 +88,11 @@ def state_lines(prev, new, request_id: str | None = None) -> list[str]:
     p, n = prev.pool or {}, new.pool or {}
     suffix = f" for request {request_id}" if request_id else ""
     if new.builds > prev.builds:
-        lines.append(f"load {new.active.arch if new.active else '-'} {_model(new.active)} "
+        lines.append(f"load {new.active.arch if new.active else '-'} {model_label(new.active)} "
                      f"{n.get('loaded_bytes', 0) - p.get('loaded_bytes', 0)} bytes "
                      f"{n.get('load_seconds', 0) - p.get('load_seconds', 0):.2f}s "
                      f"pool hits {n.get('hits', 0) - p.get('hits', 0)} misses {n.get('misses', 0) - p.get('misses', 0)}"
-                     f"{placement_part(new)}{suffix}")
+                     f"{placement_part(new)}{components_part((n.get('last_build') or {}).get('seconds'))}{suffix}")
     kept = {e["key"] for e in n.get("entries", [])}
     why = "memory" if n.get("evictions", 0) > p.get("evictions", 0) else "released"
     for e in p.get("entries", []):
@@ -107,6 +114,12 @@ def placement_part(state) -> str:
 
 def retry_line(request_id: str, message: str) -> str:
     return f"retry {request_id} {_one_line(message)}"
+
+
+def worker_ready_line(seconds: float, boot: dict) -> str:
+    """The generation worker answers: `seconds` from its spawn; `boot` its own account (messages.State)."""
+    imports = f" (its imports {boot['imports']:.2f}s)" if boot.get("imports") is not None else ""
+    return f"worker ready in {seconds:.2f}s{imports}"
 
 
 def worker_restart_line(reason: str) -> str:

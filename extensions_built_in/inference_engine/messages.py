@@ -56,6 +56,7 @@ class Done:
     status: str
     error: str | None = None
     results: list = field(default_factory=list)
+    stages: dict = field(default_factory=dict)       # the seconds of each stage it met here (stages.py)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class State:
     prefetch: dict = field(default_factory=dict)     # Prefetcher.stats(): done, skipped, failed, loads, bytes
     placement: dict = field(default_factory=dict)    # the holder's Plan.describe() and `summary` (toolkit/placement.py)
     compile: dict = field(default_factory=dict)      # toolkit/models/compiled.stats(): compiles, recompiles, seconds, ...
+    boot: dict = field(default_factory=dict)         # the worker's start: {"started": monotonic, "imports": seconds}
 
 
 @dataclass(frozen=True)

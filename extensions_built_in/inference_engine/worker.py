@@ -12,9 +12,10 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from extensions_built_in.inference_engine import messages as m
+from extensions_built_in.inference_engine.stages import StageClock
 from toolkit.models import compiled     # torch-free at import
 from toolkit.oom import is_oom
 
@@ -169,6 +170,8 @@ class WorkerCore:
         self.load_seconds = 0.0       # time spent building holders (GET /metrics aitk_load_seconds)
         self._cancelled: set = set()
         self._lock = threading.Lock()
+        self._clock: StageClock | None = None     # the running call's stages (stages.py)
+        self.boot: dict = {}                      # main(): when this process started, its imports' seconds
 
     # -- any thread ---------------------------------------------------------------------------------
     def cancel(self, request_id: str):
@@ -227,7 +230,7 @@ class WorkerCore:
                        memory=memory_info(self.device, self.memory), builds=self.builds,
                        cond_cache=self.cond_cache.stats(), prefetch=self.prefetcher.stats(),
                        placement={**plan.describe(), "summary": plan.summary()} if plan is not None else {},
-                       compile=compiled.stats())
+                       compile=compiled.stats(), boot=self.boot)
 
     def load(self, mc):
         self._ensure_holder(mc, None, self._plan(mc))
@@ -291,6 +294,8 @@ class WorkerCore:
 
         members = _Members(self, msg.requests)
         t0 = time.perf_counter()
+        self._clock = StageClock()
+        self._clock.enter("load")      # planning and building the holder count as its load, as its reads do
         error, ends, behind = None, {}, {}
         self._stage = "loading"
         mc = msg.requests[0].model
@@ -323,6 +328,8 @@ class WorkerCore:
             error = ("error", e.one_line())
         except Exception as e:  # the worker keeps serving whatever one call did
             error = ("error", self._oom_message(mc, e) if is_oom(e) else f"{type(e).__name__}: {e}")
+        self._clock.close()
+        members.stages, self._clock = self._clock.snapshot(), None
         self._info_idle()
         self.emit(self.state())          # what is resident is known before a request is seen to end
         for rid, end in ends.items():
@@ -524,14 +531,19 @@ class WorkerCore:
         """On the writer's thread: each request's files, result frames and Done. A cancel still wins up to
         each file's move into place; its status frames say `saving` (no job line: the next call has it)."""
         for rid, (work, files) in behind.items():
-            def status(message, stage="status", rid=rid):
+            clock = StageClock()
+
+            def status(message, stage="status", rid=rid, clock=clock):
                 self._check_cancel(rid)
-                self.emit(m.Frame(rid, {"type": "status", "message": message, "stage": stage}))
+                clock.status(stage)
+                self.emit(m.Frame(rid, {"type": "status", "message": message, "stage": stage,
+                                        "stages": {**members.stages, **clock.snapshot()}}))
             try:
                 end = self._write(rid, work, files, status)
             except BaseException as e:      # noqa: BLE001 - a request never goes without its Done
                 end = ("error", f"{type(e).__name__}: {e}")
-            members.end(rid, *end)
+            clock.close()
+            members.end(rid, *end, stages={**members.stages, **clock.snapshot()})
 
     def _upscale(self, members: "_Members") -> dict:
         """Task upscale (toolkit/hires.py): each request's init_img through its upscaler (a model: a pool
@@ -601,13 +613,26 @@ class WorkerCore:
         self.active_config = mc
 
     def _build(self, mc, status, plan=None):
+        from toolkit.models import kernel_warmup
         from toolkit.models.base_model import get_model_class
+        from toolkit.models.tiny import is_tiny, resolve_tiny
+        from toolkit.models.v2.policy import resolve_dtype
 
         def on_status(message, stage="status"):
             if stage == "loading" and message.startswith("loading "):
                 self.faults.on_load()
             status(message, stage)
-        holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status, plan=plan, memory=self.memory)
+        # first, so that the pipeline's import (the holder's) overlaps them as the reads do (kernel_warmup.py)
+        files = replace(mc, name_or_path=resolve_tiny(mc.name_or_path, mc.arch)) if is_tiny(mc.name_or_path) else mc
+        warm = kernel_warmup.start(files, self.device, resolve_dtype(mc.dtype, self.device), self.model_folders,
+                                   self.model_roots)
+        try:
+            holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status, plan=plan,
+                                              memory=self.memory)
+        except BaseException:
+            warm.stop.set()
+            raise
+        holder.kernel_warmup = warm
         holder.cond_cache = self.cond_cache
         holder.compile_mode, holder.compile_lora_rank = self.compile, self.compile_lora_rank
         holder.library_folders, holder.library_roots = self.model_folders, self.model_roots
@@ -647,13 +672,20 @@ class WorkerCore:
         def status(message, stage="status"):
             if stage in ("loading", "compiling", "encoding", "sampling", "decoding", "saving"):
                 self._stage = stage
+            header = {"type": "status", "message": message, "stage": stage}
+            clock = self._clock
+            if clock is not None and rid is not None:     # a request's: the seconds of its stages so far
+                clock.status(stage)
+                header["stages"] = clock.snapshot()
+                if stage == "loaded":        # each component read for it, and its seconds
+                    header["components"] = dict(self.pool.last_build.get("seconds") or {})
             if isinstance(rid, _Members):      # a batch: every live member hears it
                 rid.check()
                 for run in rid.live_runs():
-                    self.emit(m.Frame(run.request_id, {"type": "status", "message": message, "stage": stage}))
+                    self.emit(m.Frame(run.request_id, dict(header)))
             elif rid is not None:
                 self._check_cancel(rid)
-                self.emit(m.Frame(rid, {"type": "status", "message": message, "stage": stage}))
+                self.emit(m.Frame(rid, header))
             self.emit(m.Info(f"{prefix}: {message}" if stage in ("loading", "quantizing") else message))
         return status
 
@@ -692,6 +724,7 @@ class _Members:
     def __init__(self, core: WorkerCore, runs):
         self.core, self.runs = core, list(runs)
         self.live = {run.request_id for run in self.runs}
+        self.stages: dict = {}      # the call's stages, once it is over (run())
 
     def live_runs(self) -> list:
         return [run for run in self.runs if run.request_id in self.live]
@@ -707,13 +740,16 @@ class _Members:
         for rid in cancelled:
             self.end(rid, "cancelled", "cancelled")
 
-    def end(self, rid: str, status: str, error: str | None, results=()):
+    def end(self, rid: str, status: str, error: str | None, results=(), stages: dict | None = None):
         if rid not in self.live:
             return
         self.live.discard(rid)
         with self.core._lock:
             self.core._cancelled.discard(rid)
-        self.core.emit(m.Done(rid, status, error, list(results)))
+        if stages is None:       # the call's, or (a member cancelled while it runs) its stages so far
+            clock = self.core._clock
+            stages = self.stages or (clock.snapshot() if clock is not None else {})
+        self.core.emit(m.Done(rid, status, error, list(results), stages))
 
 
 def result_record(rec: dict, index: int, out_dir: str) -> dict:
@@ -765,8 +801,8 @@ def _same_placement(a, b) -> bool:
 
 def _model_label(mc) -> str:
     """A model's name for a message: its profile, else its weights' name (a path by its basename)."""
-    from extensions_built_in.inference_engine.joblog import model_name
-    return mc.profile or model_name(mc.name_or_path)
+    from extensions_built_in.inference_engine.joblog import model_label
+    return model_label(mc)
 
 
 # -- the worker process ------------------------------------------------------------------------------
@@ -787,6 +823,7 @@ def main(conn, options: dict):
     """The child process: `options` are WorkerCore's keyword arguments (device, keep_resident_gb,
     faults). Ctrl-C reaches the whole process group; the engine decides when this process ends,
     so SIGINT is ignored here."""
+    started = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     send_lock = threading.Lock()
@@ -801,7 +838,8 @@ def main(conn, options: dict):
             except (BrokenPipeError, OSError):
                 closed.set()
 
-    core = WorkerCore(emit, **options)
+    core = WorkerCore(emit, **options)     # torch and diffusers are imported here
+    core.boot = {"started": started, "imports": round(time.monotonic() - started, 3)}
     work: queue.Queue = queue.Queue()
 
     def listen():

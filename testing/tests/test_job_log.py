@@ -49,6 +49,13 @@ def test_requests_loads_and_loras_are_logged(tiny, tmp_path, capsys):
     requests = {line.split()[1]: line for line in _lines(out, "request")}
     head = f"zimage {name} 64x64 2 steps"
     assert re.match(rf"request log-ok ok {re.escape(head)} \d+\.\d\ds prompt=", requests["log-ok"])
+    # the seconds of each stage it went through, in order (stages.py)
+    stages = re.search(r" stages ((?:\w+=\d+\.\d\ds ?)+)$", requests["log-ok"])
+    assert stages, requests["log-ok"]
+    assert [kv.split("=")[0] for kv in stages.group(1).split()] == ["queue", "load", "encode", "sample", "decode",
+                                                                     "save"], requests["log-ok"]
+    assert " stages " in requests["log-err"] and requests["log-err"].index(" stages ") < requests["log-err"].index(
+        " error: ")
     assert f'prompt="{PROMPT[:60]}…"' in requests["log-ok"] and PROMPT not in out    # 60 characters only
     assert requests["log-err"].startswith(f"request log-err error {head}")
     assert "error: out of memory" in requests["log-err"]
@@ -58,8 +65,11 @@ def test_requests_loads_and_loras_are_logged(tiny, tmp_path, capsys):
     loads = _lines(out, "load")
     assert len(loads) == 1, out           # built once; later requests reuse the holder
     got = re.match(rf"load zimage {re.escape(name)} (\d+) bytes \d+\.\d\ds pool hits \d+ misses (\d+) "
-                   r"placement text_encoder=resident vae=resident transformer=resident for request log-ok$", loads[0])
+                   r"placement text_encoder=resident vae=resident transformer=resident "
+                   r"components ((?:\w+=\d+\.\d\ds ?)+) for request log-ok$", loads[0])
     assert got and int(got.group(1)) > 0 and int(got.group(2)) > 0, loads[0]
+    # each component read for it, with its seconds
+    assert {"text_encoder", "vae", "transformer"} <= {kv.split("=")[0] for kv in got.group(3).split()}, loads[0]
     lora_lines = _lines(out, "lora")
     assert len(lora_lines) == 1 and re.match(r"lora load style\.safetensors \d+ bytes for request log-lora$",
                                              lora_lines[0]), lora_lines
@@ -89,3 +99,17 @@ def test_evictions_and_restarts_are_logged():
     assert joblog.state_lines(None, before) == []          # a fresh worker's first State: nothing to compare
     assert (joblog.worker_restart_line("died (exit code -9) while loading /models/sd1/dreamshaper/unet.safetensors")
             == "worker restart: died (exit code -9) while loading unet.safetensors")
+
+
+def test_request_seconds_come_from_the_monotonic_clock():
+    """A suspend/resume moves the wall clock, not the monotonic one: the log says the request's own time."""
+    from types import SimpleNamespace
+    req = SimpleNamespace(
+        request_id="r1", status="ok", error=None, model=ModelConfig(arch="sd1", name_or_path="tiny:sd1"),
+        sample=SimpleNamespace(width=256, height=256, num_inference_steps=10, prompt="a fox"),
+        created_at=1000.0, started_at=1000.0, finished_at=1185.9,          # the wall clock: a 41.2 s suspend
+        accepted_mono=50.0, started_mono=50.0, finished_mono=194.7,
+        stages={"queue": 0.0, "load": 9.3, "encode": 0.2, "sample": 133.9, "decode": 1.0, "save": 0.3})
+    line = joblog.request_line(req)
+    assert " 144.70s " in line and "185.90s" not in line, line
+    assert line.endswith(" stages queue=0.00s load=9.30s encode=0.20s sample=133.90s decode=1.00s save=0.30s"), line

@@ -118,7 +118,8 @@ class ComponentPool:
         self.adapters: dict[str, AdapterEntry] = {}
         self.adapter_loads = self.adapter_hits = 0
         # what the latest build read and what it found here (a checkpoint switch: only what differs is read)
-        self.last_build = {"loaded": [], "reused": [], "loaded_bytes": 0, "reused_bytes": 0}
+        self.last_build = _empty_build()
+        self._load_started: dict = {}           # identity key -> monotonic time of its miss (a load's seconds)
         self._building = False
         self._lock = threading.Lock()           # readers on the HTTP thread take snapshots
 
@@ -143,6 +144,7 @@ class ComponentPool:
         with self._lock:
             self.misses += 1
         self._make_room(identity, policy)
+        self._load_started[identity.key] = time.monotonic()     # its read starts now; register() ends it
         return None
 
     def register(self, identity, module, policy):
@@ -152,9 +154,13 @@ class ComponentPool:
                                                            role=identity.role, roles={identity.role})
             entry.placed(policy)
             self.loaded_bytes += entry.bytes
+            started = self._load_started.pop(identity.key, None)
             if self._building:
                 self.last_build["loaded"].append(identity.role)
                 self.last_build["loaded_bytes"] += entry.bytes
+                if started is not None:      # each component read, with its seconds (the job log's load line)
+                    seconds = self.last_build["seconds"]
+                    seconds[identity.role] = round(seconds.get(identity.role, 0.0) + time.monotonic() - started, 3)
 
     # -- residency ---------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -163,7 +169,7 @@ class ComponentPool:
         for e in self.entries.values():
             e.touched = False
         with self._lock:
-            self.last_build = {"loaded": [], "reused": [], "loaded_bytes": 0, "reused_bytes": 0}
+            self.last_build = _empty_build()
             self._building = True
         previous = set_load_interceptor(self)
         try:
@@ -291,10 +297,14 @@ class ComponentPool:
             return {"hits": self.hits, "misses": self.misses, "evictions": self.evictions, "loads": self.loads,
                     "loaded_bytes": self.loaded_bytes, "resident_bytes": sum(e["bytes"] for e in entries), "entries": entries,
                     "adapters": adapters, "adapter_loads": self.adapter_loads, "adapter_hits": self.adapter_hits,
-                    "last_build": {k: list(v) if isinstance(v, list) else v for k, v in self.last_build.items()}}
+                    "last_build": {k: type(v)(v) if isinstance(v, (list, dict)) else v for k, v in self.last_build.items()}}
 
     def holds(self, role: str) -> list:
         return [e for e in self.entries.values() if e.role == role]
+
+
+def _empty_build() -> dict:
+    return {"loaded": [], "reused": [], "loaded_bytes": 0, "reused_bytes": 0, "seconds": {}}
 
 
 __all__ = ["AdapterEntry", "ComponentPool", "PoolEntry", "available_memory", "module_bytes"]

@@ -13,16 +13,17 @@ const STATE_TEXT: Record<string, string> = {
   stopped: 'stopped',
   queued: 'queued',
   starting: 'starting…',
+  warming: 'loading model…',
   ready: 'ready',
   stopping: 'stopping…',
   error: 'error',
 };
-const STATE_BADGE: Record<string, string> = { ready: 'running', starting: 'queued', stopping: 'stopping', queued: 'queued', error: 'error' };
+const STATE_BADGE: Record<string, string> = { ready: 'running', starting: 'queued', warming: 'queued', stopping: 'stopping', queued: 'queued', error: 'error' };
 
 export default function EngineStrip({ engine }: { engine: EngineHandle }) {
   const { devices, deviceId, setDeviceId, job, state, health, healthError, actionError, acting } = engine;
   const canStart = state === 'none' || state === 'stopped' || state === 'error';
-  const canStop = state === 'ready' || state === 'starting' || state === 'queued';
+  const canStop = state === 'ready' || state === 'warming' || state === 'starting' || state === 'queued';
   return (
     <section className="card engine-strip" aria-label="Inference engine" data-testid="engine-strip" data-state={state}>
       <div className="row wrap">
@@ -65,12 +66,17 @@ export default function EngineStrip({ engine }: { engine: EngineHandle }) {
         {job && <Link className="small" href={`/jobs/${job.id}/settings`} data-testid="engine-settings-link">settings</Link>}
       </div>
       <FirstRunEngine engine={engine} />
-      {job?.info && state !== 'ready' && (
+      {job?.info && state !== 'ready' && state !== 'warming' && (
         <div className={state === 'error' ? 'alert error engine-info' : 'muted small'} data-testid="engine-info">
           {job.info}
         </div>
       )}
       {state === 'starting' && healthError && <div className="muted small">{healthError}</div>}
+      {state === 'warming' && health?.starting && (
+        <div className="muted small" data-testid="engine-warming">
+          {health.starting[0].toUpperCase() + health.starting.slice(1)}: requests sent now wait for it.
+        </div>
+      )}
       {actionError && (
         <div className="alert error" role="alert">
           {actionError}

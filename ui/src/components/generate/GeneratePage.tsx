@@ -35,7 +35,7 @@ export default function GeneratePage({ preferredJobId, preferredModel = null }: 
   const engines = useEngines(engine.job ? 1 : 0);
   const gallery = useGallery();
   const gen = useGeneration(gallery.add);
-  const running = engine.state === 'ready';
+  const running = engine.state === 'ready' || engine.state === 'warming'; // a warming engine answers and queues
   const job = engine.job;
   // not while the engine is down (stopped from another tab too: the strip polls the job row)
   const library = useLibrary(job?.id ?? null, running);

@@ -161,6 +161,10 @@ export interface Health {
   memory: { device: string; used: number; total: number };
   pool: PoolStats;
   uptime: number;
+  /** false while the engine starts: its worker, then its default model (engine.default_model) */
+  ready?: boolean;
+  /** what it does before it is ready ("loading the default model …"), null once ready */
+  starting?: string | null;
 }
 
 /** One file of the engine's lora_folder (GET /loras). */

@@ -7,7 +7,7 @@ import { apiJson, postJson, type ApiRequestError } from '@/utils/api';
 import { useEngineHealth } from './useEngineHealth';
 import { useEngineJob } from './useEngineJob';
 
-export type EngineState = 'loading' | 'none' | 'stopped' | 'queued' | 'starting' | 'ready' | 'stopping' | 'error';
+export type EngineState = 'loading' | 'none' | 'stopped' | 'queued' | 'starting' | 'warming' | 'ready' | 'stopping' | 'error';
 
 export function engineJobName(deviceId: string): string {
   return `inference_engine_${deviceId.replace(/,/g, '_')}`;
@@ -21,10 +21,11 @@ export function engineJobConfig(name: string, deviceId: string, engine: Record<s
   };
 }
 
-/** The engine in one word, from its job row and whether it answers /health. */
-export function engineState(jobs: Job[] | null, job: Job | null, engineUp: boolean): EngineState {
+/** The engine in one word, from its job row, whether it answers /health, and whether it says it is ready:
+ * `warming` answers but still starts its worker or loads its default model (requests sent now wait for it). */
+export function engineState(jobs: Job[] | null, job: Job | null, engineUp: boolean, ready = true): EngineState {
   if (!job) return jobs === null ? 'loading' : 'none';
-  if (job.status === 'running') return engineUp ? 'ready' : 'starting';
+  if (job.status === 'running') return engineUp ? (ready ? 'ready' : 'warming') : 'starting';
   if (job.status === 'queued') return 'queued';
   if (job.status === 'stopping') return 'stopping';
   if (job.status === 'error') return 'error';
@@ -84,7 +85,7 @@ export function useEngine(preferredJobId: string | null) {
     deviceId,
     setDeviceId,
     job,
-    state: engineState(jobs, job, engineUp),
+    state: engineState(jobs, job, engineUp, health?.ready !== false),
     health,
     healthError,
     models,

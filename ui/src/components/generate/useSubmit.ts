@@ -33,7 +33,7 @@ interface Deps {
 
 /** The engine's state as Generate reads it: up, startable (Generate starts it), on its way, or going down. */
 function engineStep(state: ReturnType<typeof useEngine>['state']): 'up' | 'start' | 'coming' | 'down' {
-  if (state === 'ready') return 'up';
+  if (state === 'ready' || state === 'warming') return 'up'; // a warming engine queues what it is sent
   if (state === 'none' || state === 'stopped' || state === 'error') return 'start';
   return state === 'queued' || state === 'starting' ? 'coming' : 'down';
 }

@@ -64,7 +64,7 @@ export default function GridPage({ preferredJobId }: { preferredJobId: string | 
   const { saving, reset: resetSave } = useGridSave(active, grid);
 
   const job = engine.job;
-  const ready = engine.state === 'ready' && !!job;
+  const ready = (engine.state === 'ready' || engine.state === 'warming') && !!job;
   const canRun = ready && !!plan && !('error' in plan) && !grid.running;
 
   const run = () => {
