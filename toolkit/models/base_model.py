@@ -141,6 +141,7 @@ class BaseModel:
             raise
         finally:
             warm.join()
+        self.kernels_built = warm.built
         self.pipeline = self.build_pipeline(dict(self.loaded))
         if self.model_config.loras:        # a holder used on its own; the worker applies them per request
             self.apply_loras(self.model_config)
@@ -150,6 +151,7 @@ class BaseModel:
         return self
 
     kernel_warmup = None            # a kernel_warmup.Warmup already running for this model (the worker's)
+    kernels_built = 0               # the convolution kernels it built (kernel_warmup.py)
 
     # -- compile: the resident denoiser compiled in place (toolkit/models/compiled.py) -------------------------
     compile_mode = "off"            # engine.compile (the worker's); a holder used alone compiles when its model says so
