@@ -7,6 +7,8 @@
                                                                      # LoRA switches vs a transformer reload
     .venv/bin/python testing/bench_engine.py --throughput [--quick]        # dynamic batching, queue policy
     .venv/bin/python testing/bench_engine.py --compile [--quick]           # compiled vs eager (testing/bench_compile.py)
+    .venv/bin/python testing/bench_engine.py --cold [--repeat 3] [--quick] [--write-doc]
+                                                                     # process start to the first image (bench_cold.py)
 
 --all-archs: per arch, the engine's request time (tiny model, 64x64 or the arch's tiny size, a
 latent streamed every step) against the bare pipeline's call with the same arguments, interleaved,
@@ -33,6 +35,13 @@ Writes testing/.bench/bench_lora.json.
 engine.max_batch 4 vs 1 at 64x64 and 256x256, images/s against concurrency (fifo vs batched, an SVG
 chart), and a 40-request trace over 3 models under fifo vs affinity (time, bytes loaded).
 Writes testing/.bench/bench_throughput.{json,md,svg}.
+
+--cold: testing/bench_cold.py: process start to the first image on an SD 1.5-shaped folder at the real
+dims (testing/sd15_real_dims.py), 64x64/2 steps and 256x256/10 steps: the engine (`run.py`, a POST
+/generate as soon as engine.json appears, to the `end` frame; then a warm request, and peak RSS), a bare
+diffusers script in its own process (to the PNG written) and the one-shot Generate job (to `wrote`),
+interleaved, medians (--repeat, default 3 here; --quick: 64x64 once). Writes testing/.bench/bench_cold.json;
+--write-doc also rewrites its section of docs/benchmarks.md.
 
 The engine runs as `run.py` does (testing/engine_client.EngineProcess: its own process, HTTP on
 127.0.0.1); the bare pipeline (DiffusionPipeline.from_pretrained of the same folder) runs in this
@@ -591,7 +600,8 @@ def write_all_archs(res: dict, out: str):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=9, help="interleaved pairs per comparison (medians)")
+    ap.add_argument("--repeat", type=int, default=None, help="interleaved pairs per comparison (medians; default 9, "
+                    "--cold: 3)")
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     ap.add_argument("--all-archs", action="store_true", help="every arch vs its bare pipeline, and the swap pairs")
     ap.add_argument("--archs", help="with --all-archs: only these (comma-separated)")
@@ -617,8 +627,21 @@ def main():
     ap.add_argument("--compile", action="store_true", help="compiled vs eager denoisers at real widths, the engine "
                     "with compile + conditioning cache + batching vs bare (testing/bench_compile.py)")
     ap.add_argument("--flux-layers", type=int, default=1, help="with --compile: FLUX.1-width double blocks (x2 single)")
+    ap.add_argument("--cold", action="store_true", help="process start to the first image: engine, bare diffusers "
+                    "script and Generate job on real-dims SD 1.5 (testing/bench_cold.py; --repeat defaults to 3)")
+    ap.add_argument("--write-doc", action="store_true", help="with --cold: rewrite docs/benchmarks.md's cold-start "
+                    "section from the run")
     ap.add_argument("--out", default=os.path.join(ROOT, "testing", ".bench", "bench_engine.json"))
     args = ap.parse_args()
+    if args.repeat is None:
+        args.repeat = 3 if args.cold else 9
+    if args.cold:
+        from testing import bench_cold
+        res = bench_cold.run(args)
+        bench_cold.write(res)
+        if args.write_doc:
+            bench_cold.write_doc(res)
+        return
     if args.compile:
         from testing import bench_compile
         bench_compile.write(bench_compile.run(args), os.path.join(ROOT, "testing", ".bench", "bench_compile.json"))

@@ -20,6 +20,12 @@ from extensions_built_in.inference_engine.routes.common import token_matches
 PREVIEW_IMAGE = 1                # ComfyUI's BinaryEventTypes.PREVIEW_IMAGE
 JPEG = 1                         # its image type for a JPEG preview
 MAX_WAITING = 64                 # messages a socket may have unsent before previews are skipped for it
+# messages a socket may have unsent at all: past it the client is too far behind (it stopped reading) and
+# is disconnected (close code 1013, try again later) rather than held in memory; a ComfyUI client that
+# reconnects reads what it missed from /history. A progress message is ~150 bytes, a preview at most
+# a 256 px JPEG, of which at most MAX_WAITING wait: a socket holds a few MiB at most.
+MAX_BEHIND = 1024
+LAGGING_CLOSE = 1013
 
 
 def preview_message(jpeg: bytes) -> bytes:
@@ -32,15 +38,28 @@ class Socket:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.queue: asyncio.Queue = asyncio.Queue()
+        self.waiting = 0            # messages put and not taken by the sender (those scheduled on the loop too)
+        self.lagging = False        # a message was dropped past MAX_BEHIND: the sender closes the socket
+        self.lock = threading.Lock()
 
     def put(self, message, droppable: bool = False):
-        """From any thread; a preview (`droppable`) is skipped while the client is behind."""
-        if droppable and self.queue.qsize() >= MAX_WAITING:
-            return
+        """From any thread; a preview (`droppable`) is skipped while the client is behind, any message
+        once it is MAX_BEHIND behind (the socket is then closed)."""
+        with self.lock:
+            if self.waiting >= (MAX_WAITING if droppable else MAX_BEHIND):
+                self.lagging = self.lagging or not droppable
+                return
+            self.waiting += 1
         try:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
         except RuntimeError:            # its loop is closed: the server stopped
             pass
+
+    async def get(self):
+        message = await self.queue.get()
+        with self.lock:
+            self.waiting -= 1
+        return message
 
 
 class Sockets:
@@ -100,7 +119,10 @@ class Sockets:
     async def _send_loop(websocket: WebSocket, sock: Socket):
         try:
             while True:
-                message = await sock.queue.get()
+                message = await sock.get()
+                if sock.lagging:        # it missed a message: it reconnects and reads /history
+                    await websocket.close(code=LAGGING_CLOSE)
+                    return
                 if isinstance(message, bytes):
                     await websocket.send_bytes(message)
                 else:

@@ -301,7 +301,11 @@ class Session:
 
     @staticmethod
     def read_images(reqs) -> list:
-        """[(request, result, base64 bytes)] of every image produced."""
+        """[(request, result, base64 bytes)] of every image produced. Each file is read whole: the formats
+        that take these (A1111's `images`, OpenAI's `b64_json`, sd.cpp's job `result`) carry every image
+        as a base64 string inside one JSON body, so a call costs its images' bytes a few times over while
+        its answer is made (bounded by engine.limits.max_batch and max_pixels). A client that can fetch
+        files has GET /outputs (OpenAI's `response_format: url`), which streams them."""
         out = []
         for r in reqs:
             if r.status != "ok":

@@ -17,6 +17,7 @@ from extensions_built_in.inference_engine.compat.preview import preview_payload
 from extensions_built_in.inference_engine.engine import Subscriber
 from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES, auth_first
 from extensions_built_in.inference_engine.protocol import FrameReader
+from extensions_built_in.inference_engine.routes.generation import FrameQueue
 from toolkit.errors import ConfigError
 from toolkit.models.arch import REFERENCES
 from toolkit.models.registry import ARCHS
@@ -227,11 +228,11 @@ class OpenAIImages:
                                        api="openai")
         session.last_used = (name, reqs[0].model)
         req = reqs[0]
-        loop = asyncio.get_running_loop()
-        frames: asyncio.Queue = asyncio.Queue()
-        sub = Subscriber(lambda frame, _newest: loop.call_soon_threadsafe(frames.put_nowait, frame))
-        for frame in req.attach(sub):      # the replay goes first: live frames are queued on this loop after it
-            frames.put_nowait(frame)
+        # previews a client that stopped reading has not taken are skipped, not queued (FrameQueue): what it
+        # holds is bounded by the request, not by its steps
+        frames = FrameQueue(asyncio.get_running_loop())
+        sub = Subscriber(frames.deliver)
+        replay = req.attach(sub)      # the replay goes first: live frames wait in `frames` meanwhile
         size = f"{req.sample.width}x{req.sample.height}"
         common = {"background": "opaque", "quality": "auto", "size": size}
 
@@ -242,7 +243,7 @@ class OpenAIImages:
             sent, targets = 0, None
             try:
                 while True:
-                    frame = await frames.get()
+                    frame = replay.pop(0) if replay else (await frames.get())[0]
                     header = FrameReader().feed(frame)[0][0]
                     if header["type"] == "end":
                         break
@@ -266,6 +267,7 @@ class OpenAIImages:
                            "code": "cancelled" if req.status == "cancelled" else None}
                     yield event("error", {"type": "error", "error": err})
                     return
+                # the format holds each image whole, base64 inside one JSON event (common.read_images)
                 for _r, _res, b64 in await asyncio.to_thread(session.read_images, reqs):
                     yield event(f"{kind}.completed", {
                         "type": f"{kind}.completed", "b64_json": b64, "created_at": int(time.time()),

@@ -429,6 +429,7 @@ def _features(kind: str, spec, lora_folder) -> dict:
 
 
 def _b64(path: str) -> str:
+    """A result file whole, as base64: sd.cpp's job `result` carries it inside the JSON answer (a video too)."""
     with open(path, "rb") as f:
         return base64.b64encode(f.read()).decode("ascii")
 

@@ -25,22 +25,23 @@ async def assets(request: HttpRequest, name: str):
         raise ApiError(404, "path", "this engine has no assets folder")
     if not ASSET_NAME.match(name) or ".." in name:
         raise ApiError(422, "name", "name: use letters, digits, '_', '-', '.' (no folders)")
-    data = bytearray()
+    from toolkit.media import atomic_path
+    stored = f"{uuid.uuid4().hex[:8]}_{name}"
+    size = 0
+    os.makedirs(engine.assets_folder, exist_ok=True)
     with engine.asset_upload() as upload:      # the folder's total, engine.limits.max_asset_bytes
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > MAX_ASSET_BYTES:
-                raise ApiError(413, "body", f"asset is over {MAX_ASSET_BYTES} bytes")
-            if not upload.take(len(chunk)):
-                raise ApiError(413, "body", upload.refusal)
-        if not data:
-            raise ApiError(422, "body", "empty body: send the file's bytes")
-        stored = f"{uuid.uuid4().hex[:8]}_{name}"
-        from toolkit.media import atomic_path
-        os.makedirs(engine.assets_folder, exist_ok=True)
+        # written as it arrives, never held whole; a refusal or a dropped connection removes the part written
         with atomic_path(os.path.join(engine.assets_folder, stored)) as tmp:
             with open(tmp, "wb") as f:
-                f.write(data)
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > MAX_ASSET_BYTES:
+                        raise ApiError(413, "body", f"asset is over {MAX_ASSET_BYTES} bytes")
+                    if not upload.take(len(chunk)):
+                        raise ApiError(413, "body", upload.refusal)
+                    f.write(chunk)
+            if not size:
+                raise ApiError(422, "body", "empty body: send the file's bytes")
         upload.stored()
     return {"name": name, "path": stored}
 
@@ -54,6 +55,7 @@ async def settings(request: HttpRequest):
     POST to /generate. A foreign A1111 file gives the best mapping of its text onto a request.
     (Named /settings, not /resolve: /resolve reads as turning a JSON request into the resolved
     one, a route a form would want; one route taking a file or a request would be ambiguous.)"""
+    # read whole: toolkit.media.read_metadata parses the file's bytes (bounded by MAX_ASSET_BYTES)
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
@@ -63,14 +65,14 @@ async def settings(request: HttpRequest):
         raise ApiError(422, "body", "body: empty: send the file's bytes")
     from toolkit.file_settings import READ_SECONDS
     try:      # off the event loop and within a bound; a thread past it finishes on its own
-        return await asyncio.wait_for(asyncio.to_thread(file_settings, request.app.state.engine, bytes(data)),
+        return await asyncio.wait_for(asyncio.to_thread(file_settings, request.app.state.engine, data),
                                       READ_SECONDS)
     except TimeoutError:
         raise ApiError(503, "body", f"body: the file was not read within {READ_SECONDS:g} s (the engine "
                                     "is loaded): try again")
 
 
-def file_settings(engine: Engine, data: bytes) -> dict:
+def file_settings(engine: Engine, data: bytes | bytearray) -> dict:
     """POST /settings: read a file's settings (toolkit/file_settings.py) and check them as a request
     here; what would not be accepted (a profile not defined here, a path the file kept only the name
     of) is a warning, so the answer still shows what made the file. A number no request may hold

@@ -1,8 +1,10 @@
 """A request's life over HTTP: POST /generate submits and streams it (or waits for it), GET /stream
 re-attaches a reader, POST /cancel ends it.
 
-Frames reach a streaming response through an asyncio queue fed with call_soon_threadsafe, so the
-event loop never waits on the generation thread."""
+Frames reach a streaming response through a FrameQueue (an asyncio queue fed with
+call_soon_threadsafe), so the event loop never waits on the generation thread, and a reader that falls
+behind (a slow client, or one that stopped reading: the transport's flow control then holds the
+response's generator) costs a bounded amount of memory: see FrameQueue."""
 import asyncio
 import re
 import threading
@@ -15,7 +17,7 @@ from extensions_built_in.inference_engine.engine import Engine, EngineBusy, Subs
 from extensions_built_in.inference_engine.http_guard import INLINE_IMAGES_BODY_BYTES
 from extensions_built_in.inference_engine.routes.common import ApiError, engine_router, errors, require_token
 
-PENDING_LATENTS = 4        # a slow reader skips latents beyond this many undelivered ones
+PENDING_LATENTS = 4        # a slow reader skips latents and previews beyond this many undelivered ones
 
 router = engine_router(dependencies=[Depends(require_token)])
 
@@ -69,23 +71,50 @@ def cancel(request_id: str, request: HttpRequest):
     return JSONResponse({"request_id": request_id, "status": req.status}, headers={"X-Request-Id": request_id})
 
 
+class FrameQueue:
+    """One reader's undelivered frames, from the generation thread (`deliver`, a Subscriber's callback)
+    to its event loop (`get`). What a reader that falls behind holds here is bounded:
+
+    - droppable frames (`latent`, `preview`: each supersedes the one before) beyond `limit` undelivered
+      ones are skipped, not queued: a slow reader sees fewer of them, the newest when it catches up
+      (Request.publish keeps the newest for a re-attach too). At most `limit` frames of the largest kind
+      (a latent of the request's size) wait here.
+    - every other frame (start, progress, status, result, error, end) is kept, as a reader needs them
+      all: they are the request's history (Request.history holds each of them already), a few hundred
+      bytes per step, so a reader stalled for a whole request holds at most a second copy of it.
+    A reader is never disconnected for being slow: what it costs is bounded by one request."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int = PENDING_LATENTS):
+        self.loop, self.limit = loop, limit
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.droppable = 0          # droppable frames handed to the loop and not taken yet
+        self.lock = threading.Lock()
+
+    def deliver(self, frame: bytes, droppable: bool):
+        """From the generation thread."""
+        if droppable:
+            with self.lock:
+                if self.droppable >= self.limit:
+                    return
+                self.droppable += 1
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, (frame, droppable))
+        except RuntimeError:        # its loop is closed: the server stopped
+            pass
+
+    async def get(self) -> tuple[bytes, bool]:
+        frame, droppable = await self.queue.get()
+        if droppable:
+            with self.lock:
+                self.droppable -= 1
+        return frame, droppable
+
+
 async def _follow(engine: Engine, req, cancel_on_disconnect: bool):
     """A request's frames: the replay, then live frames until `end`. A client that goes away
     cancels the request unless it asked to detach (or is a re-attached reader)."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue = asyncio.Queue()
-    pending = {"latents": 0}
-    lock = threading.Lock()
-
-    def deliver(frame, latent):          # called on the generation thread
-        if latent:
-            with lock:
-                if pending["latents"] >= PENDING_LATENTS:
-                    return
-                pending["latents"] += 1
-        loop.call_soon_threadsafe(queue.put_nowait, (frame, latent))
-
-    sub = Subscriber(deliver)
+    frames = FrameQueue(asyncio.get_running_loop())
+    sub = Subscriber(frames.deliver)
     replay = req.attach(sub)
     ended = False
     try:
@@ -95,12 +124,9 @@ async def _follow(engine: Engine, req, cancel_on_disconnect: bool):
         if ended:
             return
         while True:
-            frame, latent = await queue.get()
-            if latent:
-                with lock:
-                    pending["latents"] -= 1
+            frame, droppable = await frames.get()
             yield frame
-            if not latent and _is_end(frame):
+            if not droppable and _is_end(frame):
                 ended = True
                 return
     finally:
