@@ -42,7 +42,10 @@ class Generate(BaseProcess):
         self.model_config = self.works[0].model
 
     def run(self):
+        from toolkit import host_heap
         from toolkit.models.base_model import get_model_class
+
+        host_heap.keep_freed()      # a step reuses the last one's pages (toolkit/host_heap.py)
 
         def say(message, stage):
             print(f"[{stage}] {message}", flush=True)

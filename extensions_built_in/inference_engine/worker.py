@@ -12,12 +12,17 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from extensions_built_in.inference_engine import messages as m
 from extensions_built_in.inference_engine.stages import StageClock
+from toolkit import host_heap
 from toolkit.models import compiled     # torch-free at import
 from toolkit.oom import is_oom
+
+# seconds with no message before the heap's free pages go back to the system: back-to-back requests keep
+# them (toolkit/host_heap.py)
+IDLE_RELEASE_S = 2.0
 
 
 class GenerationCancelled(Exception):
@@ -613,26 +618,13 @@ class WorkerCore:
         self.active_config = mc
 
     def _build(self, mc, status, plan=None):
-        from toolkit.models import kernel_warmup
         from toolkit.models.base_model import get_model_class
-        from toolkit.models.tiny import is_tiny, resolve_tiny
-        from toolkit.models.v2.policy import resolve_dtype
 
         def on_status(message, stage="status"):
             if stage == "loading" and message.startswith("loading "):
                 self.faults.on_load()
             status(message, stage)
-        # first, so that the pipeline's import (the holder's) overlaps them as the reads do (kernel_warmup.py)
-        files = replace(mc, name_or_path=resolve_tiny(mc.name_or_path, mc.arch)) if is_tiny(mc.name_or_path) else mc
-        warm = kernel_warmup.start(files, self.device, resolve_dtype(mc.dtype, self.device), self.model_folders,
-                                   self.model_roots)
-        try:
-            holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status, plan=plan,
-                                              memory=self.memory)
-        except BaseException:
-            warm.stop.set()
-            raise
-        holder.kernel_warmup = warm
+        holder = get_model_class(mc.arch)(mc, device=self.device, status_hook=on_status, plan=plan, memory=self.memory)
         holder.cond_cache = self.cond_cache
         holder.compile_mode, holder.compile_lora_rank = self.compile, self.compile_lora_rank
         holder.library_folders, holder.library_roots = self.model_folders, self.model_roots
@@ -824,6 +816,7 @@ def main(conn, options: dict):
     faults). Ctrl-C reaches the whole process group; the engine decides when this process ends,
     so SIGINT is ignored here."""
     started = time.monotonic()
+    host_heap.keep_freed()          # before torch: a step reuses the last one's pages (toolkit/host_heap.py)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     send_lock = threading.Lock()
@@ -861,7 +854,11 @@ def main(conn, options: dict):
     threading.Thread(target=listen, daemon=True, name="worker-listen").start()
     emit(core.state())
     while True:
-        msg = work.get()
+        try:
+            msg = work.get(timeout=IDLE_RELEASE_S)
+        except queue.Empty:         # idle: the pages the last request freed go back to the system
+            host_heap.release()
+            msg = work.get()
         if isinstance(msg, m.Shutdown):
             break
         core.handle(msg)

@@ -122,26 +122,10 @@ class BaseModel:
 
     def load_model(self):
         """Load every component through the funnel, then build the pipeline."""
-        from toolkit.models import kernel_warmup
-
         t0 = time.perf_counter()
         self.print_and_status_update(f"loading {self.arch}", "loading")
-        # the CPU's convolution kernels built beside the reads, not in the first request (kernel_warmup.py);
-        # the worker starts them before this holder is made (its pipeline's import overlaps them too)
-        warm, self.kernel_warmup = self.kernel_warmup, None
-        if warm is None:
-            warm = kernel_warmup.start(self.model_config, self.device, self.dtype, self.library_folders,
-                                       self.library_roots)
-        try:
-            for role, cls, source, kwargs in self.component_loads():
-                self.loaded[role] = None if cls is None else cls.load(source, status=self.print_and_status_update,
-                                                                      **kwargs)
-        except BaseException:
-            warm.stop.set()
-            raise
-        finally:
-            warm.join()
-        self.kernels_built = warm.built
+        for role, cls, source, kwargs in self.component_loads():
+            self.loaded[role] = None if cls is None else cls.load(source, status=self.print_and_status_update, **kwargs)
         self.pipeline = self.build_pipeline(dict(self.loaded))
         if self.model_config.loras:        # a holder used on its own; the worker applies them per request
             self.apply_loras(self.model_config)
@@ -149,9 +133,6 @@ class BaseModel:
         self.load_seconds = time.perf_counter() - t0
         self.print_and_status_update(f"loaded {self.arch} in {self.load_seconds:.1f}s", "loaded")
         return self
-
-    kernel_warmup = None            # a kernel_warmup.Warmup already running for this model (the worker's)
-    kernels_built = 0               # the convolution kernels it built (kernel_warmup.py)
 
     # -- compile: the resident denoiser compiled in place (toolkit/models/compiled.py) -------------------------
     compile_mode = "off"            # engine.compile (the worker's); a holder used alone compiles when its model says so

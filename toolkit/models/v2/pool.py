@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from toolkit import host_heap
 from toolkit.models.v2.mixin import set_load_interceptor
 from toolkit.models.v2.residency import module_bytes
 
@@ -96,6 +97,7 @@ def available_memory(device: str) -> int:
     if str(device).startswith("cuda") and torch.cuda.is_available():
         free, _total = torch.cuda.mem_get_info(torch.device(device))
         return free
+    host_heap.release()         # what the heap keeps for reuse is available too (toolkit/host_heap.py)
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -287,6 +289,7 @@ class ComponentPool:
             gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+        host_heap.release()
         return count
 
     # -- reporting ---------------------------------------------------------------------------------
