@@ -9,13 +9,13 @@ Lines (docs/engine.md, "The job log"):
       stages worker=<s>s queue=<s>s load=<s>s encode=<s>s sample=<s>s decode=<s>s save=<s>s [error: ...|cancelled ...]
   load <arch> <model> <bytes> bytes <seconds>s pool hits <n> misses <n> placement <role>=<p> ...
       [components <role>=<s>s ...] [for request <id>]
-Seconds are the monotonic clock's (stages.py).
   retry <id> out of memory in the <stage> stage of <model>; retrying once with placement <role>=<p> ... (<rung>)
   evict <role> <class> <bytes> bytes (memory|released)
   lora load <file name> <bytes> bytes [for request <id>]
   worker restart: <reason>
 Model names are repo ids or `tiny:<arch>` as given; a local path shows only its basename.
 Prompts are cut to PROMPT_CHARS: enough to find a request by its prompt, not a full copy of it.
+Seconds are the monotonic clock's (stages.py).
 """
 import json
 import os

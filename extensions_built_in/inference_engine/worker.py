@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 from extensions_built_in.inference_engine import messages as m
+from extensions_built_in.inference_engine.joblog import model_label
 from extensions_built_in.inference_engine.stages import StageClock
 from toolkit import host_heap
 from toolkit.models import compiled     # torch-free at import
@@ -396,7 +397,7 @@ class WorkerCore:
         import gc
 
         import torch
-        message = (f"out of memory in the {self._stage} stage of {_model_label(mc)}; retrying once with "
+        message = (f"out of memory in the {self._stage} stage of {model_label(mc)}; retrying once with "
                    f"placement {plan.summary()} ({plan.rung})")
         self._status_fn(members, "Generating")(message, "retry")
         members.check()
@@ -408,7 +409,7 @@ class WorkerCore:
         return self._ensure_holder(mc, members, plan)
 
     def _oom_message(self, mc, e) -> str:
-        return f"out of memory in the {self._stage} stage of {_model_label(mc)}: {e}"
+        return f"out of memory in the {self._stage} stage of {model_label(mc)}: {e}"
 
     def _sample(self, holder, members: "_Members", mc, t0: float):
         from toolkit.models import latent_copy
@@ -789,12 +790,6 @@ def _host_memory() -> dict:
 def _same_placement(a, b) -> bool:
     """Two plans that place every component alike (the holder built with `a` serves `b`)."""
     return a is not None and b is not None and a.placements == b.placements and a.groups == b.groups
-
-
-def _model_label(mc) -> str:
-    """A model's name for a message: its profile, else its weights' name (a path by its basename)."""
-    from extensions_built_in.inference_engine.joblog import model_label
-    return model_label(mc)
 
 
 # -- the worker process ------------------------------------------------------------------------------

@@ -113,6 +113,5 @@ def test_http_peak_rss_does_not_grow_with_steps_size_or_slow_readers(engine):
     rest = read_rest(s)
     assert b'{"type":"end"' in rest and rest.count(b'"type":"latent"') < STEPS     # it skipped latents
 
-
     grown = vm_hwm_kib(pid) - before
     assert grown < BOUND_KIB, f"the HTTP process's peak RSS grew by {grown} KiB (bound {BOUND_KIB} KiB)"
