@@ -35,13 +35,6 @@ with httpx.Client(timeout=30) as c:
 """
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -63,6 +56,7 @@ def main() -> int:
     loras = os.path.join(root, "loras")
     write_tiny_lora("zimage", tiny, os.path.join(loras, "ok.safetensors"))
     os.symlink("/etc/passwd", os.path.join(loras, "passwd_link.safetensors"))
+    from testing.local_cluster import free_port
     compat_port = free_port()
     proc = EngineProcess(os.path.join(root, "job"), engine_extra={"lora_folder": loras, "compat_port": compat_port})
     proc.wait_ready()
