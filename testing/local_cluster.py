@@ -2,8 +2,6 @@
 driver), CPU replicas, the ingress on a free port; engine.json written as `run.py` would."""
 import json
 import os
-import random
-import socket
 import sys
 import time
 
@@ -13,40 +11,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from testing.engine_client import EngineClient  # noqa: E402
+from testing.ports import free_port  # noqa: E402
 
 
 class _Job:
     def __init__(self, name):
         self.name = name
-
-
-def _ephemeral_floor() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def free_port() -> int:
-    """A free port the kernel never hands out by itself: Ray's own services bind ephemeral ports
-    (port 0) between this pick and Serve's bind, and once took this very port (CI: "Failed to bind
-    to address"). Below the ephemeral range and above Ray's worker ports (10002-19999), only an
-    explicit bind to the same number can collide."""
-    floor = _ephemeral_floor()
-    if floor > 20100:
-        rng = random.Random()
-        for _ in range(200):
-            port = rng.randrange(20000, floor)
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalCluster:

@@ -56,7 +56,7 @@ def main() -> int:
     loras = os.path.join(root, "loras")
     write_tiny_lora("zimage", tiny, os.path.join(loras, "ok.safetensors"))
     os.symlink("/etc/passwd", os.path.join(loras, "passwd_link.safetensors"))
-    from testing.local_cluster import free_port
+    from testing.ports import free_port
     compat_port = free_port()
     proc = EngineProcess(os.path.join(root, "job"), engine_extra={"lora_folder": loras, "compat_port": compat_port})
     proc.wait_ready()

@@ -447,13 +447,11 @@ def test_comfy_port_is_a_port_of_its_own():
 def test_the_engine_process_serves_it_on_comfy_port_without_torch(tiny, tmp_path):
     """`run.py`'s engine with engine.comfy_port: a workflow runs end to end through its worker process, and
     the HTTP process (the graph analysis, the node table, the file lookup) never imports torch."""
-    import socket
     import websocket
     from testing.engine_client import EngineProcess
+    from testing.ports import free_port
     tree = write_tree(tmp_path, tiny)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = EngineProcess(str(tmp_path / "job"), engine_extra={"comfy_port": port, "comfyui_path": tree})
     try:
         token = proc.wait_ready().info["token"]

@@ -432,10 +432,8 @@ def test_the_http_process_never_imports_torch_whatever_it_is_sent(tiny, tmp_path
     loras = tmp_path / "loras"
     write_tiny_lora("zimage", tiny("zimage"), loras / "ok.safetensors")
     (loras / "passwd_link.safetensors").symlink_to("/etc/passwd")
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        compat_port = s.getsockname()[1]
+    from testing.ports import free_port
+    compat_port = free_port()
     proc = EngineProcess(str(tmp_path / "job"), engine_extra={"lora_folder": str(loras), "compat_port": compat_port,
                                                               "model_roots": [str(tmp_path)]})
     try:
