@@ -86,6 +86,16 @@ describe('which request the preview follows', () => {
     expect(chooseFollow(['b', 'c'], { id: 'a', ended: true }, null)).toBe('b');
     // one the engine finished meanwhile is collected, not shown after the last
     expect(chooseFollow(['d'], { id: 'c', ended: true }, snap(null, [], ['d', 'c']))).toBeNull();
+    // write-behind: d sampled, c ran while d's files were written, c ended before d's stream did.
+    // The preview stays on c, the last to run (d is collected), though the answer is from c's run.
+    const whileWriting = snap('c', [], ['a']);
+    whileWriting.writing = [req('d', { status: 'running' })];
+    expect(chooseFollow(['d'], { id: 'c', ended: true }, whileWriting)).toBeNull();
+    expect(toCollect([{ id: 'd', sentAt: 100 }], whileWriting, 200)).toEqual(['d']);
+    // writing with nothing run after it (a reload while its files are written): it is the last, shown
+    const lastWriting = snap(null, [], ['a']);
+    lastWriting.writing = [req('d', { status: 'running' })];
+    expect(chooseFollow(['d'], null, lastWriting)).toBe('d');
     // nothing of ours left
     expect(chooseFollow([], { id: 'a', ended: true }, snap(null, []))).toBeNull();
     expect(chooseFollow([], null, null)).toBeNull();

@@ -117,7 +117,7 @@ export function runningIds(snap: QueueSnapshot | null): string[] {
  * Which of this page's unfinished requests (`ours`, in the order they were sent) the preview shows:
  * one the engine runs now (the shown one if it is among them); else the shown one while it has not
  * ended; else the first of ours in the engine's queue order, else the first sent that the engine
- * has not finished. Null: none to show.
+ * has not finished (nor sampled, while a later call runs). Null: none to show.
  */
 export function chooseFollow(ours: string[], shown: { id: string; ended: boolean } | null, snap: QueueSnapshot | null): string | null {
   if (!ours.length) return shown && !shown.ended ? shown.id : null;
@@ -125,9 +125,12 @@ export function chooseFollow(ours: string[], shown: { id: string; ended: boolean
   if (running.length) return shown && !shown.ended && running.includes(shown.id) ? shown.id : running[0];
   if (shown && !shown.ended) return shown.id;
   const queued = (snap?.queued ?? []).map((r) => r.request_id).filter((id) => ours.includes(id));
-  // one the engine has finished is read in the background (toCollect), not shown after the last
-  const finished = new Set((snap?.finished ?? []).map((r) => r.request_id));
-  return queued[0] ?? ours.find((id) => !finished.has(id)) ?? null;
+  // one the engine has finished is read in the background (toCollect), not shown after the last to
+  // run; so is one still writing its files while another call runs (engine.write_behind): that call
+  // ran after it, and may have ended on this page before the writing one's stream did
+  const superseded = runningIds(snap).length ? (snap?.writing ?? []) : [];
+  const over = new Set([...(snap?.finished ?? []), ...superseded].map((r) => r.request_id));
+  return queued[0] ?? ours.find((id) => !over.has(id)) ?? null;
 }
 
 /**
